@@ -1,0 +1,135 @@
+"""Basic text ops with Data-Juicer names, params and stats keys: length, word count, regex replace."""
+from __future__ import annotations
+
+import re
+import string
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import Field
+
+from ... import columns as C
+from ...registry import register
+from ..base import Filter, Mapper, Params, in_range, range_reason
+
+# Data-Juicer strips these from word edges before counting words (helper_func.SPECIAL_CHARACTERS, main part)
+WORD_STRIP = string.punctuation + string.digits + string.whitespace
+
+
+@register("text_length_filter")
+class TextLengthFilter(Filter):
+    """Keep samples whose text length in characters (code points) is within [min_len, max_len]."""
+
+    stats_keys = ("text_len",)
+
+    class Params(Params):
+        min_len: int = Field(10, description="Minimum text length in characters.")
+        max_len: int = Field(sys.maxsize, description="Maximum text length in characters.")
+
+    def compute_stats(self, batch):
+        return C.with_stats(batch, {"text_len": pc.cast(pc.utf8_length(self.text(batch)), pa.int64())})
+
+    def keep(self, batch):
+        return in_range(C.get_stat(batch, "text_len"), self.params.min_len, self.params.max_len)
+
+    def reason(self, removed):
+        return range_reason(C.get_stat(removed, "text_len"), self.params.min_len, self.params.max_len, "text_len")
+
+
+def count_words(text: pa.Array) -> pa.Array:
+    """Data-Juicer's word count without a tokenizer: split on spaces, strip punctuation/digits/whitespace
+    from each word's edges, count the non-empty rest."""
+    words = pc.split_pattern(text, " ")
+    parents = pc.list_parent_indices(words)
+    flat = pc.list_flatten(words)
+    stripped = pc.utf8_trim(flat, WORD_STRIP)
+    nonempty = pc.greater(pc.utf8_length(stripped), 0)
+    idx = pc.filter(parents, nonempty).to_numpy()
+    counts = np.bincount(idx, minlength=len(text)) if len(idx) else np.zeros(len(text), np.int64)
+    return pa.array(counts.astype(np.int64))
+
+
+@register("words_num_filter")
+class WordsNumFilter(Filter):
+    """Keep samples whose number of words is within [min_num, max_num] (Data-Juicer semantics: words are
+    space-separated tokens with punctuation, digits and whitespace stripped from their edges)."""
+
+    stats_keys = ("num_words",)
+
+    class Params(Params):
+        lang: str = Field("en", description="Language of the text (kept for Data-Juicer compatibility).")
+        tokenization: bool = Field(False, description="Use a language tokenizer to find words (unsupported in "
+                                                      "this op; see the text library's word segmenters).")
+        min_num: int = Field(10, description="Minimum number of words.")
+        max_num: int = Field(sys.maxsize, description="Maximum number of words.")
+
+    def compute_stats(self, batch):
+        return C.with_stats(batch, {"num_words": count_words(self.text(batch))})
+
+    def keep(self, batch):
+        return in_range(C.get_stat(batch, "num_words"), self.params.min_num, self.params.max_num)
+
+    def reason(self, removed):
+        return range_reason(C.get_stat(removed, "num_words"), self.params.min_num, self.params.max_num, "num_words")
+
+
+def _to_re2(pattern: str) -> str | None:
+    """The RE2 form of a Python pattern for pyarrow's vectorised kernels, or None when RE2 cannot run it
+    (look-arounds, back-references)."""
+    if re.search(r"\(\?[=!<]|\\[1-9]|\(\?P=", pattern):
+        return None
+    return "(?s)" + pattern  # Data-Juicer compiles with re.DOTALL
+
+
+def _to_re2_repl(repl: str) -> str | None:
+    if re.search(r"\\g<|\\[1-9]", repl):
+        return None
+    return repl.replace("\\", "\\\\")
+
+
+@register("replace_content_mapper")
+class ReplaceContentMapper(Mapper):
+    """Replace every match of a regex (or each regex of a list) with a replacement string (Data-Juicer's
+    `replace_content_mapper`; patterns compile with DOTALL). Runs in pyarrow's RE2 kernel when the pattern
+    allows, else falls back to Python's `re` per row."""
+
+    class Params(Params):
+        pattern: str | list[str] | None = Field(None, description="Regex or list of regexes to replace.")
+        repl: str | list[str] = Field("", description="Replacement, or one per pattern.")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        pats = self.params.pattern
+        pats = [] if pats is None else [pats] if isinstance(pats, str) else list(pats)
+        repls = self.params.repl
+        if isinstance(repls, list):
+            if len(repls) != len(pats):
+                raise ValueError(f"repl has {len(repls)} items for {len(pats)} patterns")
+        else:
+            repls = [repls] * len(pats)
+        for p in pats:
+            try:
+                re.compile(p)
+            except re.error as e:
+                raise ValueError(f"bad regex {p!r}: {e}") from None
+        self.rules = list(zip(pats, repls))
+
+    def process_batch(self, batch):
+        if not self.rules:
+            return batch
+        text = self.text(batch)
+        for pat, repl in self.rules:
+            re2, re2_repl = _to_re2(pat), _to_re2_repl(repl)
+            done = False
+            if re2 is not None and re2_repl is not None:
+                try:
+                    text = pc.replace_substring_regex(text, pattern=re2, replacement=re2_repl)
+                    done = True
+                except pa.ArrowInvalid:
+                    pass
+            if not done:
+                rx = re.compile(pat, re.DOTALL)
+                text = pa.array([None if t is None else rx.sub(repl, t) for t in text.to_pylist()], text.type)
+        return C.set_column(batch, self.text_key, text)

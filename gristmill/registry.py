@@ -1,0 +1,100 @@
+"""Op registry: name → op class. Param schemas, validation and docs all derive from each op's ``Params``."""
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+from typing import Any
+
+from pydantic import ValidationError
+
+_OPS: dict[str, type] = {}
+_LOADED = False
+
+# every module under these packages is imported (lazily, on first lookup) so that its @register runs
+OP_PACKAGES = ["gristmill.ops"]
+
+
+class OpError(ValueError):
+    """A bad op name or param, with the YAML path of the problem and the closest valid name."""
+
+
+def register(name: str):
+    """Class decorator: make the op available by ``name`` in recipes and the CLI."""
+    def deco(cls):
+        if name in _OPS and _OPS[name] is not cls:
+            raise ValueError(f"op {name!r} registered twice ({_OPS[name].__module__} and {cls.__module__})")
+        cls.name = name
+        _OPS[name] = cls
+        return cls
+    return deco
+
+
+def _load_all() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    import pkgutil
+    for pkg_name in OP_PACKAGES:
+        pkg = importlib.import_module(pkg_name)
+        for info in pkgutil.walk_packages(pkg.__path__, pkg_name + "."):
+            if info.name.rsplit(".", 1)[-1].startswith("_"):
+                continue
+            importlib.import_module(info.name)
+
+
+def all_ops() -> dict[str, type]:
+    _load_all()
+    return dict(sorted(_OPS.items()))
+
+
+def closest(name: str, candidates) -> str:
+    m = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.5)
+    return f"; did you mean {m[0]!r}?" if m else ""
+
+
+def get_op_class(name: str, where: str = "") -> type:
+    ops = all_ops()
+    if name not in ops:
+        at = f"{where}: " if where else ""
+        raise OpError(f"{at}unknown op {name!r}{closest(name, ops)} (`gristmill ops` lists them)")
+    return ops[name]
+
+
+def create_op(name: str, params: dict | None, where: str = "", allow_scripts: bool = False):
+    """Build an op from a recipe entry, turning pydantic errors into messages with YAML paths."""
+    cls = get_op_class(name, where)
+    params = dict(params or {})
+    if getattr(cls, "is_script", False) and not allow_scripts:
+        raise OpError(f"{where}: op {name!r} runs user code; enable it with `allow_scripts: true` in the "
+                      f"recipe (or --allow-scripts)")
+    try:
+        return cls(**params)
+    except ValidationError as e:
+        fields = cls.Params.model_fields
+        msgs = []
+        for err in e.errors():
+            loc = ".".join(str(x) for x in err["loc"])
+            path = f"{where}.{loc}" if loc else where
+            if err["type"] == "extra_forbidden":
+                key = str(err["loc"][0])
+                msgs.append(f"{path}: unknown param {key!r} for {name}{closest(key, fields)}")
+            else:
+                msgs.append(f"{path}: {err['msg']} (got {err.get('input')!r})")
+        raise OpError("; ".join(msgs)) from None
+    except (TypeError, ValueError) as e:
+        raise OpError(f"{where}: {e}") from None
+
+
+def describe(cls) -> dict[str, Any]:
+    """Machine-readable description of an op: kind, doc and params (type, default, description)."""
+    params = []
+    for pname, f in cls.Params.model_fields.items():
+        ann = f.annotation
+        tname = getattr(ann, "__name__", None) or str(ann).replace("typing.", "")
+        default = f.get_default(call_default_factory=True) if not f.is_required() else None
+        params.append({"name": pname, "type": tname, "default": default, "required": f.is_required(),
+                       "description": f.description or ""})
+    return {"name": cls.name, "kind": cls.kind, "doc": inspect.cleandoc(cls.__doc__ or ""),
+            "params": params, "schema": cls.Params.model_json_schema()}
