@@ -270,9 +270,10 @@ class Reject:
     source: str | None = None
     offset: int | None = None
     line: int | None = None
+    position: int | None = None  # the op's index in the recipe
 
     def to_dict(self) -> dict:
-        return {"op": self.op, "error_type": self.error_type, "message": self.message, "source": self.source,
+        return {"op": self.op, "position": self.position, "error_type": self.error_type, "message": self.message, "source": self.source,
                 "offset": self.offset, "line": self.line, "record": self.row}
 
 
@@ -347,7 +348,8 @@ class FusedOp(Op):
                 rec = row.to_pylist()[0]
                 rec = {k2: v for k2, v in rec.items() if not k2.startswith(C.TMP_PREFIX)}
                 msg = str(e) or traceback.format_exception_only(type(e), e)[-1].strip()
-                rejects.append(Reject(op=op.name, error_type=type(e).__name__, message=msg[:2000], row=rec))
+                rejects.append(Reject(op=op.name, error_type=type(e).__name__, message=msg[:2000], row=rec,
+                                      position=op.position))
                 continue
             kept.append(k)
             if g is not None:

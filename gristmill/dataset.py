@@ -1,0 +1,98 @@
+"""Python API: ``Dataset.load(path).process([ops]).export(path)``.
+
+A Dataset is lazy: a source plus the ops to apply. Work happens in ``export`` (or ``to_list``/``to_table``),
+through the same local engine the CLI uses, so the API and recipes behave identically.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field, replace
+
+import pyarrow as pa
+
+from .engine.local import LocalEngine, RunConfig
+from .io.writers import read_shard_parts
+from .ops.base import Op
+
+
+@dataclass
+class Dataset:
+    source: object  # path, glob, weighted spec, or list of paths
+    ops: list[Op] = field(default_factory=list)
+    text_key: str = "text"
+    input_format: str | None = None
+    reader_params: dict = field(default_factory=dict)
+    _tmp: object = None  # keeps an in-memory source's temp dir alive
+    last_report: dict | None = None
+
+    @classmethod
+    def load(cls, path, text_key: str = "text", format: str | None = None, **reader_params) -> "Dataset":
+        """Any supported file, directory, glob, HF `save_to_disk` dir, or weighted list "w1 p1 w2 p2"."""
+        return cls(source=path, text_key=text_key, input_format=format, reader_params=reader_params)
+
+    @classmethod
+    def from_table(cls, table: pa.Table, text_key: str = "text") -> "Dataset":
+        """An in-memory table (written once to a temporary Parquet file so the engine can shard it)."""
+        import pyarrow.parquet as pq
+        tmp = tempfile.TemporaryDirectory(prefix="gristmill-mem-")
+        path = os.path.join(tmp.name, "data.parquet")
+        pq.write_table(table, path)
+        return cls(source=path, text_key=text_key, _tmp=tmp)
+
+    @classmethod
+    def from_list(cls, rows: list[dict], text_key: str = "text") -> "Dataset":
+        return cls.from_table(pa.Table.from_pylist(rows), text_key)
+
+    def process(self, ops) -> "Dataset":
+        """A new dataset with ``ops`` (one op or a list) appended; nothing runs yet."""
+        ops = [ops] if isinstance(ops, Op) else list(ops)
+        return replace(self, ops=[*self.ops, *ops])
+
+    def _config(self, work_dir, export_path, np, **kw) -> RunConfig:
+        return RunConfig(dataset_path=self.source, work_dir=work_dir, export_path=export_path, np=np,
+                         text_key=self.text_key, input_format=self.input_format,
+                         reader_params=dict(self.reader_params), **kw)
+
+    def export(self, path: str, np: int = 1, work_dir: str | None = None, progress: bool = False, **kw) -> dict:
+        """Run the ops and write ``path`` (.jsonl[.gz|.zst], .parquet, or a directory for HF Arrow).
+        Returns the run report; ``work_dir`` (default: next to the export) makes reruns resume."""
+        work_dir = work_dir or os.path.join(os.path.dirname(os.path.abspath(path)),
+                                            f".gristmill-work-{os.path.basename(path)}")
+        report = LocalEngine(self._config(work_dir, path, np, progress=progress, **kw)).run(self.ops)
+        self.last_report = report
+        return report
+
+    def to_table(self, np: int = 1, work_dir: str | None = None, **kw) -> pa.Table:
+        """Run the ops and return the result in memory (for small data, tests and notebooks)."""
+        with tempfile.TemporaryDirectory(prefix="gristmill-work-") as tmp:
+            report = LocalEngine(self._config(work_dir or tmp, None, np, progress=False, **kw)).run(self.ops)
+            self.last_report = report
+            batches = [b for parts in report["final_parts"] for b in read_shard_parts(parts)]
+            from . import columns as C
+            keep_stats = kw.get("keep_stats_in_res_ds", True)
+            batches = [C.drop_private(b, keep_stats) for b in batches]
+            if not batches:
+                return pa.table({})
+            return pa.Table.from_batches(batches) if all(b.schema.equals(batches[0].schema) for b in batches) \
+                else pa.concat_tables([pa.Table.from_batches([b]) for b in batches], promote_options="permissive")
+
+    def to_list(self, np: int = 1, **kw) -> list[dict]:
+        return self.to_table(np=np, **kw).to_pylist()
+
+    def head(self, n: int = 5) -> list[dict]:
+        """The first ``n`` input rows (ops not applied), read without running the engine."""
+        from .io.base import ReadOptions
+        from .io.formats import read_shard
+        from .io.planner import common_root, plan_dataset
+        opts = ReadOptions(text_key=self.text_key, params=tuple(sorted(self.reader_params.items())))
+        shards = plan_dataset(self.source, opts, self.input_format)
+        opts = replace(opts, root=common_root(shards))
+        out: list[dict] = []
+        for s in shards:
+            for item in read_shard(s, opts):
+                if isinstance(item, pa.RecordBatch):
+                    out.extend(item.slice(0, n - len(out)).to_pylist())
+                    if len(out) >= n:
+                        return out
+        return out

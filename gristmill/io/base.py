@@ -1,0 +1,154 @@
+"""Reader interface and registry.
+
+A dataset is a list of shards; a shard is a piece of one input file (a byte range of a JSONL file, a
+range of Parquet row groups, a whole compressed file...) that one worker streams as Arrow record batches.
+Shard boundaries depend only on the input and the read options, never on the number of workers, which is
+what makes output byte-identical for any ``np``.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import ClassVar, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from .. import columns as C
+from ..ops.base import Reject
+
+COMPRESSIONS = (".gz", ".zst", ".zstd", ".bz2", ".xz", ".lz4")
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    text_key: str = "text"
+    batch_size: int = 1000
+    shard_bytes: int = 32 << 20  # uncompressed line-based files are split into pieces of about this size
+    root: str = ""  # ids are made relative to this directory
+    params: tuple = ()  # reader-specific options as sorted (key, value) pairs, e.g. (("txt_mode", "line"),)
+
+    def param(self, key: str, default=None):
+        return dict(self.params).get(key, default)
+
+
+@dataclass(frozen=True)
+class Shard:
+    source: str  # file (or directory) path
+    reader: str  # reader name
+    start: int = 0  # reader-defined: byte offset, first row group, first file index...
+    end: int | None = None  # exclusive; None = to the end
+    index: int = 0  # position in the dataset's shard list (set by the planner)
+    weight: float = 1.0  # mixture weight of the source this shard came from
+    files: tuple = ()  # for readers that group many small files into one shard
+
+    def describe(self) -> str:
+        rng = "" if (self.start == 0 and self.end is None) else f"[{self.start}:{'' if self.end is None else self.end}]"
+        return f"{self.source}{rng}"
+
+
+class Reader:
+    """Turns files into shards and shards into record batches (or rejects)."""
+
+    name: ClassVar[str] = ""
+    extensions: ClassVar[tuple[str, ...]] = ()  # lower-case suffixes without compression, e.g. (".jsonl",)
+
+    def plan(self, path: str, opts: ReadOptions) -> list[Shard]:
+        return [Shard(source=path, reader=self.name)]
+
+    def read(self, shard: Shard, opts: ReadOptions) -> Iterator[pa.RecordBatch | Reject]:  # pragma: no cover
+        raise NotImplementedError
+
+
+_READERS: dict[str, Reader] = {}
+
+
+def register_reader(cls):
+    inst = cls()
+    _READERS[cls.name] = inst
+    return cls
+
+
+def readers() -> dict[str, Reader]:
+    from . import formats  # noqa: F401  (registers the built-in readers)
+    _load_plugins()
+    return _READERS
+
+
+def _load_plugins():
+    import importlib
+    import pkgutil
+    from .. import io as pkg
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if not info.name.startswith("_") and info.name not in ("base", "formats", "writers", "planner"):
+            importlib.import_module(f"{pkg.__name__}.{info.name}")
+
+
+def strip_compression(path: str) -> tuple[str, str]:
+    """('data.jsonl', '.gz') for 'data.jsonl.gz'."""
+    low = path.lower()
+    for c in COMPRESSIONS:
+        if low.endswith(c):
+            return path[: -len(c)], c
+    return path, ""
+
+
+def reader_for(path: str, explicit: str | None = None) -> Reader:
+    rs = readers()
+    if explicit:
+        if explicit not in rs:
+            from ..registry import closest
+            raise ValueError(f"unknown format {explicit!r}{closest(explicit, rs)}; known: {sorted(rs)}")
+        return rs[explicit]
+    if os.path.isdir(path):
+        for r in rs.values():
+            if getattr(r, "claims_dir", None) and r.claims_dir(path):
+                return r
+    base, _ = strip_compression(path)
+    low = base.lower()
+    best = None
+    for r in rs.values():
+        for ext in r.extensions:
+            if low.endswith(ext) and (best is None or len(ext) > best[0]):
+                best = (len(ext), r)
+    if best is None:
+        known = sorted({e for r in rs.values() for e in r.extensions})
+        raise ValueError(f"cannot tell the format of {path!r} from its extension; known: {known}")
+    return best[1]
+
+
+def relative_source(path: str, opts: ReadOptions) -> str:
+    if opts.root:
+        try:
+            rel = os.path.relpath(path, opts.root)
+            if not rel.startswith(".."):
+                return rel
+        except ValueError:
+            pass
+    return os.path.basename(path)
+
+
+def with_ids(batch: pa.RecordBatch, shard: Shard, positions, opts: ReadOptions) -> pa.RecordBatch:
+    """Give every row a stable id: the input's ``id`` field when present, else ``source:position``."""
+    batch = C.normalise_input(batch)
+    idx = batch.schema.get_field_index(C.ID)
+    if idx >= 0:
+        col = batch.column(idx)
+        if col.null_count == 0:
+            return batch
+    src = relative_source(shard.source, opts)
+    pos = np.asarray(positions)
+    made = pa.array([f"{src}:{p}" for p in pos.tolist()], pa.string())
+    if idx >= 0:  # fill only the missing ones
+        import pyarrow.compute as pc
+        col = pc.cast(batch.column(idx), pa.string())
+        return batch.set_column(idx, C.ID, pc.if_else(pc.is_null(col), made, col))
+    return batch.append_column(C.ID, made)
+
+
+@dataclass
+class ReadStats:
+    rows: int = 0
+    bytes: int = 0
+    rejects: int = 0
+    extra: dict = field(default_factory=dict)

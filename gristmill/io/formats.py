@@ -1,0 +1,605 @@
+"""Built-in readers: JSONL / JSON arrays, Parquet, CSV/TSV, plain text, Arrow IPC and HF `save_to_disk`.
+
+Each reader streams record batches of at most ``batch_size`` rows and never fails a whole file for one bad
+record: unparsable lines, invalid UTF-8, wrong field types and truncated compressed files become
+``Reject``s (file, byte offset, line) and the rest of the file is still read.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+from typing import Iterator
+
+import numpy as np
+import orjson
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import columns as C
+from ..ops.base import Reject
+from .base import ReadOptions, Reader, Shard, register_reader, strip_compression, with_ids
+from .streams import TruncatedInput, iter_decompressed, line_chunks, read_all
+
+READ = "read"
+
+
+def _slices(batch: pa.RecordBatch, n: int) -> Iterator[pa.RecordBatch]:
+    for i in range(0, batch.num_rows, n):
+        yield batch.slice(i, n)
+
+
+def _raw(b: bytes, limit: int = 2000) -> dict:
+    return {"raw": b[:limit].decode("utf-8", "replace")}
+
+
+def check_text(batch: pa.RecordBatch, shard: Shard, opts: ReadOptions, positions,
+               line_of=None) -> tuple[pa.RecordBatch, list[Reject]]:
+    """Reject rows whose text field is missing, null or not a string; returns (good rows, rejects)."""
+    key = opts.text_key
+    idx = batch.schema.get_field_index(key)
+    if idx < 0:
+        rej = [Reject(READ, "MissingField", f"text field {key!r} missing", source=shard.source,
+                      offset=int(p), line=line_of(p) if line_of else None) for p in positions]
+        return batch.slice(0, 0), rej
+    col = batch.column(idx)
+    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
+            or pa.types.is_string_view(col.type) or pa.types.is_null(col.type)):
+        rej = [Reject(READ, "WrongFieldType", f"text field {key!r} is {col.type}, expected a string",
+                      row={key: v}, source=shard.source, offset=int(p), line=line_of(p) if line_of else None)
+               for p, v in zip(positions, col.to_pylist())]
+        return batch.slice(0, 0), rej
+    if col.null_count == 0:
+        return batch, []
+    valid = pc.is_valid(col)
+    bad = np.flatnonzero(~valid.to_numpy(zero_copy_only=False))
+    rej = [Reject(READ, "MissingField", f"text field {key!r} is missing or null", source=shard.source,
+                  offset=int(positions[i]), line=line_of(positions[i]) if line_of else None) for i in bad]
+    return batch.filter(valid), rej
+
+
+# -- JSON lines -----------------------------------------------------------------------------------
+
+def _line_starts(data: bytes, base: int) -> np.ndarray:
+    """Absolute offsets of the non-blank lines of ``data``, in order (the rows the parser produces)."""
+    arr = np.frombuffer(data, np.uint8)
+    nl = np.flatnonzero(arr == 10)
+    starts = np.concatenate(([0], nl + 1))
+    ends = np.concatenate((nl, [len(arr)]))
+    starts, ends = starts[ends > starts], ends[ends > starts]
+    first = arr[starts] if len(starts) else starts
+    maybe_blank = np.flatnonzero((first == 32) | (first == 9) | (first == 13))
+    if len(maybe_blank):
+        blank = [i for i in maybe_blank if not data[starts[i]:ends[i]].strip()]
+        starts = np.delete(starts, blank)
+    return starts + base
+
+
+class LineCounter:
+    """Line numbers for byte offsets, computed only when a reject needs one."""
+
+    def __init__(self, path: str, compression: str):
+        self.path, self.compression = path, compression
+        self._known: dict[int, int] = {}
+        self.chunks: list[tuple[int, bytes]] = []
+
+    def note_chunk(self, offset: int, data: bytes):
+        self.chunks = [(offset, data)]
+
+    def line_of(self, offset: int) -> int:
+        if offset in self._known:
+            return self._known[offset]
+        # count newlines before offset in the file (plain) or from the chunk start (compressed: chunks
+        # are read from the start, so we keep a running count)
+        n = 0
+        if not self.compression:
+            with open(self.path, "rb") as f:
+                remaining = offset
+                while remaining > 0:
+                    b = f.read(min(remaining, 16 << 20))
+                    if not b:
+                        break
+                    n += b.count(b"\n")
+                    remaining -= len(b)
+        else:
+            done = 0
+            for piece in _safe_decompressed(self.path, self.compression):
+                take = piece[: max(0, offset - done)]
+                n += take.count(b"\n")
+                done += len(piece)
+                if done >= offset:
+                    break
+        self._known[offset] = n + 1
+        return n + 1
+
+
+def _safe_decompressed(path, compression):
+    try:
+        yield from iter_decompressed(path, compression)
+    except TruncatedInput:
+        return
+
+
+def _parse_fast(data: bytes) -> pa.Table | None:
+    try:
+        df = pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
+    except Exception:  # noqa: BLE001 - any parse problem sends the chunk to the careful path
+        return None
+    return df.to_arrow()
+
+
+def _majority_types(records: list[dict]) -> dict[str, type]:
+    counts: dict[str, dict[type, int]] = {}
+    for r in records:
+        for k, v in r.items():
+            if v is None:
+                continue
+            t = float if isinstance(v, int) and not isinstance(v, bool) else type(v)
+            counts.setdefault(k, {}).setdefault(t, 0)
+            counts[k][t] += 1
+    return {k: max(d.items(), key=lambda kv: (kv[1], kv[0].__name__))[0] for k, d in counts.items()}
+
+
+def _careful_jsonl(data: bytes, base: int, shard: Shard, counter: LineCounter):
+    """Parse line by line; returns (table, positions, rejects)."""
+    records, positions, rejects = [], [], []
+    pos = 0
+    for line in data.split(b"\n"):
+        off = base + pos
+        pos += len(line) + 1
+        if not line.strip():
+            continue
+        try:
+            rec = orjson.loads(line)
+        except orjson.JSONDecodeError as e:
+            try:
+                line.decode("utf-8")
+                et, msg = "JSONDecodeError", str(e)
+            except UnicodeDecodeError as ue:
+                et, msg = "UnicodeDecodeError", f"invalid UTF-8: {ue}"
+            rejects.append(Reject(READ, et, msg, row=_raw(line), source=shard.source, offset=off,
+                                  line=counter.line_of(off)))
+            continue
+        if not isinstance(rec, dict):
+            rejects.append(Reject(READ, "WrongFieldType", f"line is a JSON {type(rec).__name__}, expected an object",
+                                  row=_raw(line), source=shard.source, offset=off, line=counter.line_of(off)))
+            continue
+        records.append(rec)
+        positions.append(off)
+    if not records:
+        return None, positions, rejects
+    types = _majority_types(records)
+    good, good_pos = [], []
+    for rec, off in zip(records, positions):
+        bad = None
+        for k, v in rec.items():
+            if v is None:
+                continue
+            t = float if isinstance(v, int) and not isinstance(v, bool) else type(v)
+            if t is not types[k]:
+                bad = (k, t, types[k])
+                break
+        if bad:
+            k, t, want = bad
+            rejects.append(Reject(READ, "WrongFieldType", f"field {k!r} is {t.__name__}, expected {want.__name__} "
+                                  f"(as in the rest of the file)", row=rec, source=shard.source, offset=off,
+                                  line=counter.line_of(off)))
+        else:
+            good.append(rec)
+            good_pos.append(off)
+    if not good:
+        return None, [], rejects
+    blob = b"\n".join(orjson.dumps(r) for r in good)
+    table = _parse_fast(blob)
+    if table is None:
+        table = pa.Table.from_pylist(good)
+    return table, good_pos, rejects
+
+
+@register_reader
+class JsonlReader(Reader):
+    """JSON lines (.jsonl/.ndjson, and .json files holding one object per line); plain files are split
+    into byte ranges so several workers can share one big file."""
+
+    name = "jsonl"
+    extensions = (".jsonl", ".ndjson", ".jsonlines")
+
+    def plan(self, path, opts):
+        _, comp = strip_compression(path)
+        size = os.path.getsize(path)
+        if comp or size <= opts.shard_bytes:
+            return [Shard(source=path, reader=self.name)]
+        return [Shard(source=path, reader=self.name, start=s, end=min(s + opts.shard_bytes, size))
+                for s in range(0, size, opts.shard_bytes)]
+
+    def read(self, shard, opts):
+        _, comp = strip_compression(shard.source)
+        counter = LineCounter(shard.source, comp)
+        chunks = line_chunks(shard.source, comp, shard.start, shard.end)
+        while True:
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                break
+            except TruncatedInput as e:
+                yield Reject(READ, "TruncatedInput", str(e), source=shard.source)
+                break
+            yield from self._chunk(chunk.data, chunk.offset, shard, opts, counter)
+
+    def _chunk(self, data, base, shard, opts, counter):
+        table = _parse_fast(data)
+        rejects: list[Reject] = []
+        positions = None
+        if table is None:
+            table, positions, rejects = _careful_jsonl(data, base, shard, counter)
+            yield from rejects
+            if table is None:
+                return
+        if not table.num_rows:
+            return
+        batch = C.concat_batches(table.to_batches())
+        if positions is None:
+            positions = _line_starts(data, base)
+            if len(positions) != batch.num_rows:  # parser and line splitter disagree: trust the careful path
+                table, positions, rejects = _careful_jsonl(data, base, shard, counter)
+                yield from rejects
+                if table is None:
+                    return
+                batch = C.concat_batches(table.to_batches())
+        positions = np.asarray(positions)
+        good, rej = check_text(batch, shard, opts, positions, counter.line_of)
+        yield from rej
+        if rej:
+            valid = pc.is_valid(batch.column(opts.text_key)).to_numpy(zero_copy_only=False) \
+                if opts.text_key in batch.schema.names else np.zeros(batch.num_rows, bool)
+            positions = positions[valid] if good.num_rows else positions[:0]
+        if good.num_rows:
+            good = with_ids(good, shard, positions, opts)
+            yield from _slices(good, opts.batch_size)
+
+
+@register_reader
+class JsonReader(Reader):
+    """A .json file: a JSON array of objects (streamed with ijson) or, if it is really JSON lines, that."""
+
+    name = "json"
+    extensions = (".json",)
+
+    def read(self, shard, opts):
+        _, comp = strip_compression(shard.source)
+        head = b""
+        for piece in _safe_decompressed(shard.source, comp):
+            head += piece
+            if head.strip():
+                break
+        if not head.lstrip().startswith(b"["):
+            yield from JsonlReader().read(shard, opts)
+            return
+        yield from self._array(shard, opts, comp)
+
+    def _array(self, shard, opts, comp):
+        import ijson
+        raw = _RawStream(shard.source, comp)
+        records, positions = [], []
+        i = 0
+        try:
+            for rec in ijson.items(raw, "item", use_float=True):
+                if not isinstance(rec, dict):
+                    yield Reject(READ, "WrongFieldType", f"array item {i} is a {type(rec).__name__}, expected an object",
+                                 row={"raw": str(rec)[:2000]}, source=shard.source, offset=i)
+                else:
+                    records.append(rec)
+                    positions.append(i)
+                i += 1
+                if len(records) >= opts.batch_size:
+                    yield from self._emit(records, positions, shard, opts)
+                    records, positions = [], []
+        except Exception as e:  # noqa: BLE001 - malformed array: keep what was read, reject the rest
+            yield Reject(READ, type(e).__name__, f"JSON array unreadable after item {i}: {e}",
+                         source=shard.source, offset=i)
+        if records:
+            yield from self._emit(records, positions, shard, opts)
+
+    def _emit(self, records, positions, shard, opts):
+        try:
+            batch = C.concat_batches(pa.Table.from_pylist(records).to_batches())
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            types = _majority_types(records)
+            keep = []
+            for rec, p in zip(records, positions):
+                bad = next((k for k, v in rec.items() if v is not None and
+                            (float if isinstance(v, int) and not isinstance(v, bool) else type(v)) is not types[k]), None)
+                if bad:
+                    yield Reject(READ, "WrongFieldType", f"field {bad!r} has an unexpected type", row=rec,
+                                 source=shard.source, offset=p)
+                else:
+                    keep.append((rec, p))
+            if not keep:
+                return
+            records, positions = [r for r, _ in keep], [p for _, p in keep]
+            batch = C.concat_batches(pa.Table.from_pylist(records).to_batches())
+        good, rej = check_text(batch, shard, opts, positions)
+        yield from rej
+        if good.num_rows:
+            valid = pc.is_valid(batch.column(opts.text_key)).to_numpy(zero_copy_only=False) \
+                if opts.text_key in batch.schema.names else np.zeros(batch.num_rows, bool)
+            yield from _slices(with_ids(good, shard, np.asarray(positions)[valid], opts), opts.batch_size)
+
+
+class _RawStream(io.RawIOBase):
+    """File-like view over decompressed bytes (for ijson)."""
+
+    def __init__(self, path, comp):
+        self._it = iter_decompressed(path, comp) if comp else None
+        self._f = open(path, "rb") if not comp else None
+        self._buf = b""
+
+    def readable(self):
+        return True
+
+    def read(self, n=-1):
+        if self._f is not None:
+            return self._f.read(n)
+        while len(self._buf) < max(n, 1):
+            try:
+                self._buf += next(self._it)
+            except StopIteration:
+                break
+        out, self._buf = (self._buf, b"") if n < 0 else (self._buf[:n], self._buf[n:])
+        return out
+
+
+# -- Parquet --------------------------------------------------------------------------------------
+
+@register_reader
+class ParquetReader(Reader):
+    """Parquet files; big files are split into shards of whole row groups."""
+
+    name = "parquet"
+    extensions = (".parquet", ".pq")
+
+    def plan(self, path, opts):
+        import pyarrow.parquet as pq
+        try:
+            md = pq.ParquetFile(path).metadata
+        except Exception:  # noqa: BLE001 - unreadable file: one shard that reports the error
+            return [Shard(source=path, reader=self.name)]
+        shards, start, acc = [], 0, 0
+        for i in range(md.num_row_groups):
+            acc += md.row_group(i).total_byte_size
+            if acc >= opts.shard_bytes and i + 1 < md.num_row_groups:
+                shards.append(Shard(source=path, reader=self.name, start=start, end=i + 1))
+                start, acc = i + 1, 0
+        shards.append(Shard(source=path, reader=self.name, start=start, end=md.num_row_groups or None))
+        return shards
+
+    def read(self, shard, opts):
+        import pyarrow.parquet as pq
+        try:
+            f = pq.ParquetFile(shard.source)
+            md = f.metadata
+            groups = list(range(shard.start, shard.end if shard.end is not None else md.num_row_groups))
+            row0 = sum(md.row_group(i).num_rows for i in range(shard.start))
+        except Exception as e:  # noqa: BLE001
+            yield Reject(READ, type(e).__name__, f"unreadable Parquet file: {e}", source=shard.source)
+            return
+        pos = row0
+        try:
+            for b in f.iter_batches(row_groups=groups, batch_size=opts.batch_size):
+                positions = np.arange(pos, pos + b.num_rows)
+                pos += b.num_rows
+                good, rej = check_text(b, shard, opts, positions)
+                yield from rej
+                if good.num_rows:
+                    if rej:
+                        positions = positions[pc.is_valid(b.column(opts.text_key)).to_numpy(zero_copy_only=False)]
+                    yield with_ids(good, shard, positions, opts)
+        except Exception as e:  # noqa: BLE001 - corrupt page: keep what was read
+            yield Reject(READ, type(e).__name__, f"Parquet read failed after row {pos}: {e}", source=shard.source,
+                         offset=pos)
+
+
+# -- CSV / TSV ------------------------------------------------------------------------------------
+
+@register_reader
+class CsvReader(Reader):
+    """CSV and TSV with a header row; rows with the wrong number of fields are rejected."""
+
+    name = "csv"
+    extensions = (".csv", ".tsv")
+
+    def read(self, shard, opts):
+        import pyarrow.csv as pcsv
+        base, comp = strip_compression(shard.source)
+        delim = "\t" if base.lower().endswith(".tsv") else ","
+        bad: list[Reject] = []
+
+        def on_invalid(row):
+            bad.append(Reject(READ, "CsvRowError", f"{row.text[:200]!r}: expected {row.expected_columns} "
+                              f"fields, got {row.actual_columns}", row={"raw": row.text[:2000]},
+                              source=shard.source, line=row.number))
+            return "skip"
+
+        src = pa.BufferReader(read_all(shard.source, comp)) if comp else shard.source
+        try:
+            reader = pcsv.open_csv(src, read_options=pcsv.ReadOptions(block_size=8 << 20),
+                                   parse_options=pcsv.ParseOptions(delimiter=delim, newlines_in_values=True,
+                                                                   invalid_row_handler=on_invalid),
+                                   convert_options=pcsv.ConvertOptions(strings_can_be_null=False))
+        except Exception as e:  # noqa: BLE001
+            yield Reject(READ, type(e).__name__, f"unreadable CSV: {e}", source=shard.source)
+            return
+        pos = 0
+        while True:
+            try:
+                b = reader.read_next_batch()
+            except StopIteration:
+                break
+            except Exception as e:  # noqa: BLE001
+                yield from bad
+                yield Reject(READ, type(e).__name__, f"CSV read failed after row {pos}: {e}", source=shard.source,
+                             offset=pos)
+                return
+            yield from bad
+            bad.clear()
+            positions = np.arange(pos, pos + b.num_rows)
+            pos += b.num_rows
+            good, rej = check_text(b, shard, opts, positions)
+            yield from rej
+            if good.num_rows:
+                yield from _slices(with_ids(good, shard, positions[:good.num_rows] if not rej else
+                                            positions[pc.is_valid(b.column(opts.text_key)).to_numpy(zero_copy_only=False)],
+                                            opts), opts.batch_size)
+        yield from bad
+
+
+# -- plain text -----------------------------------------------------------------------------------
+
+@register_reader
+class TextReader(Reader):
+    """Plain text: one document per file (default) or, with ``txt_mode: line``, one per non-empty line.
+    Files with invalid UTF-8 (or such lines) are rejected with the offset of the first bad byte."""
+
+    name = "txt"
+    extensions = (".txt", ".text", ".md")
+
+    def read(self, shard, opts):
+        mode = opts.param("txt_mode", "file")
+        _, comp = strip_compression(shard.source)
+        files = shard.files or (shard.source,)
+        rows, positions, ids = [], [], []
+        for path in files:
+            if mode == "line":
+                yield from self._lines(path, comp, shard, opts)
+                continue
+            try:
+                raw = read_all(path, comp)
+            except TruncatedInput as e:
+                yield Reject(READ, "TruncatedInput", str(e), source=path)
+                continue
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                yield Reject(READ, "UnicodeDecodeError", f"invalid UTF-8: {e}", row=_raw(raw), source=path,
+                             offset=e.start)
+                continue
+            rows.append(text)
+            ids.append(path)
+            positions.append(0)
+            if len(rows) >= opts.batch_size:
+                yield self._batch(rows, ids, shard, opts)
+                rows, ids = [], []
+        if rows:
+            yield self._batch(rows, ids, shard, opts)
+
+    def _batch(self, rows, paths, shard, opts):
+        from .base import relative_source
+        return pa.RecordBatch.from_pydict({C.ID: [relative_source(p, opts) for p in paths],
+                                           opts.text_key: pa.array(rows, pa.string())})
+
+    def _lines(self, path, comp, shard, opts):
+        sub = Shard(source=path, reader=self.name, start=shard.start, end=shard.end)
+        line_no = 0
+        rows, positions = [], []
+        try:
+            for chunk in line_chunks(path, comp, sub.start if not shard.files else 0,
+                                     sub.end if not shard.files else None):
+                pos = chunk.offset
+                for line in chunk.data.split(b"\n"):
+                    off = pos
+                    pos += len(line) + 1
+                    line_no += 1
+                    if not line.strip():
+                        continue
+                    try:
+                        rows.append(line.rstrip(b"\r").decode("utf-8"))
+                        positions.append(off)
+                    except UnicodeDecodeError as e:
+                        yield Reject(READ, "UnicodeDecodeError", f"invalid UTF-8: {e}", row=_raw(line),
+                                     source=path, offset=off, line=line_no if shard.start == 0 else None)
+                    if len(rows) >= opts.batch_size:
+                        yield with_ids(pa.RecordBatch.from_pydict({opts.text_key: pa.array(rows, pa.string())}),
+                                       sub, positions, opts)
+                        rows, positions = [], []
+        except TruncatedInput as e:
+            yield Reject(READ, "TruncatedInput", str(e), source=path)
+        if rows:
+            yield with_ids(pa.RecordBatch.from_pydict({opts.text_key: pa.array(rows, pa.string())}), sub,
+                           positions, opts)
+
+    def plan(self, path, opts):
+        _, comp = strip_compression(path)
+        if opts.param("txt_mode", "file") == "line" and not comp and os.path.getsize(path) > opts.shard_bytes:
+            size = os.path.getsize(path)
+            return [Shard(source=path, reader=self.name, start=s, end=min(s + opts.shard_bytes, size))
+                    for s in range(0, size, opts.shard_bytes)]
+        return [Shard(source=path, reader=self.name)]
+
+
+# -- Arrow IPC / HF datasets ------------------------------------------------------------------------
+
+def _open_ipc(path: str):
+    import pyarrow.ipc as ipc
+    src = pa.memory_map(path)
+    try:
+        r = ipc.open_file(src)
+        return (r.get_batch(i) for i in range(r.num_record_batches))
+    except pa.ArrowInvalid:
+        src = pa.memory_map(path)
+        return iter(ipc.open_stream(src))
+
+
+@register_reader
+class ArrowReader(Reader):
+    """Arrow IPC files (file or stream format) and Hugging Face `save_to_disk` directories."""
+
+    name = "arrow"
+    extensions = (".arrow", ".feather", ".ipc")
+
+    @staticmethod
+    def claims_dir(path: str) -> bool:
+        return any(os.path.exists(os.path.join(path, f)) for f in ("state.json", "dataset_dict.json"))
+
+    def plan(self, path, opts):
+        if os.path.isdir(path):
+            return [Shard(source=f, reader=self.name) for f in hf_arrow_files(path)]
+        return [Shard(source=path, reader=self.name)]
+
+    def read(self, shard, opts):
+        pos = 0
+        try:
+            for b in _open_ipc(shard.source):
+                for s in _slices(b, opts.batch_size):
+                    positions = np.arange(pos, pos + s.num_rows)
+                    pos += s.num_rows
+                    good, rej = check_text(s, shard, opts, positions)
+                    yield from rej
+                    if good.num_rows:
+                        if rej:
+                            positions = positions[pc.is_valid(s.column(opts.text_key)).to_numpy(zero_copy_only=False)]
+                        yield with_ids(good, shard, positions, opts)
+        except Exception as e:  # noqa: BLE001
+            yield Reject(READ, type(e).__name__, f"Arrow read failed after row {pos}: {e}", source=shard.source,
+                         offset=pos)
+
+
+def hf_arrow_files(path: str) -> list[str]:
+    """The data files of a `save_to_disk` directory (a Dataset, or every split of a DatasetDict)."""
+    dd = os.path.join(path, "dataset_dict.json")
+    if os.path.exists(dd):
+        with open(dd) as f:
+            splits = json.load(f).get("splits", [])
+        return [p for s in splits for p in hf_arrow_files(os.path.join(path, s))]
+    state = os.path.join(path, "state.json")
+    if os.path.exists(state):
+        with open(state) as f:
+            files = [d["filename"] for d in json.load(f).get("_data_files", [])]
+        return [os.path.join(path, f) for f in files]
+    return sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".arrow"))
+
+
+def read_shard(shard: Shard, opts: ReadOptions) -> Iterator[pa.RecordBatch | Reject]:
+    """Stream one shard with the reader that planned it."""
+    from .base import readers
+    return readers()[shard.reader].read(shard, opts)
