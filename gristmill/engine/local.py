@@ -218,7 +218,8 @@ class LocalEngine:
                 tasks = []
                 for i, inp in enumerate(inputs):
                     t = Task(stage=stage.index, shard=i, stage_dir=stage_dir, ops=stage.ops, read_opts=opts,
-                             before=stage.before, out_kind="fragment" if (last and cfg.export_path) else "ipc",
+                             before=stage.before if isinstance(stage.before, RemovalOp) else None,
+                             out_kind="fragment" if (last and cfg.export_path) else "ipc",
                              export_fmt=export_fmt, export_comp=export_comp,
                              keep_stats=cfg.keep_stats_in_res_ds,
                              removed_limit=None if cfg.keep_removed else cfg.removed_sample, seed=cfg.seed)

@@ -96,7 +96,7 @@ def _mixture(batch: pa.RecordBatch, weight: float, seed: int):
     id); w>1 repeats rows floor(w) times plus one more with probability frac(w). Returns (batch, dropped)."""
     import xxhash
     ids = batch.column(C.ID).to_pylist()
-    u = np.array([xxhash.xxh64_intdigest(f"{seed}:{i}") for i in ids], dtype=np.uint64) / np.float64(2 ** 64)
+    u = np.array([xxhash.xxh64_intdigest(f"{seed}:{i}".encode()) for i in ids], dtype=np.uint64) / np.float64(2 ** 64)
     whole, frac = int(weight), weight - int(weight)
     reps = np.full(len(ids), whole, dtype=np.int64) + (u < frac)
     dropped = batch.filter(pa.array(reps == 0))

@@ -1,0 +1,223 @@
+"""Code-point class tables and UTF-8 decoding shared by the compiled text kernels.
+
+Every kernel works on a whole Arrow string column at once: the column's UTF-8 buffer is decoded once
+into a flat array of code points (``decode``), and character tests become lookups in one bit-flag table
+indexed by code point. The table is built lazily from Python's own ``str`` predicates so that our
+character classes are exactly those of the peers (datatrove, Data-Juicer), which use the same predicates.
+"""
+from __future__ import annotations
+
+import string
+import unicodedata
+from functools import lru_cache
+
+import numba as nb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+# flag bits
+SPACE = 1 << 0        # str.isspace
+ALPHA = 1 << 1        # str.isalpha
+ALNUM = 1 << 2        # str.isalnum
+DIGIT = 1 << 3        # ASCII 0-9
+LOWER = 1 << 4        # lower-case letter or a letter of a caseless script (spaCy's ALPHA_LOWER)
+UPPER = 1 << 5        # upper-case letter or a letter of a caseless script (spaCy's ALPHA_UPPER)
+DT_PUNCT = 1 << 6     # datatrove's PUNCTUATION_SET (symbol-word test)
+TERM = 1 << 7         # Unicode Sentence_Terminal (datatrove TERMINAL_PUNCTUATION / spaCy sentencizer)
+PCAT = 1 << 8         # Unicode category P* (spaCy is_punct)
+AFFIX = 1 << 9        # spaCy single-char prefix/suffix punctuation, quotes, currency
+QUOTE = 1 << 10       # spaCy quote characters
+ICON = 1 << 11        # Unicode category So (spaCy LIST_ICONS)
+CURRENCY = 1 << 12
+DJ_SPECIAL = 1 << 13  # Data-Juicer SPECIAL_CHARACTERS (punctuation, digits, whitespace, symbols, emoji)
+LINEBREAK = 1 << 14   # str.splitlines boundaries
+CJK = 1 << 15         # Han, kana, hangul, CJK punctuation: scripts written without spaces
+DJ_WS = 1 << 16       # Data-Juicer VARIOUS_WHITESPACES
+
+# Unicode Sentence_Terminal, as used by datatrove (TERMINAL_PUNCTUATION) and spaCy's sentencizer
+SENTENCE_TERMINALS = [int(x, 16) for x in (
+    "21 2e 3f 589 61d 61e 61f 6d4 700 701 702 7f9 837 839 83d 83e 964 965 104a 104b 1362 1367 1368 166e "
+    "1735 1736 17d4 17d5 17d6 17d9 17da 1803 1809 1944 1945 1aa8 1aa9 1aaa 1aab 1b5a 1b5b 1b5e 1b5f 1b7d "
+    "1b7e 1c3b 1c3c 1c7e 1c7f 203c 203d 2047 2048 2049 2e2e 2e3c 2e53 2e54 3002 a4ff a60e a60f a6f3 a6f7 "
+    "a876 a877 a8ce a8cf a92f a9c8 a9c9 aa5d aa5e aa5f aaf0 aaf1 abeb fe52 fe56 fe57 ff01 ff0e ff1f ff61 "
+    "10a56 10a57 10f55 10f56 10f57 10f58 10f59 10f86 10f87 10f88 10f89 11047 11048 110be 110bf 110c0 110c1 "
+    "11141 11142 11143 111c5 111c6 111cd 111de 111df 11238 11239 1123b 1123c 112a9 1144b 1144c 115c2 115c3 "
+    "115c9 115ca 115cb 115cc 115cd 115ce 115cf 115d0 115d1 115d2 115d3 115d4 115d5 115d6 115d7 11641 11642 "
+    "1173c 1173d 1173e 11944 11946 11a42 11a43 11a9b 11a9c 11c41 11c42 11ef7 11ef8 11f43 11f44 16a6e 16a6f "
+    "16af5 16b37 16b38 16b44 16e98 1bc9f 1da88").split()]
+
+# datatrove's PUNCTUATION string (ASCII/CJK/typographic marks and C0/C1 controls except \t and \n)
+DT_PUNCTUATION = ("!/—”:％１〈&(、━\\【#%「」，】；+^]~“《„';’{|∶´[=-`*．（–？！：$～«〉,><》)?）。…@_.\"}►»"
+                  + "".join(chr(x) for a, b in ((0, 9), (11, 13), (13, 32), (127, 160)) for x in range(a, b)))
+
+# spaCy's punctuation, quote and currency affix characters (single code points)
+SP_PUNCT = "…,:;!?¿؟¡()[]{}<>_#*&。？！，、；：～·।،۔؛٪"
+SP_QUOTES = "'\"”“`‘´’‚,„»«「」『』（）〔〕【】《》〈〉〈〉⟦⟧"
+SP_CURRENCY = "$£€¥฿₽﷼₴₠₡₢₣₤₥₦₧₨₩₪₫€₭₮₯₰₱₲₳₴₵₶₷₸₹₺₻₼₽₾₿"
+SP_PREFIX_EXTRA = "§%=—–"
+
+# Data-Juicer's SPECIAL_CHARACTERS, besides string.punctuation/digits/whitespace and emoji
+DJ_OTHER_SPECIAL = ("    　    ￼’“”–ー一▬…✦�­£​•€«»°·═×士＾˘⇓↓↑←→（）§″′´¿−±∈﻿¢ø‚„½¼¾¹²³―⁃，ˌ¸‹›ʺˈʻ¦‐⠀‰‑≤≥‖"
+                    "◆●■►▼▲▴∆▻¡★☆✱ːº。¯˜¥ɪ≈†上ン：∼⁄・♡✓⊕․．⋅÷１‟；،、¨ाাी्े◦˚゜ʼ≖ʼ¤ッツシ℃√！【】‿∞➤～πه۩☛₨➩☻๑٪♥ıॽ《‘©﴿٬？▷Г♫∟™ª₪®「—❖」﴾》")
+DJ_WHITESPACES = (" \t\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f"
+                  "\u3000\u200b\u200c\u200d\u2060\ufffc\u0084")
+
+LINEBREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+
+N_CP = 0x110000
+
+
+def _cjk(cp: int) -> bool:
+    return (0x2E80 <= cp <= 0x9FFF or 0xAC00 <= cp <= 0xD7AF or 0xF900 <= cp <= 0xFAFF or 0xFF00 <= cp <= 0xFFEF
+            or 0x20000 <= cp <= 0x2FA1F or 0x1100 <= cp <= 0x11FF)
+
+
+def _emoji_chars() -> set[int]:
+    """Single-code-point emoji (Data-Juicer strips those as special characters)."""
+    try:
+        import emoji
+    except ImportError:  # pragma: no cover - emoji is a declared dependency
+        return set()
+    return {ord(e) for e in emoji.EMOJI_DATA if len(e) == 1}
+
+
+@lru_cache(maxsize=1)
+def table() -> np.ndarray:
+    """The flag table: ``table()[cp] & FLAG``."""
+    chars = [chr(c) if not 0xD800 <= c <= 0xDFFF else " " for c in range(N_CP)]
+    t = np.zeros(N_CP, np.uint32)
+
+    def put(flag, pred):
+        t[np.fromiter((pred(c) for c in chars), bool, N_CP)] |= flag
+
+    put(SPACE, str.isspace)
+    put(ALPHA, str.isalpha)
+    put(ALNUM, str.isalnum)
+    put(LOWER, lambda c: c.islower() or (c.isalpha() and not c.isupper() and c.lower() == c.upper()))
+    put(UPPER, lambda c: c.isupper() or (c.isalpha() and not c.islower() and c.lower() == c.upper()))
+    cats = np.array([unicodedata.category(c) for c in chars])
+    t[np.char.startswith(cats, "P")] |= PCAT
+    t[cats == "So"] |= ICON
+    surrogate = np.arange(0xD800, 0xE000)
+    t[surrogate] &= ~np.uint32(SPACE | PCAT | ICON)
+    for c in range(ord("0"), ord("9") + 1):
+        t[c] |= DIGIT
+    for flag, cs in ((DT_PUNCT, DT_PUNCTUATION), (AFFIX, SP_PUNCT + SP_QUOTES + SP_CURRENCY),
+                     (QUOTE, SP_QUOTES), (CURRENCY, SP_CURRENCY), (LINEBREAK, LINEBREAKS), (DJ_WS, DJ_WHITESPACES),
+                     (DJ_SPECIAL, string.punctuation + string.digits + string.whitespace + DJ_OTHER_SPECIAL)):
+        for ch in cs:
+            t[ord(ch)] |= flag
+    for cp in SENTENCE_TERMINALS:
+        t[cp] |= TERM | DT_PUNCT
+    for cp in _emoji_chars():
+        t[cp] |= DJ_SPECIAL
+    cjk = np.zeros(N_CP, bool)
+    for lo, hi in ((0x2E80, 0x9FFF), (0xAC00, 0xD7AF), (0xF900, 0xFAFF), (0xFF00, 0xFFEF), (0x20000, 0x2FA1F),
+                   (0x1100, 0x11FF)):
+        cjk[lo:hi + 1] = True
+    t[cjk] |= CJK
+    return t
+
+
+# -- UTF-8 <-> code points --------------------------------------------------------------------------
+
+def _buffers(arr: pa.Array):
+    """(offsets int64, data uint8) of a string/large_string array, nulls read as empty strings."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if arr.null_count:
+        arr = arr.fill_null("")
+    if pa.types.is_large_string(arr.type):
+        offs = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:arr.offset + len(arr) + 1]
+    else:
+        offs = np.frombuffer(arr.buffers()[1], np.int32)[arr.offset:arr.offset + len(arr) + 1].astype(np.int64)
+    data = arr.buffers()[2]
+    data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    return offs, data
+
+
+@nb.njit(cache=True, nogil=True)
+def _decode(offs, data):
+    n = len(offs) - 1
+    out = np.empty(offs[n] - offs[0], np.int32)
+    cpo = np.empty(n + 1, np.int64)
+    k = 0
+    for d in range(n):
+        cpo[d] = k
+        i = offs[d]
+        e = offs[d + 1]
+        while i < e:
+            b = data[i]
+            if b < 0x80:
+                out[k] = b
+                i += 1
+            elif b < 0xE0:
+                out[k] = ((b & 0x1F) << 6) | (data[i + 1] & 0x3F)
+                i += 2
+            elif b < 0xF0:
+                out[k] = ((b & 0x0F) << 12) | ((data[i + 1] & 0x3F) << 6) | (data[i + 2] & 0x3F)
+                i += 3
+            else:
+                out[k] = ((b & 0x07) << 18) | ((data[i + 1] & 0x3F) << 12) | ((data[i + 2] & 0x3F) << 6) \
+                    | (data[i + 3] & 0x3F)
+                i += 4
+            k += 1
+    cpo[n] = k
+    return out[:k], cpo
+
+
+def decode(arr: pa.Array):
+    """Code points of a whole string column: (cps int32, per-row start offsets int64 of length n+1)."""
+    offs, data = _buffers(arr)
+    return _decode(offs, data)
+
+
+@nb.njit(cache=True, nogil=True)
+def _encode(cps, spans_start, spans_end, row_off):
+    """UTF-8 encode, for each output row r, the concatenation of code point spans row_off[r]..row_off[r+1]."""
+    total = 0
+    for s in range(len(spans_start)):
+        for i in range(spans_start[s], spans_end[s]):
+            c = cps[i]
+            total += 1 if c < 0x80 else 2 if c < 0x800 else 3 if c < 0x10000 else 4
+    data = np.empty(total, np.uint8)
+    n = len(row_off) - 1
+    offs = np.empty(n + 1, np.int64)
+    k = 0
+    for r in range(n):
+        offs[r] = k
+        for s in range(row_off[r], row_off[r + 1]):
+            for i in range(spans_start[s], spans_end[s]):
+                c = cps[i]
+                if c < 0x80:
+                    data[k] = c
+                    k += 1
+                elif c < 0x800:
+                    data[k] = 0xC0 | (c >> 6)
+                    data[k + 1] = 0x80 | (c & 0x3F)
+                    k += 2
+                elif c < 0x10000:
+                    data[k] = 0xE0 | (c >> 12)
+                    data[k + 1] = 0x80 | ((c >> 6) & 0x3F)
+                    data[k + 2] = 0x80 | (c & 0x3F)
+                    k += 3
+                else:
+                    data[k] = 0xF0 | (c >> 18)
+                    data[k + 1] = 0x80 | ((c >> 12) & 0x3F)
+                    data[k + 2] = 0x80 | ((c >> 6) & 0x3F)
+                    data[k + 3] = 0x80 | (c & 0x3F)
+                    k += 4
+    offs[n] = k
+    return data, offs
+
+
+def encode_spans(cps, starts, ends, row_off, like: pa.Array) -> pa.Array:
+    """A string column whose row r is the concatenation of the code-point spans of that row."""
+    data, offs = _encode(cps, np.asarray(starts, np.int64), np.asarray(ends, np.int64), np.asarray(row_off, np.int64))
+    typ = pa.large_string() if (pa.types.is_large_string(like.type) or offs[-1] >= 2**31) else pa.string()
+    off_arr = offs if typ == pa.large_string() else offs.astype(np.int32)
+    out = pa.Array.from_buffers(typ, len(offs) - 1, [None, pa.py_buffer(off_arr), pa.py_buffer(data)])
+    if like.null_count:
+        out = pc.if_else(pc.is_null(like), pa.scalar(None, typ), out)
+    return out
