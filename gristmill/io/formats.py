@@ -327,7 +327,7 @@ class JsonReader(Reader):
             yield from _slices(with_ids(good, shard, np.asarray(positions)[valid], opts), opts.batch_size)
 
 
-class _RawStream(io.RawIOBase):
+class _RawStream:
     """File-like view over decompressed bytes (for ijson)."""
 
     def __init__(self, path, comp):
@@ -335,8 +335,6 @@ class _RawStream(io.RawIOBase):
         self._f = open(path, "rb") if not comp else None
         self._buf = b""
 
-    def readable(self):
-        return True
 
     def read(self, n=-1):
         if self._f is not None:

@@ -43,6 +43,11 @@ def _eof(d) -> bool:
 def iter_decompressed(path: str, kind: str) -> Iterator[bytes]:
     """Yield decompressed bytes; raise TruncatedInput at the end if the stream was cut short.
     Concatenated members (multi-member gzip, several zstd frames) are read in full."""
+    if not kind:
+        with open(path, "rb") as f:
+            while chunk := f.read(READ_SIZE):
+                yield chunk
+        return
     with open(path, "rb") as f:
         d = None  # decompressor of the member being read; None between members
         while True:

@@ -1,0 +1,165 @@
+"""`gristmill run | ops | head | tokenize | download`."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _console():
+    from rich.console import Console
+    return Console(stderr=True)
+
+
+def cmd_run(args) -> int:
+    from .engine.local import LocalEngine
+    from .recipe import RecipeError, load_recipe, run_config
+    con = _console()
+    try:
+        recipe, ops, warnings = load_recipe(args.recipe, {"allow_scripts": True} if args.allow_scripts else None)
+    except (RecipeError, FileNotFoundError) as e:
+        con.print(f"[red]error:[/red] {e}", markup=True, highlight=False)
+        return 2
+    for w in warnings:
+        con.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+    cfg = run_config(recipe, np=args.np, work_dir=args.work_dir, progress=not args.no_progress)
+    con.print(f"[bold]{recipe.project_name}[/bold]: {len(ops)} ops, np={cfg.np}, work dir {cfg.work_dir}",
+              highlight=False)
+    try:
+        report = LocalEngine(cfg, log=lambda m: con.print(f"  {m}", highlight=False)).run(ops)
+    except (FileNotFoundError, ValueError) as e:
+        con.print(f"[red]error:[/red] {e}", highlight=False)
+        return 2
+    print_report(report, con)
+    if recipe.tokenize:
+        from .tokenize.run import run_tokenize
+        run_tokenize({**recipe.tokenize, "dataset_path": recipe.export_path}, np=cfg.np,
+                     work_dir=cfg.work_dir + "/tokenize", progress=not args.no_progress)
+    return 0
+
+
+def print_report(report: dict, con=None) -> None:
+    from rich.table import Table
+    con = con or _console()
+    t = Table(title=f"{report['project_name']}: {report['rows_read']:,} rows read → {report['rows_out']:,} rows out "
+                    f"in {report['seconds']:.1f}s (np={report['np']})")
+    for col in ("#", "op", "rows in", "rows out", "removed", "rejected", "seconds", "removed by reason"):
+        t.add_column(col, justify="right" if col not in ("op", "removed by reason") else "left")
+    for row in report["ops"]:
+        reasons = ", ".join(f"{k}: {v:,}" for k, v in sorted(row["reasons"].items(), key=lambda kv: -kv[1])[:4])
+        extra = f" (+{row['added']:,})" if row.get("added", 0) > 0 else \
+            (f" (merged {-row['added']:,})" if row.get("added", 0) < 0 else "")
+        t.add_row("" if row["position"] is None else str(row["position"]), row["op"], f"{row['rows_in']:,}",
+                  f"{row['rows_out']:,}{extra}", f"{row['removed']:,}", f"{row['rejected']:,}",
+                  f"{row['seconds']:.2f}", reasons)
+    con.print(t)
+    if report.get("exported_files"):
+        con.print("exported: " + ", ".join(report["exported_files"]), highlight=False)
+    if report.get("rejects"):
+        con.print(f"[yellow]{report['rejects']:,} rejected rows[/yellow] → {report['rejects_file']}", highlight=False)
+
+
+def cmd_ops(args) -> int:
+    from .registry import all_ops, closest, describe
+    ops = all_ops()
+    if args.name:
+        if args.name not in ops:
+            print(f"unknown op {args.name!r}{closest(args.name, ops)}", file=sys.stderr)
+            return 2
+        d = describe(ops[args.name])
+        if args.json:
+            print(json.dumps(d, indent=2, default=str))
+            return 0
+        print(f"{d['name']}  ({d['kind']})\n\n{d['doc']}\n\nparams:")
+        for p in d["params"]:
+            default = "required" if p["required"] else f"default {p['default']!r}"
+            print(f"  {p['name']}: {p['type']} ({default})\n      {p['description']}")
+        return 0
+    if args.json:
+        print(json.dumps({n: describe(c) for n, c in ops.items()}, indent=2, default=str))
+        return 0
+    from rich.table import Table
+    t = Table(title=f"{len(ops)} ops")
+    for col in ("op", "kind", "params", "summary"):
+        t.add_column(col)
+    for n, c in ops.items():
+        d = describe(c)
+        params = ", ".join(f"{p['name']}={p['default']!r}" for p in d["params"] if p["name"] != "text_key")
+        t.add_row(n, d["kind"], params, (d["doc"].split("\n")[0] if d["doc"] else ""))
+    from rich.console import Console
+    Console().print(t)
+    return 0
+
+
+def cmd_head(args) -> int:
+    from .dataset import Dataset
+    params = {"txt_mode": args.txt_mode} if args.txt_mode else {}
+    try:
+        rows = Dataset.load(args.path, text_key=args.text_key, format=args.format, **params).head(args.n)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for r in rows:
+        if args.width and isinstance(r.get(args.text_key), str) and len(r[args.text_key]) > args.width:
+            r[args.text_key] = r[args.text_key][: args.width] + "…"
+        print(json.dumps(r, ensure_ascii=False, default=str))
+    return 0
+
+
+def cmd_tokenize(args) -> int:
+    import yaml
+    from .tokenize.run import run_tokenize
+    with open(args.recipe) as f:
+        raw = yaml.safe_load(f) or {}
+    section = raw.get("tokenize", raw)
+    if "dataset_path" not in section and "dataset_path" in raw:
+        section = {**section, "dataset_path": raw.get("export_path") or raw["dataset_path"]}
+    work = args.work_dir or raw.get("work_dir") or ".gristmill-work-tokenize"
+    report = run_tokenize(section, np=args.np or raw.get("np", 1), work_dir=work, progress=not args.no_progress)
+    print(json.dumps(report, indent=2, default=str))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gristmill", description="Raw corpora → training-ready data.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run a YAML recipe")
+    r.add_argument("recipe")
+    r.add_argument("--np", type=int, default=None, help="worker processes (overrides the recipe)")
+    r.add_argument("--work-dir", default=None, help="work directory (resume state, report, rejects)")
+    r.add_argument("--allow-scripts", action="store_true", help="allow ops that run user Python code")
+    r.add_argument("--no-progress", action="store_true")
+    r.set_defaults(fn=cmd_run)
+    o = sub.add_parser("ops", help="list ops, or show one")
+    o.add_argument("name", nargs="?")
+    o.add_argument("--json", action="store_true", help="machine-readable (incl. JSON schema of params)")
+    o.set_defaults(fn=cmd_ops)
+    h = sub.add_parser("head", help="show the first samples of a dataset")
+    h.add_argument("path")
+    h.add_argument("-n", type=int, default=5)
+    h.add_argument("--text-key", default="text")
+    h.add_argument("--format", default=None)
+    h.add_argument("--txt-mode", default=None, choices=["file", "line"])
+    h.add_argument("--width", type=int, default=300, help="truncate text to this many characters (0: no limit)")
+    h.set_defaults(fn=cmd_head)
+    t = sub.add_parser("tokenize", help="tokenize, pack and write training data (recipe `tokenize:` section)")
+    t.add_argument("recipe")
+    t.add_argument("--np", type=int, default=None)
+    t.add_argument("--work-dir", default=None)
+    t.add_argument("--no-progress", action="store_true")
+    t.set_defaults(fn=cmd_tokenize)
+    try:
+        from .web.download import add_download_command
+        add_download_command(sub)
+    except ImportError:
+        pass
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""MinHash signatures and LSH band keys (row-local), and band buckets → candidate edges (out of core).
+
+Signatures use K affine maps ``h → a·h + b (mod 2**64)`` with odd ``a`` over 64-bit shingle hashes:
+each is a bijection of the 64-bit space, evaluated K × shingles at a time in cache-sized blocks and reduced
+per document with ``np.minimum.reduceat``. A band's r minimum values are folded into one 64-bit bucket key
+(mixed with the band number, so bands never share buckets).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from ._hashing import GOLDEN, MASK, U64, combine_columns, fmix64
+from ._partition import Spill, runs
+
+MAX64 = np.iinfo(np.uint64).max
+EDGE_DTYPE = np.dtype([("key", "<u8"), ("g", "<i8")])
+
+
+def permutations(k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(a, b): K odd multipliers and K offsets, from a fixed seed."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    a = rng.integers(0, MAX64, size=k, dtype=np.uint64, endpoint=True) | U64(1)
+    b = rng.integers(0, MAX64, size=k, dtype=np.uint64, endpoint=True)
+    return a, b
+
+
+def signatures(doc: np.ndarray, sh: np.ndarray, n_docs: int, a: np.ndarray, b: np.ndarray,
+               block_bytes: int = 1 << 21) -> np.ndarray:
+    """(n_docs, K) minimum of ``a·h + b`` over each document's shingles ``sh`` (``doc`` sorted); rows of
+    documents without shingles stay at the all-ones value."""
+    k = a.size
+    sig = np.full((n_docs, k), MAX64, dtype=U64)
+    if sh.size == 0:
+        return sig
+    a_col, b_col = a[:, None], b[:, None]
+    step = max(64, block_bytes // (8 * k))
+    buf = np.empty((k, step), dtype=U64)
+    for s in range(0, sh.size, step):
+        h = sh[s:s + step]
+        d = doc[s:s + step]
+        m = buf[:, :h.size]
+        np.multiply(a_col, h[None, :], out=m)
+        m += b_col
+        seg = np.flatnonzero(np.concatenate([[True], d[1:] != d[:-1]]))
+        mins = np.minimum.reduceat(m, seg, axis=1).T
+        rows = d[seg]
+        # only the first segment can continue a document from the previous block
+        sig[rows[0]] = np.minimum(sig[rows[0]], mins[0])
+        sig[rows[1:]] = mins[1:]
+    return sig
+
+
+def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """(n, bands) bucket keys from the first ``bands × rows`` signature values."""
+    n = sig.shape[0]
+    banded = sig[:, :bands * rows].reshape(n * bands, rows)
+    h = combine_columns(banded)
+    band_no = np.tile(np.arange(1, bands + 1, dtype=U64), n)
+    return fmix64(h ^ (band_no * GOLDEN)).reshape(n, bands)
+
+
+def bucket_edges(spill: Spill):
+    """For every bucket (records sharing a key) with more than one row: edges from its first row (in
+    dataset order) to each other row. Yields (u, v) arrays per partition, deduplicated."""
+    for part in spill.partitions():
+        order = np.argsort(part["key"], kind="stable")
+        keys, g = part["key"][order], part["g"][order]
+        starts, lens = runs(keys)
+        multi = lens > 1
+        if not multi.any():
+            continue
+        run_id = np.repeat(np.arange(starts.size), lens)
+        pos = np.arange(keys.size)
+        sel = multi[run_id] & (pos != starts[run_id])
+        u = g[starts[run_id[sel]]]
+        v = g[sel]
+        pair = np.unique(np.stack([u, v], axis=1), axis=0)
+        yield pair[:, 0], pair[:, 1]
+
+
+def lsh_probability(s, bands: int, rows: int):
+    """Probability that two documents of Jaccard similarity ``s`` share at least one bucket."""
+    s = np.asarray(s, dtype=float)
+    return 1.0 - (1.0 - s ** rows) ** bands
+
+
+@lru_cache(maxsize=64)
+def optimal_param(threshold: float, num_perm: int, fp_weight: float = 0.5,
+                  fn_weight: float = 0.5) -> tuple[int, int]:
+    """(bands, rows) minimising the weighted false-positive and false-negative areas under the S-curve
+    (the datasketch/Data-Juicer rule), integrated numerically."""
+    lo = np.linspace(0.0, threshold, 513)
+    hi = np.linspace(threshold, 1.0, 513)
+    best, opt = float("inf"), (1, 1)
+    for b in range(1, num_perm + 1):
+        r = np.arange(1, num_perm // b + 1, dtype=float)[:, None]
+        fp = np.trapezoid(1 - (1 - lo[None, :] ** r) ** b, lo, axis=1)
+        fn = np.trapezoid((1 - hi[None, :] ** r) ** b, hi, axis=1)
+        err = fp * fp_weight + fn * fn_weight
+        i = int(np.argmin(err))
+        if err[i] < best - 1e-12:
+            best, opt = float(err[i]), (b, i + 1)
+    return opt
+
+
+__all__ = ["permutations", "signatures", "band_keys", "bucket_edges", "optimal_param", "lsh_probability",
+           "EDGE_DTYPE", "MASK"]

@@ -1,0 +1,100 @@
+"""What every document-level deduplicator does around its own clustering: number the rows of the
+dataset globally, then turn a "root of my cluster" array into removals and an inspection file.
+
+Rows are numbered 0..N-1 in the deterministic shard order of ``ctx.iter_columns``. A cluster is named by
+the global row number of the row that is kept (its root); ``clusters.parquet`` lists every member of
+every cluster with more than one row (cluster, id, kept_id, kept), and every removed row is handed to
+``ctx.remove`` with the same cluster number and kept id.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ... import columns as C
+
+CLUSTERS_FILE = "clusters.parquet"
+CLUSTER_SCHEMA = pa.schema([("cluster", pa.int64()), ("id", pa.string()), ("kept_id", pa.string()),
+                            ("kept", pa.bool_())])
+
+
+def scan(ctx, columns: list[str]) -> Iterator[tuple[int, int, int, pa.RecordBatch]]:
+    """(shard, row offset in shard, global row number of the first row, batch) over the dataset."""
+    g = 0
+    for shard, offset, batch in ctx.iter_columns(columns):
+        yield shard, offset, g, batch
+        g += batch.num_rows
+
+
+def count_rows(ctx) -> int:
+    return sum(b.num_rows for _, _, b in ctx.iter_columns([C.ID]))
+
+
+def clusters_path(ctx) -> Path:
+    out = getattr(ctx, "output_dir", None) or ctx.scratch_dir
+    Path(out).mkdir(parents=True, exist_ok=True)
+    return Path(out) / CLUSTERS_FILE
+
+
+def _ids(batch: pa.RecordBatch) -> pa.Array:
+    col = batch.column(batch.schema.get_field_index(C.ID))
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    return col if pa.types.is_string(col.type) else pc.cast(col, pa.string())
+
+
+def emit(ctx, roots: np.ndarray, reason: str) -> dict:
+    """Remove every row whose root is another row; write the clusters file. Returns counts."""
+    n = roots.size
+    sizes = np.bincount(roots, minlength=n)
+    remaining = sizes.copy()
+    kept_ids: dict[int, str] = {}  # ids of roots of clusters not yet fully seen (bounded by open clusters)
+    # when a kept row may come after its cluster's other rows (keep: longest/newest/last), collect the
+    # kept rows' ids first
+    prepass = bool((roots > np.arange(n, dtype=roots.dtype)).any())
+    if prepass:
+        for _, _, g0, batch in scan(ctx, [C.ID]):
+            g = np.arange(g0, g0 + batch.num_rows, dtype=np.int64)
+            sel = np.flatnonzero((roots[g] == g) & (sizes[g] > 1))
+            if sel.size:
+                kept_ids.update(zip((g0 + sel).tolist(), _ids(batch).take(pa.array(sel)).to_pylist()))
+    path = clusters_path(ctx)
+    tmp = path.with_name(path.name + ".tmp")
+    removed = clusters = 0
+    with pq.ParquetWriter(tmp, CLUSTER_SCHEMA) as w:
+        for shard, offset, g0, batch in scan(ctx, [C.ID]):
+            g = np.arange(g0, g0 + batch.num_rows, dtype=np.int64)
+            r = roots[g]
+            member = sizes[r] > 1
+            if not member.any():
+                continue
+            ids = _ids(batch)
+            idx = np.flatnonzero(member)
+            r_m, g_m = r[idx], g[idx]
+            is_root = r_m == g_m
+            root_ids = ids.take(pa.array(idx[is_root])).to_pylist()
+            for gr, i in zip(g_m[is_root].tolist(), root_ids):
+                kept_ids[gr] = i
+            clusters += int(is_root.sum())
+            kept = pa.array([kept_ids[x] for x in r_m.tolist()], pa.string())
+            member_ids = ids.take(pa.array(idx))
+            w.write_batch(pa.record_batch([pa.array(r_m), member_ids, kept, pa.array(is_root)],
+                                          schema=CLUSTER_SCHEMA))
+            gone = ~is_root
+            if gone.any():
+                sel = np.flatnonzero(gone)
+                ctx.remove(shard, offset + idx[sel], reason,
+                           {"cluster": r_m[sel], "kept_id": kept.take(pa.array(sel))})
+                removed += sel.size
+            if prepass:
+                continue
+            np.add.at(remaining, r_m, -1)
+            for done in np.unique(r_m[remaining[r_m] == 0]).tolist():
+                kept_ids.pop(done, None)
+    tmp.replace(path)
+    return {"rows": n, "removed": removed, "clusters": clusters, "clusters_file": str(path)}

@@ -1,0 +1,410 @@
+"""Word splitting for the text filters, as compiled kernels over a whole column.
+
+Three word notions are needed, because the reference filters use different ones:
+
+- ``spacy_words``: datatrove's English word tokenizer is spaCy's rule-based tokenizer (whitespace split,
+  then prefix/suffix/infix punctuation rules and special cases such as "don't" -> "do", "n't"). The
+  Gopher, FineWeb and C4 statistics depend on these token counts (punctuation tokens count as words), so
+  we re-implement those rules here (our own implementation of the documented rule set; spaCy itself is
+  not a dependency and would be ~20x slower). The remaining differences are listed in docs/ops-text.md.
+- ``dj_words``: Data-Juicer splits on space, tab and newline and strips its SPECIAL_CHARACTERS from word
+  edges (done in basic.py/dj_filters.py with the same tables).
+- ``cjk_words``: for Chinese/Japanese text, each Han/kana/hangul character counts as one word (a
+  character-based rule; jieba segmentation is available where an op asks for ``tokenization``).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numba as nb
+import numpy as np
+from numba import types
+from numba.typed import Dict
+
+from . import charclass as cc
+
+M64 = (1 << 64) - 1
+HMUL = 0x100000001B3  # FNV prime, used as the polynomial base
+
+
+def py_hash(s: str) -> int:
+    """Polynomial hash of a string's code points, identical to the kernels' ``span_hash``."""
+    h = 0xCBF29CE484222325
+    for ch in s:
+        h = ((h * HMUL) + ord(ch) + 1) & M64
+    return h - (1 << 64) if h >= (1 << 63) else h
+
+
+@nb.njit(cache=True, inline="always")
+def span_hash(cps, a, b):
+    h = np.uint64(0xCBF29CE484222325)
+    for i in range(a, b):
+        h = h * np.uint64(HMUL) + np.uint64(cps[i] + 1)
+    return np.int64(h)
+
+
+# -- spaCy-style English special cases ---------------------------------------------------------------
+
+_NT_VERBS = ["do", "does", "did", "is", "are", "was", "were", "has", "have", "had", "could", "would", "should",
+             "must", "might", "need", "dare", "may", "ought", "ai"]
+_NT_IRREGULAR = {"can": "ca", "will": "wo", "shall": "sha"}
+_PRONOUNS = ["i", "you", "he", "she", "it", "we", "they", "that", "this", "these", "those", "there", "who", "what",
+             "when", "where", "why", "how"]
+_CONTRACTIONS = ["d", "ll", "re", "ve", "s", "m"]
+_ABBREVIATIONS = ("Adm. Ak. Ala. Apr. Ariz. Ark. Aug. Bros. Calif. Co. Colo. Conn. Corp. D.C. Dec. Del. Dr. E.G. E.g. "
+                  "Feb. Fla. Ga. Gen. Gov. I.E. I.e. Ia. Id. Ill. Inc. Ind. Jan. Jr. Jul. Jun. Kan. Kans. Ky. La. "
+                  "Ltd. Mar. Mass. Md. Messrs. Mich. Minn. Miss. Mo. Mont. Mr. Mrs. Ms. Mt. N.C. N.D. N.H. N.J. "
+                  "N.M. N.Y. Neb. Nebr. Nev. Nov. Oct. Okla. Ore. Pa. Ph.D. Prof. Rep. Rev. S.C. Sen. Sep. Sept. "
+                  "St. Tenn. Va. Wash. Wis. a.m. p.m. co. e.g. i.e. vs. v.s. ä. ö. ü. C++ and/or w/o o'clock ma'am "
+                  ":) :( :-) :-( ;) ;-) :D :P :p :/ :-/ :o :O :| :-| <3 </3 (: ): =) =( :] :[ :') :'( -_- ^_^ "
+                  "o_o O_O o.O O.o o.o 0.0 xD XD 'em 'cause 'bout 'nuff '' ’’ [: :] (= [= =] ]= 8) 8-) (-: )-: "
+                  "[-: :-] (; :} :-} :> :-> :3 :x :X :* :-* :0 :-0 :-o :-O :-P :-p :-D ;D ;-D =/ =| =D =3 =[ "
+                  ":(( :)) :-)) :-(( (-8 (-; >:( >:o <33 :1 :'-) :'-( ^__^ -__- o_0 0_o 0_0 V_V v_v").split()
+_ABBREVIATIONS += [f"{c}." for c in "abcdefghijklmnopqrstuvwxyz"]
+
+
+def _variants(word: str):
+    yield word
+    yield word[:1].upper() + word[1:]
+
+
+_NO_APOSTROPHE = ("im ive youre youve youll youd hes shes itll itd weve theyre theyve theyll theyd thatll thatd "
+                  "therell thered therere thereve whatll whatre whatve whatd wholl whove whyll whyre whyve howll "
+                  "howre howve howd whenll whenre whenve wherell wherere whereve").split()
+
+
+@lru_cache(maxsize=1)
+def special_cases() -> dict[str, tuple[int, ...]]:
+    """Special-cased chunks: text -> split points (code-point offsets; empty tuple = keep whole)."""
+    out: dict[str, tuple[int, ...]] = {}
+    for apo in ("'", "’", ""):
+        for v in _NT_VERBS + list(_NT_IRREGULAR):
+            stem = _NT_IRREGULAR.get(v, v)
+            for w in _variants(stem + "n" + apo + "t"):
+                out[w] = (len(stem),)
+            for w in _variants(stem + "n" + apo + "t" + apo + "ve"):
+                out[w] = (len(stem), len(stem) + 2 + len(apo))
+        if not apo:
+            continue
+        for c in _CONTRACTIONS:
+            out[apo + c] = ()
+            out[apo + c.upper()] = ()
+        for p in _PRONOUNS:
+            for c in _CONTRACTIONS:
+                if c == "m" and p != "i":
+                    continue
+                for w in _variants(p + apo + c):
+                    out[w] = (len(p),)
+    for w in _NO_APOSTROPHE:
+        p = next(p for p in sorted(_PRONOUNS, key=len, reverse=True) if w.startswith(p))
+        for v in _variants(w):
+            out[v] = (len(p),)
+    for w in ("id", "Id", "wed", "Wed", "hed", "Hed", "thats", "Thats", "whats", "Whats", "theres", "Theres",
+              "whos", "Whos", "hows", "Hows", "whens", "Whens", "wheres", "Wheres", "whys", "Whys"):
+        out[w] = (len(w) - 1,)
+    for w, split in (("cannot", 3), ("gonna", 3), ("gotta", 3), ("y'all", 2), ("yall", 1), ("let's", 3),
+                     ("let’s", 3)):
+        for v in _variants(w):
+            out[v] = (split,)
+    for a in _ABBREVIATIONS:
+        out[a] = ()
+    return out
+
+
+@lru_cache(maxsize=1)
+def special_table():
+    """The special cases as a numba dict: hash -> packed split points (count | p1<<8 | p2<<16)."""
+    d = Dict.empty(key_type=types.int64, value_type=types.int64)
+    for w, splits in special_cases().items():
+        v = len(splits) + 1
+        for k, p in enumerate(splits):
+            v |= p << (8 * (k + 1))
+        d[py_hash(w)] = v
+    return d
+
+
+# -- the tokenizer kernel ----------------------------------------------------------------------------
+
+@nb.njit(cache=True, inline="always")
+def _is(tab, c, flag):
+    return (tab[c] & flag) != 0
+
+
+@nb.njit(cache=True)
+def _prefix_len(cps, a, b, tab):
+    c = cps[a]
+    if c == 46 and a + 1 < b and cps[a + 1] == 46:  # ellipsis "..+"
+        k = a
+        while k < b and cps[k] == 46:
+            k += 1
+        return k - a
+    if c == 43:  # "+" unless a digit follows
+        if a + 1 < b and _is(tab, cps[a + 1], cc.DIGIT):
+            return 0
+        return 1
+    if c == 0xA7 or c == 37 or c == 61 or c == 0x2014 or c == 0x2013:
+        return 1
+    if _is(tab, c, cc.AFFIX) or _is(tab, c, cc.ICON):
+        return 1
+    return 0
+
+
+_UNITS = ["km", "km²", "km³", "m", "m²", "m³", "dm", "dm²", "dm³", "cm", "cm²", "cm³", "mm", "mm²", "mm³", "ha", "µm",
+          "nm", "yd", "in", "ft", "kg", "g", "mg", "µg", "t", "lb", "oz", "m/s", "km/h", "kmh", "mph", "hPa", "Pa",
+          "mbar", "mb", "MB", "kb", "KB", "gb", "GB", "tb", "TB", "T", "G", "M", "K", "%"]
+
+
+@lru_cache(maxsize=1)
+def units_table():
+    d = Dict.empty(key_type=types.int64, value_type=types.int64)
+    for u in _UNITS:
+        d[py_hash(u)] = len(u)
+    return d
+
+
+@nb.njit(cache=True)
+def _suffix_len(cps, a, b, tab, units):
+    """Length of the suffix spaCy's English suffix rules would split off [a, b), or 0."""
+    last = cps[b - 1]
+    n = b - a
+    if last == 46 and n >= 2 and cps[b - 2] == 46:  # trailing ellipsis: the whole dot run
+        k = b
+        while k > a and cps[k - 1] == 46:
+            k -= 1
+        return b - k
+    if _is(tab, last, cc.AFFIX) and not _is(tab, last, cc.CURRENCY):
+        return 1
+    if last == 0x2026 or _is(tab, last, cc.ICON) or last == 0x2014 or last == 0x2013:
+        return 1
+    if n >= 2 and (last == 115 or last == 83) and (cps[b - 2] == 39 or cps[b - 2] == 0x2019):  # 's 'S ’s ’S
+        return 2
+    if n >= 2:
+        prev = cps[b - 2]
+        if last == 43 and _is(tab, prev, cc.DIGIT):
+            return 1
+        if _is(tab, last, cc.CURRENCY) and _is(tab, prev, cc.DIGIT):
+            return 1
+        if last == 46:
+            if n >= 3 and cps[b - 3] == 0xB0 and (prev == 70 or prev == 102 or prev == 67 or prev == 99
+                                                  or prev == 75 or prev == 107):
+                return 1
+            if (_is(tab, prev, cc.DIGIT) or _is(tab, prev, cc.LOWER) or prev == 37 or prev == 0xB2 or prev == 45
+                    or prev == 43 or _is(tab, prev, cc.AFFIX)):
+                return 1
+            if n >= 3 and _is(tab, prev, cc.UPPER) and _is(tab, cps[b - 3], cc.UPPER):
+                return 1
+            return 0
+        # units after a number: the longest known unit that ends the chunk and follows a digit
+        for ln in range(min(5, n - 1), 0, -1):
+            if _is(tab, cps[b - ln - 1], cc.DIGIT):
+                if span_hash(cps, b - ln, b) in units:
+                    return ln
+    return 0
+
+
+@nb.njit(cache=True)
+def _is_url(cps, a, b):
+    """A rough form of spaCy's URL match: scheme://, www., or host.tld/..."""
+    for i in range(a, b - 2):
+        if cps[i] == 58 and cps[i + 1] == 47 and cps[i + 2] == 47:
+            return True
+    if b - a > 4 and cps[a] == 119 and cps[a + 1] == 119 and cps[a + 2] == 119 and cps[a + 3] == 46:
+        return True
+    slash = -1
+    for i in range(a, b):
+        if cps[i] == 47:
+            slash = i
+            break
+    if slash > a:
+        dot = -1
+        for i in range(a, slash):
+            if cps[i] == 46:
+                dot = i
+        if dot > a and slash - dot >= 3:
+            ok = True
+            for i in range(dot + 1, slash):
+                if not (97 <= cps[i] <= 122):
+                    ok = False
+            return ok
+    return False
+
+
+@nb.njit(cache=True)
+def _emit(out_s, out_e, n, s, e):
+    out_s[n] = s
+    out_e[n] = e
+    return n + 1
+
+
+@nb.njit(cache=True)
+def _emit_special(out_s, out_e, n, a, b, v):
+    cnt = v & 0xFF
+    prev = a
+    for k in range(1, cnt):
+        p = a + ((v >> (8 * k)) & 0xFF)
+        n = _emit(out_s, out_e, n, prev, p)
+        prev = p
+    return _emit(out_s, out_e, n, prev, b)
+
+
+@nb.njit(cache=True)
+def _infix_end(cps, i, a, b, tab):
+    """If an infix starts at i (a < i), the end of it; else -1."""
+    c = cps[i]
+    prev = cps[i - 1]
+    if c == 46 and i + 1 < b and cps[i + 1] == 46:
+        k = i
+        while k < b and cps[k] == 46:
+            k += 1
+        return k
+    if c == 0x2026 or _is(tab, c, cc.ICON):
+        return i + 1
+    if i + 1 >= b:
+        return -1
+    nxt = cps[i + 1]
+    if _is(tab, prev, cc.DIGIT) and (c == 43 or c == 45 or c == 42 or c == 94) and (
+            _is(tab, nxt, cc.DIGIT) or nxt == 45):
+        return i + 1
+    if c == 46 and (_is(tab, prev, cc.LOWER) or _is(tab, prev, cc.QUOTE)) and (
+            _is(tab, nxt, cc.UPPER) or _is(tab, nxt, cc.QUOTE)):
+        return i + 1
+    if c == 44 and _is(tab, prev, cc.ALPHA) and _is(tab, nxt, cc.ALPHA):
+        return i + 1
+    if _is(tab, prev, cc.ALPHA) or _is(tab, prev, cc.DIGIT):
+        if c == 45 or c == 0x2013 or c == 0x2014 or c == 126:
+            k = i + 1
+            if c == 45:
+                while k < b and k - i < 3 and cps[k] == 45:
+                    k += 1
+            elif c == 0x2014 and k < b and cps[k] == 0x2014:
+                k += 1
+            if k < b and _is(tab, cps[k], cc.ALPHA):
+                return k
+            if c == 45 and k - i > 1 and _is(tab, cps[i + 1], cc.ALPHA):
+                return i + 1
+            return -1
+        if (c == 58 or c == 60 or c == 62 or c == 61 or c == 47) and _is(tab, nxt, cc.ALPHA):
+            return i + 1
+    return -1
+
+
+@nb.njit(cache=True)
+def _attach(cps, a, b, tab, specials, out_s, out_e, n):
+    """Emit the core [a, b) of a chunk: special case, URL, or split at infixes."""
+    if a >= b:
+        return n
+    h = span_hash(cps, a, b)
+    if h in specials:
+        return _emit_special(out_s, out_e, n, a, b, specials[h])
+    if _is_url(cps, a, b):
+        return _emit(out_s, out_e, n, a, b)
+    start = a
+    i = a + 1
+    while i < b:
+        e = _infix_end(cps, i, a, b, tab)
+        if e > 0:
+            if i > start:
+                n = _emit(out_s, out_e, n, start, i)
+            n = _emit(out_s, out_e, n, i, e)
+            start = e
+            i = e if e > i else i + 1
+        else:
+            i += 1
+    if start < b:
+        n = _emit(out_s, out_e, n, start, b)
+    return n
+
+
+@nb.njit(cache=True)
+def _split_chunk(cps, a, b, tab, specials, units, out_s, out_e, n, suf_s, suf_e):
+    """spaCy's affix loop on one whitespace-free chunk [a, b)."""
+    ns = 0
+    last = -1
+    while a < b and (b - a) != last:
+        if span_hash(cps, a, b) in specials:
+            break
+        last = b - a
+        pl = _prefix_len(cps, a, b, tab)
+        if pl and a + pl < b and span_hash(cps, a + pl, b) in specials:
+            n = _emit(out_s, out_e, n, a, a + pl)
+            a += pl
+            break
+        sl = _suffix_len(cps, a + pl, b, tab, units) if a + pl < b else 0
+        if sl and a < b - sl and span_hash(cps, a, b - sl) in specials:
+            suf_s[ns] = b - sl
+            suf_e[ns] = b
+            ns += 1
+            b -= sl
+            break
+        if pl and sl and pl + sl <= b - a:
+            n = _emit(out_s, out_e, n, a, a + pl)
+            suf_s[ns] = b - sl
+            suf_e[ns] = b
+            ns += 1
+            a += pl
+            b -= sl
+        elif pl:
+            n = _emit(out_s, out_e, n, a, a + pl)
+            a += pl
+        elif sl:
+            suf_s[ns] = b - sl
+            suf_e[ns] = b
+            ns += 1
+            b -= sl
+        if a < b and span_hash(cps, a, b) in specials:
+            break
+    n = _attach(cps, a, b, tab, specials, out_s, out_e, n)
+    for k in range(ns - 1, -1, -1):
+        n = _emit(out_s, out_e, n, suf_s[k], suf_e[k])
+    return n
+
+
+@nb.njit(cache=True)
+def tokenize_span(cps, a, b, tab, specials, units, out_s, out_e, suf_s, suf_e):
+    """Tokens of cps[a:b] (whitespace dropped, as datatrove strips them); returns the token count.
+    ``out_s``/``out_e`` must hold at least b - a entries."""
+    n = 0
+    i = a
+    while i < b:
+        while i < b and _is(tab, cps[i], cc.SPACE):
+            i += 1
+        j = i
+        while j < b and not _is(tab, cps[j], cc.SPACE):
+            j += 1
+        if j > i:
+            n = _split_chunk(cps, i, j, tab, specials, units, out_s, out_e, n, suf_s, suf_e)
+        i = j
+    return n
+
+
+@nb.njit(cache=True)
+def _tokenize_all(cps, cpo, tab, specials, units):
+    n_docs = len(cpo) - 1
+    out_s = np.empty(len(cps) + 1, np.int64)
+    out_e = np.empty(len(cps) + 1, np.int64)
+    doc_off = np.zeros(n_docs + 1, np.int64)
+    suf_s = np.empty(4096, np.int64)
+    suf_e = np.empty(4096, np.int64)
+    n = 0
+    for d in range(n_docs):
+        a, b = cpo[d], cpo[d + 1]
+        if b - a + 8 > len(suf_s):
+            suf_s = np.empty(b - a + 8, np.int64)
+            suf_e = np.empty(b - a + 8, np.int64)
+        k = tokenize_span(cps, a, b, tab, specials, units, out_s[n:], out_e[n:], suf_s, suf_e)
+        n += k
+        doc_off[d + 1] = n
+    return out_s[:n], out_e[:n], doc_off
+
+
+def spacy_words(cps, cpo):
+    """Token spans (start, end in code points) and per-row token offsets for a decoded column."""
+    return _tokenize_all(cps, cpo, cc.table(), special_table(), units_table())
+
+
+def spacy_words_py(text: str) -> list[str]:
+    """The tokens of one string (for tests and debugging)."""
+    import pyarrow as pa
+    cps, cpo = cc.decode(pa.array([text]))
+    s, e, _ = spacy_words(cps, cpo)
+    return [text[a:b] for a, b in zip(s, e)]

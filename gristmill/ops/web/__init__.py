@@ -1,0 +1,1 @@
+"""Web ops: HTML main-text extraction and arXiv LaTeX cleaning."""

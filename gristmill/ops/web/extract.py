@@ -1,0 +1,190 @@
+"""HTML → main text, with a choice of extractor and a per-document time limit.
+
+Extraction is per-row Python by necessity: each extractor parses one document's DOM and walks it (no
+extractor has a batch API), so the loop over rows is the job itself. The wrapper around it (title, meta,
+timeouts, Arrow columns) is kept to a few microseconds per page; ``bench/extract.py`` measures it against
+calling the libraries directly.
+"""
+from __future__ import annotations
+
+import html as htmllib
+import re
+from functools import partial
+from typing import Any, Literal
+
+import pyarrow as pa
+import xxhash
+from pydantic import Field
+
+from ... import columns as C
+from ...registry import register
+from ..base import Mapper, Params
+from .timeout import CallTimeout, ChildDied, TimeLimit
+
+DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {
+    # the options the rest of the field (datatrove, NeMo Curator) uses for pre-training text
+    "trafilatura": {"include_comments": False, "include_tables": True, "include_images": False,
+                    "include_links": False, "deduplicate": False},
+    "resiliparse": {"main_content": True, "alt_texts": False, "links": False, "form_fields": False,
+                    "noscript": False},
+    "justext": {"stoplist": "English"},
+}
+
+
+def _trafilatura(html: str, options: dict) -> str:
+    import trafilatura
+    return trafilatura.extract(html, **options) or ""
+
+
+def _resiliparse(html: str, options: dict) -> str:
+    from resiliparse.extract.html2text import extract_plain_text
+    return extract_plain_text(html, **options)
+
+
+_STOPLISTS: dict[str, frozenset] = {}
+
+
+def justext_stoplist(name: str) -> frozenset:
+    """A jusText stoplist by language name, or ``all`` for the union of every bundled language."""
+    if name not in _STOPLISTS:
+        import justext
+        if name == "all":
+            _STOPLISTS[name] = frozenset().union(*(justext.get_stoplist(n) for n in justext.get_stoplists()))
+        else:
+            _STOPLISTS[name] = justext.get_stoplist(name)
+    return _STOPLISTS[name]
+
+
+def _justext(html: str, options: dict) -> str:
+    import justext
+    opts = dict(options)
+    stop = justext_stoplist(opts.pop("stoplist", "English"))
+    paragraphs = justext.justext(html, stop, **opts)
+    return "\n\n".join(p.text for p in paragraphs if not p.is_boilerplate)
+
+
+EXTRACTORS = {"trafilatura": _trafilatura, "resiliparse": _resiliparse, "justext": _justext}
+
+_TITLE = re.compile(r"<title\b[^>]*>(.*?)</title\s*>", re.I | re.S)
+_WS = re.compile(r"\s+")
+
+
+def html_title(html: str) -> str | None:
+    """The document's <title>, unescaped and whitespace-collapsed (None when absent or empty)."""
+    m = _TITLE.search(html, 0, 1 << 20)
+    if not m:
+        return None
+    t = _WS.sub(" ", htmllib.unescape(m.group(1))).strip()
+    return t or None
+
+
+class ExtractionError(Exception):
+    """A document the extractor failed on or ran out of time for."""
+
+
+def _run(name: str, options: dict, html: str) -> str:
+    return EXTRACTORS[name](html, options)
+
+
+@register("html_extract_mapper")
+class HtmlExtractMapper(Mapper):
+    """Replace HTML with its main text (boilerplate removed) using trafilatura, resiliparse or jusText; the
+    page title and URL go to ``__meta__.title`` / ``__meta__.url``. Each document gets ``timeout`` seconds;
+    a document that times out or makes the extractor fail is rejected (``on_error: reject``) or kept with
+    empty text and ``__meta__.extract_error`` (``on_error: empty``). Per-row Python: extractors parse one
+    DOM at a time."""
+
+    class Params(Params):
+        extractor: Literal["trafilatura", "resiliparse", "justext"] = Field(
+            "trafilatura", description="Main-text extractor.")
+        extractor_options: dict[str, Any] = Field(
+            default_factory=dict, description="Keyword options passed to the extractor, over our defaults "
+            "(trafilatura.extract / resiliparse extract_plain_text / justext; for justext `stoplist` is a "
+            "language name or `all`).")
+        html_key: str | None = Field(None, description="Field holding the HTML; default: the text key. The "
+                                                       "text goes to the text key.")
+        url_key: str = Field("url", description="Field holding the page URL, copied to __meta__.url when present.")
+        timeout: float = Field(10.0, description="Seconds allowed per document (0: no limit).")
+        timeout_mode: Literal["auto", "signal", "process"] = Field(
+            "auto", description="signal: SIGALRM in the worker's main thread (no extra thread or process); "
+            "process: a child process killed on timeout (any thread, stops runaway C code); auto: signal "
+            "when possible.")
+        on_error: Literal["reject", "empty"] = Field(
+            "reject", description="reject: failing documents go to rejects; empty: they stay with empty "
+            "text and __meta__.extract_error.")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        p = self.params
+        unknown_extractor = p.extractor not in EXTRACTORS
+        if unknown_extractor:  # pragma: no cover - Literal already checks
+            raise ValueError(f"unknown extractor {p.extractor!r}")
+        self.options = {**DEFAULT_OPTIONS[p.extractor], **p.extractor_options}
+        if p.extractor == "justext":
+            justext_stoplist(self.options.get("stoplist", "English"))  # fail early on a bad language
+
+    def _limit(self) -> TimeLimit:
+        return self.resource("limit", lambda: TimeLimit(partial(_run, self.params.extractor, self.options),
+                                                         self.params.timeout, self.params.timeout_mode))
+
+    def close(self) -> None:
+        """Stop the extraction child process, if one runs (it also stops when the op is collected)."""
+        lim = self.__dict__.get("_lazy", {}).get("limit")
+        if lim is not None:
+            lim.close()
+
+    def extract_one(self, html: str) -> str:
+        """The main text of one document; ExtractionError on failure or timeout."""
+        try:
+            return self._limit().call(html)
+        except CallTimeout:
+            raise ExtractionError(f"{self.params.extractor} took longer than {self.params.timeout}s") from None
+        except ChildDied as e:
+            raise ExtractionError(str(e)) from None
+        except RecursionError:
+            raise ExtractionError(f"{self.params.extractor}: document nested too deeply") from None
+        except Exception as e:  # noqa: BLE001
+            raise ExtractionError(f"{self.params.extractor} failed: {type(e).__name__}: {e}") from None
+
+    def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        key = self.params.html_key or self.text_key
+        idx = batch.schema.get_field_index(key)
+        if idx < 0:
+            raise KeyError(f"{self.name}: HTML field {key!r} not in batch (fields: {batch.schema.names})")
+        htmls = batch.column(idx).to_pylist()
+        retry = self.__dict__.setdefault("_retry", {})
+        if len(htmls) > 1:
+            retry.clear()
+        texts: list[str | None] = []
+        titles: list[str | None] = []
+        errors: list[str | None] = []
+        for h in htmls:
+            if h is None:
+                texts.append(None), titles.append(None), errors.append(None)
+                continue
+            digest = xxhash.xxh3_64_intdigest(h) if retry or len(htmls) > 1 else None
+            if len(htmls) == 1 and digest in retry:
+                text, err = retry.pop(digest)
+            else:
+                try:
+                    text, err = self.extract_one(h), None
+                except ExtractionError as e:
+                    text, err = "", str(e)
+                if len(htmls) > 1:
+                    retry[digest] = (text, err)
+            texts.append(text)
+            titles.append(html_title(h))
+            errors.append(err)
+        failed = [e for e in errors if e is not None]
+        if failed and self.params.on_error == "reject":
+            # the engine retries the batch row by row; results computed here are reused, not recomputed
+            raise ExtractionError(failed[0] if len(htmls) == 1 else f"{len(failed)} documents failed")
+        retry.clear()
+        out = C.set_column(batch, self.text_key, pa.array(texts, pa.string()))
+        meta: dict[str, Any] = {"title": pa.array(titles, pa.string())}
+        ui = batch.schema.get_field_index(self.params.url_key)
+        if ui >= 0:
+            meta["url"] = batch.column(ui).cast(pa.string())
+        if self.params.on_error == "empty":
+            meta["extract_error"] = pa.array(errors, pa.string())
+        return C.with_meta(out, meta)

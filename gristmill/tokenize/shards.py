@@ -1,0 +1,239 @@
+"""Phase 1: tokenize one input shard into a per-shard token file in the work dir.
+
+Each shard becomes ``<name>.ids`` (raw little-endian uint32, documents back to back with EOS/BOS already
+added), ``<name>.lens.npy`` (tokens per document) and a ``<name>.done.json`` marker written last (after
+the data files are renamed into place), so a rerun skips finished shards and a killed run never leaves a
+half-written shard that looks done. Shards are independent, which is what lets any number of workers
+produce byte-identical results.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from .backends import Backend, TokenizerSpec, verify
+
+
+@dataclass
+class ShardJob:
+    source: int  # index of the source (mixture component)
+    shard: object  # gristmill.io.base.Shard
+    name: str  # file stem in the tok dir
+    read_opts: object  # ReadOptions
+
+
+@dataclass
+class EncodeSettings:
+    spec: TokenizerSpec
+    backend: str  # "hf" | "tiktoken"(fast) — the backend chosen for the run
+    eos_id: int | None
+    bos_id: int | None
+    verify_bytes: int = 65536  # per shard, fast path only: re-check this much text against the reference
+    fingerprint: str = ""
+
+
+@dataclass
+class ShardResult:
+    name: str
+    source: int
+    docs: int = 0
+    tokens: int = 0  # including EOS/BOS
+    special_tokens: int = 0
+    chars: int = 0
+    bytes: int = 0
+    empty: int = 0  # documents with null/empty text (skipped, counted)
+    rejects: int = 0
+    backend: str = ""
+    verified_docs: int = 0
+    fell_back: bool = False
+    seconds: float = 0.0
+    reject_samples: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+_STATE: dict = {}
+
+
+def _backends(settings: EncodeSettings) -> tuple[Backend, Backend | None]:
+    """(backend to run, reference to spot-check against or None) — built once per process."""
+    key = (settings.spec.fingerprint, settings.backend)
+    if _STATE.get("key") != key:
+        spec = settings.spec
+        if settings.backend == "hf" or spec.kind == "tiktoken":
+            run, ref = spec.reference(), None
+        else:
+            run, ref = spec.fast(), spec.reference()
+        _STATE.update(key=key, run=run, ref=ref)
+    return _STATE["run"], _STATE["ref"]
+
+
+def _prefetch(it, depth: int = 2):
+    """Read the next batches on a thread (readers release the GIL while parsing) so parsing overlaps
+    tokenizing; order is preserved."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    done = object()
+
+    def work():
+        try:
+            for x in it:
+                q.put(x)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the consumer
+            q.put(e)
+        q.put(done)
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    while True:
+        x = q.get()
+        if x is done:
+            return
+        if isinstance(x, BaseException):
+            raise x
+        yield x
+
+
+def _add_specials(flat: np.ndarray, lens: np.ndarray, eos: int | None, bos: int | None):
+    if eos is None and bos is None:
+        return flat, lens
+    ends = np.cumsum(lens)
+    starts = ends - lens
+    parts = []
+    if bos is not None:
+        flat = np.insert(flat, starts, np.uint32(bos))
+        lens = lens + 1
+        ends = np.cumsum(lens)
+    if eos is not None:
+        flat = np.insert(flat, ends, np.uint32(eos))
+        lens = lens + 1
+    del parts
+    return flat, lens
+
+
+def tokenize_shard(job: ShardJob, settings: EncodeSettings, tok_dir: str, progress=None) -> ShardResult:
+    """Tokenize ``job.shard`` into ``tok_dir/<name>.*``; returns the shard's counts (also in its marker)."""
+    from ..io.formats import read_shard  # the lead's readers
+    from ..ops.base import Reject
+
+    t0 = time.time()
+    run, ref = _backends(settings)
+    res = ShardResult(name=job.name, source=job.source, backend=run.name)
+    text_key = job.read_opts.text_key
+    ids_tmp = os.path.join(tok_dir, f"{job.name}.ids.tmp")
+    lens_all: list[np.ndarray] = []
+    checked = 0
+    batches = []  # only while spot-checking the fast path, so a mismatch can redo the shard with the reference
+    with open(ids_tmp, "wb") as out:
+        for item in _prefetch(read_shard(job.shard, job.read_opts)):
+            if isinstance(item, Reject):
+                res.rejects += 1
+                if len(res.reject_samples) < 5:
+                    res.reject_samples.append(item.to_dict())
+                continue
+            batch: pa.RecordBatch = item
+            if text_key not in batch.schema.names:
+                res.rejects += batch.num_rows
+                continue
+            col = batch.column(text_key)
+            texts = [t for t in col.to_pylist() if t]
+            res.empty += batch.num_rows - len(texts)
+            if not texts:
+                continue
+            flat, lens = run.encode_batch(texts)
+            if ref is not None and checked < settings.verify_bytes:
+                v = verify(ref, run, texts[: max(1, min(len(texts), 64))])
+                checked += v.bytes
+                res.verified_docs += v.docs
+                if not v.ok:
+                    res.fell_back = True
+                    run = ref
+                    res.backend = ref.name
+                    ref = None
+                    # redo everything so far with the reference, then continue with it
+                    out.seek(0)
+                    out.truncate()
+                    lens_all.clear()
+                    res.chars = res.bytes = res.tokens = res.special_tokens = res.docs = 0
+                    for bt in batches + [texts]:
+                        f2, l2 = run.encode_batch(bt)
+                        _write(out, f2, l2, bt, settings, res, lens_all)
+                    batches = []
+                    if progress is not None:
+                        progress(0)
+                    continue
+                batches.append(texts)
+            elif batches:
+                batches = []
+            n0 = res.tokens
+            _write(out, flat, lens, texts, settings, res, lens_all)
+            if progress is not None:
+                progress(res.tokens - n0)
+    lens = np.concatenate(lens_all) if lens_all else np.zeros(0, np.int64)
+    np.save(os.path.join(tok_dir, f"{job.name}.lens.tmp.npy"), lens.astype(np.int64))
+    os.replace(ids_tmp, os.path.join(tok_dir, f"{job.name}.ids"))
+    os.replace(os.path.join(tok_dir, f"{job.name}.lens.tmp.npy"), os.path.join(tok_dir, f"{job.name}.lens.npy"))
+    res.seconds = time.time() - t0
+    marker = {**res.to_dict(), "fingerprint": settings.fingerprint}
+    tmp = os.path.join(tok_dir, f"{job.name}.done.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(marker, f)
+    os.replace(tmp, os.path.join(tok_dir, f"{job.name}.done.json"))
+    return res
+
+
+def _write(out, flat, lens, texts, settings: EncodeSettings, res: ShardResult, lens_all: list):
+    res.docs += len(texts)
+    res.chars += sum(map(len, texts))
+    flat, lens = _add_specials(flat, lens, settings.eos_id, settings.bos_id)
+    res.special_tokens += len(texts) * ((settings.eos_id is not None) + (settings.bos_id is not None))
+    res.tokens += int(flat.size)
+    out.write(flat.astype("<u4", copy=False).tobytes())
+    lens_all.append(lens)
+
+
+def load_done(tok_dir: str, name: str, fingerprint: str) -> ShardResult | None:
+    """The shard's result when its marker exists, matches this run's settings and its files are intact."""
+    p = os.path.join(tok_dir, f"{name}.done.json")
+    if not os.path.exists(p):
+        return None
+    try:
+        with open(p) as f:
+            d = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if d.pop("fingerprint", None) != fingerprint:
+        return None
+    ids = os.path.join(tok_dir, f"{name}.ids")
+    if not os.path.exists(ids) or os.path.getsize(ids) != 4 * d.get("tokens", -1):
+        return None
+    return ShardResult(**d)
+
+
+# -- process pool entry points ---------------------------------------------------------------------
+
+_COUNTER = None
+
+
+def init_worker(counter):
+    global _COUNTER
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    _COUNTER = counter
+
+
+def _count(n: int):
+    if _COUNTER is not None and n:
+        with _COUNTER.get_lock():
+            _COUNTER.value += n
+
+
+def pool_task(args) -> dict:
+    job, settings, tok_dir = args
+    return tokenize_shard(job, settings, tok_dir, progress=_count).to_dict()
