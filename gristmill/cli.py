@@ -8,7 +8,7 @@ import sys
 
 def _console():
     from rich.console import Console
-    return Console(stderr=True)
+    return Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
 
 def cmd_run(args) -> int:
@@ -87,7 +87,7 @@ def cmd_ops(args) -> int:
         params = ", ".join(f"{p['name']}={p['default']!r}" for p in d["params"] if p["name"] != "text_key")
         t.add_row(n, d["kind"], params, (d["doc"].split("\n")[0] if d["doc"] else ""))
     from rich.console import Console
-    Console().print(t)
+    Console(width=None if sys.stdout.isatty() else 200).print(t)
     return 0
 
 

@@ -6,7 +6,7 @@ import sys
 
 import yaml
 
-from conftest import REPO, SAMPLE, check_accounting, read_jsonl
+from gm_testutil import REPO, SAMPLE, check_accounting, read_jsonl
 
 
 def run_cli(*args, cwd=None):

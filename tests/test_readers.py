@@ -15,7 +15,7 @@ from gristmill.io.formats import read_shard
 from gristmill.io.planner import plan_dataset
 from gristmill.ops.base import Reject
 
-from conftest import write_jsonl
+from gm_testutil import write_jsonl
 
 
 def read_all(path, **kw):

@@ -196,8 +196,9 @@ def run_task(task: Task, progress=None) -> dict:
                     m.reasons[f"not sampled (weight {task.source.weight})"] = \
                         m.reasons.get(f"not sampled (weight {task.source.weight})", 0) + dropped.num_rows
         if task.before is not None:
+            # the op's rows_in/rows_out were counted by its prepare step in the previous stage; here only
+            # what its decision removes (and what finalize rejects) is subtracted
             c = count(before_pos)
-            c.rows_in += batch.num_rows
             if removals is not None and removals.num_rows:
                 rows = removals.column("row").to_numpy()
                 lo, hi = np.searchsorted(rows, [row_offset, row_offset + n])
@@ -213,6 +214,7 @@ def run_task(task: Task, progress=None) -> dict:
                             gone = gone.append_column(f"__removed_{extra}", sel.column(extra).combine_chunks())
                     batch = batch.filter(pa.array(mask))
                     c.removed += gone.num_rows
+                    c.rows_out -= gone.num_rows
                     for r, k in zip(*np.unique(np.asarray(sel.column("reason").to_pylist(), dtype=object).astype(str),
                                                return_counts=True)):
                         c.reasons[str(r)] = c.reasons.get(str(r), 0) + int(k)
@@ -220,11 +222,11 @@ def run_task(task: Task, progress=None) -> dict:
             if finalize is not None:
                 fr = finalize.run_batch(batch)
                 c.rejected += fr.counts[0].rejected
+                c.rows_out -= fr.counts[0].rejected
                 c.seconds += fr.counts[0].seconds
                 for r in fr.rejects:
                     record_reject(before_pos, r)
                 batch = fr.batch
-            c.rows_out += batch.num_rows
         row_offset += n
         res = fused.run_batch(batch)
         for op, oc, gone in zip(task.ops, res.counts, res.removed):
