@@ -106,10 +106,8 @@ def get_field(batch: pa.RecordBatch, key: str) -> pa.Array | None:
         return batch.column(key)
     parts = key.split(".")
     head = ALIASES.get(parts[0], parts[0])
-    if head == "stats":
-        head = STATS
-    elif head == "meta":
-        head = META
+    if head not in batch.schema.names:  # "stats.x" / "meta.x" as shorthands unless such a field exists
+        head = {"stats": STATS, "meta": META}.get(head, head)
     if head not in batch.schema.names:
         return None
     arr = batch.column(head)

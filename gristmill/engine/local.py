@@ -73,6 +73,11 @@ class LocalResolveContext:
         for i, parts in enumerate(self.shard_parts):
             off = 0
             for b in read_shard_parts(parts, cols):
+                if not b.num_rows:
+                    continue
+                missing = [c for c in cols if c not in b.schema.names]
+                if missing:
+                    raise KeyError(f"columns {missing} missing from stage output (fields: {b.schema.names})")
                 yield i, off, b
                 off += b.num_rows
 
@@ -81,8 +86,9 @@ class LocalResolveContext:
         for i, parts in enumerate(self.shard_parts):
             off = 0
             for b in read_shard_parts(parts):
-                yield i, off, b
-                off += b.num_rows
+                if b.num_rows:
+                    yield i, off, b
+                    off += b.num_rows
 
     def remove(self, shard: int, rows, reason, extra: dict | None = None) -> None:
         rows = np.asarray(rows, dtype=np.int64)
