@@ -58,7 +58,6 @@ class Record:
     status: int | None
     length: int  # declared payload length
     body: bytes | None = None  # None when not read (skipped or too large)
-    truncated_at: int | None = None  # bytes actually present when the file was cut inside this record
     pos: int | None = None  # position for the row id (defaults to offset)
 
 
@@ -125,6 +124,11 @@ def _decode_transfer(body: bytes, headers: dict) -> bytes:
     return body
 
 
+def _truncated(rec: Record, path: str, present: int) -> Reject:
+    return Reject(READ, "TruncatedRecord", f"file ends inside this record: {present} of {rec.length} payload "
+                  f"bytes present", row={"url": rec.url, "record_id": rec.record_id}, source=path, offset=rec.offset)
+
+
 class _Rows:
     """Accumulates accepted records into batches; turns refused ones into rejects."""
 
@@ -164,12 +168,6 @@ class _Rows:
         return None
 
     def add(self, rec: Record) -> Iterator[pa.RecordBatch | Reject]:
-        if rec.truncated_at is not None:
-            yield Reject(READ, "TruncatedRecord", f"file ends inside this record: {rec.truncated_at} of "
-                         f"{rec.length} payload bytes present",
-                         row={"url": rec.url, "record_id": rec.record_id}, source=self.shard.source,
-                         offset=rec.offset)
-            return
         body = rec.body or b""
         if rec.warc_type == "conversion":
             from resiliparse.parse.encoding import bytes_to_str
@@ -269,6 +267,7 @@ def iter_warc(path: str, rows: _Rows) -> Iterator[Record | Reject]:
     start, last = 0, None  # where to (re)start reading; offset of the last record seen (of any type)
     seen: set[int] = set()
     ordinal = 0
+    cut_at = None  # offset of a record found cut short by the end of the file
     with open(path, "rb") as f:
         while True:
             f.seek(start)
@@ -306,8 +305,10 @@ def iter_warc(path: str, rows: _Rows) -> Iterator[Record | Reject]:
                     err = e
                     break
                 if len(body) < rec.length:
-                    rec.truncated_at = len(body)
-                elif r.is_http:
+                    cut_at = rec.offset
+                    yield _truncated(rec, path, len(body))
+                    continue
+                if r.is_http:
                     try:
                         body = _decode_transfer(body, {k.lower(): v for k, v in r.http_headers.items()})
                     except Exception as e:  # noqa: BLE001
@@ -337,6 +338,8 @@ def iter_warc(path: str, rows: _Rows) -> Iterator[Record | Reject]:
             nxt = _next_magic(f, bad + 1, magic)
             why = f"{type(err).__name__}: {err}" if err is not None else "unreadable or truncated record"
             if nxt is None:
+                if bad == cut_at and err is None:  # already reported as a truncated record
+                    return
                 yield Reject(READ, "TruncatedArchive", f"{why}; {size - bad} bytes from here to the end of "
                              f"the file could not be read", source=path, offset=bad)
                 return
@@ -431,9 +434,7 @@ def iter_arc(path: str, rows: _Rows) -> Iterator[Record | Reject]:
                     yield refused
                     continue
                 if missing > 0:
-                    rec.truncated_at = rec.length - missing
-                    rec.body = raw
-                    yield rec
+                    yield _truncated(rec, path, rec.length - missing)
                     continue
                 try:
                     rec.body = raw if http is None else _decode_transfer(raw, {k.lower(): v for k, v in http.headers})

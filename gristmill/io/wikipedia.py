@@ -52,14 +52,15 @@ def _open(path: str):
 
 
 _BLANKS = re.compile(r"\n{3,}")
-_INTERWIKI = re.compile(r"^[a-z]{2,3}(?:-[a-z]+)*:", re.I)
+_LANG = re.compile(r"^[a-z]{2,3}(?:-[a-z]+)?$")
+HEAD = "\ue000"  # marks heading lines between strip_code and _tidy (private-use code point)
 
 
 def wikitext_to_text(wikitext: str, drop_link_prefixes: frozenset[str] = frozenset(
         p for v in LINK_NAMESPACES.values() for p in v)) -> str:
     """Plain text of one page's wikitext (see the module doc for what is kept)."""
     import mwparserfromhell as mw
-    from mwparserfromhell.nodes import Comment, Heading, Tag, Wikilink
+    from mwparserfromhell.nodes import Comment, Tag, Wikilink
     code = mw.parse(wikitext)
     drop = []
     for node in code.ifilter(recursive=True):
@@ -68,11 +69,10 @@ def wikitext_to_text(wikitext: str, drop_link_prefixes: frozenset[str] = frozens
         elif isinstance(node, Comment):
             drop.append(node)
         elif isinstance(node, Wikilink):
-            title = str(node.title).strip().lstrip(":")
-            prefix = title.split(":", 1)[0].strip().lower() if ":" in title else ""
-            if prefix in drop_link_prefixes or (str(node.title).strip()[:1] != ":" and _INTERWIKI.match(title)
-                                                and " " not in prefix and len(prefix) <= 12
-                                                and prefix.replace("-", "").isalpha() and len(prefix) <= 3):
+            raw = str(node.title).strip()
+            prefix = raw.lstrip(":").split(":", 1)[0].strip().lower() if ":" in raw else ""
+            if prefix in drop_link_prefixes or (not raw.startswith(":") and node.text is None
+                                                and _LANG.match(prefix)):  # [[de:Foo]]: interlanguage
                 drop.append(node)
     for node in drop:
         try:
@@ -80,36 +80,36 @@ def wikitext_to_text(wikitext: str, drop_link_prefixes: frozenset[str] = frozens
         except ValueError:  # already removed with an enclosing node
             pass
     for h in code.filter_headings(recursive=False):
-        code.replace(h, f"\n\n{h.level * '='} {h.title.strip_code().strip()}\n", recursive=False)
+        code.replace(h, f"\n{HEAD}{min(h.level, 9)}{h.title.strip_code().strip()}\n", recursive=False)
     text = code.strip_code(normalize=True, collapse=True)
     return _tidy(text)
 
 
 def _tidy(text: str) -> str:
-    """Strip lines, drop headings of empty sections, turn heading marks into plain heading lines."""
+    """Strip lines; keep a heading (as a plain line) only if its section has text."""
     lines = [ln.strip() for ln in text.replace("\xa0", " ").split("\n")]
+    heads = {i: int(ln[1]) for i, ln in enumerate(lines) if ln.startswith(HEAD) and len(ln) > 2}
     out: list[str] = []
-    # walk backwards so that a heading followed only by blank lines / a same-or-higher heading is dropped
-    pending_level = 99  # level of the nearest heading below that opens a section with content
-    has_content = False
-    for ln in reversed(lines):
-        m = re.match(r"^(=+) (.*)$", ln)
-        if m:
-            level = len(m.group(1))
-            if has_content or level < pending_level:
-                if has_content:
-                    out.append(m.group(2))
-                    pending_level = level
-                    has_content = level > 1 and False
-                    has_content = False
-                    continue
+    after_head = False
+    for i, ln in enumerate(lines):
+        if i in heads:
+            keep = False
+            for j in range(i + 1, len(lines)):
+                if j in heads:
+                    if heads[j] <= heads[i]:
+                        break
+                elif lines[j]:
+                    keep = True
+                    break
+            if keep:
+                out.extend(["", ln[2:].strip()])
+                after_head = True
             continue
-        if ln:
-            has_content = True
-            pending_level = 99
+        if after_head and not ln:
+            continue  # the heading's text starts on the next line
+        after_head = False
         out.append(ln)
-    text = "\n".join(reversed(out))
-    return _BLANKS.sub("\n\n", text).strip()
+    return _BLANKS.sub("\n\n", "\n".join(out)).strip()
 
 
 SCHEMA_FIELDS = [("title", pa.string()), ("page_id", pa.int64()), ("revision_id", pa.int64()),

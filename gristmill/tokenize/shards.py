@@ -104,17 +104,12 @@ def _prefetch(it, depth: int = 2):
 def _add_specials(flat: np.ndarray, lens: np.ndarray, eos: int | None, bos: int | None):
     if eos is None and bos is None:
         return flat, lens
-    ends = np.cumsum(lens)
-    starts = ends - lens
-    parts = []
     if bos is not None:
-        flat = np.insert(flat, starts, np.uint32(bos))
+        flat = np.insert(flat, np.cumsum(lens) - lens, np.uint32(bos))
         lens = lens + 1
-        ends = np.cumsum(lens)
     if eos is not None:
-        flat = np.insert(flat, ends, np.uint32(eos))
+        flat = np.insert(flat, np.cumsum(lens), np.uint32(eos))
         lens = lens + 1
-    del parts
     return flat, lens
 
 
@@ -166,8 +161,6 @@ def tokenize_shard(job: ShardJob, settings: EncodeSettings, tok_dir: str, progre
                         f2, l2 = run.encode_batch(bt)
                         _write(out, f2, l2, bt, settings, res, lens_all)
                     batches = []
-                    if progress is not None:
-                        progress(0)
                     continue
                 batches.append(texts)
             elif batches:

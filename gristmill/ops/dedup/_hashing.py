@@ -122,24 +122,6 @@ def hash_strings(arr: pa.Array) -> np.ndarray:
     return segment_hash(data.astype(U64) + U64(1), offsets[:-1], offsets[1:], _BYTE_POW)
 
 
-def windows(counts: np.ndarray, k: int, short: str = "whole") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Sliding windows of ``k`` tokens over documents that have ``counts`` tokens each (tokens of all
-    documents laid end to end). Returns (doc index, start, end) per window. A document with fewer than
-    ``k`` (but some) tokens gets one window over all its tokens when ``short == "whole"``, none when
-    ``short == "none"``."""
-    counts = np.asarray(counts, dtype=np.int64)
-    doc_start = np.concatenate([[0], np.cumsum(counts)[:-1]]) if counts.size else counts
-    nwin = np.maximum(counts - k + 1, 0)
-    if short == "whole":
-        nwin = np.where((counts > 0) & (counts < k), 1, nwin)
-    total = int(nwin.sum())
-    doc = np.repeat(np.arange(counts.size, dtype=np.int64), nwin)
-    first = np.concatenate([[0], np.cumsum(nwin)[:-1]]) if counts.size else nwin
-    start = doc_start[doc] + (np.arange(total, dtype=np.int64) - first[doc])
-    end = np.minimum(start + k, doc_start[doc] + counts[doc])
-    return doc, start, end
-
-
 def combine_columns(cols: np.ndarray, seed: int = 0) -> np.ndarray:
     """One 64-bit hash per row of a 2-D uint64 array (a chained, non-linear mix of the row's values)."""
     cols = np.asarray(cols, dtype=U64)

@@ -1,9 +1,8 @@
-"""MinHash signatures and LSH band keys (row-local), and band buckets → candidate edges (out of core).
+"""MinHash permutations and LSH band keys (row-local), and band buckets → candidate edges (out of core).
 
-Signatures use K affine maps ``h → a·h + b (mod 2**64)`` with odd ``a`` over 64-bit shingle hashes:
-each is a bijection of the 64-bit space, evaluated K × shingles at a time in cache-sized blocks and reduced
-per document with ``np.minimum.reduceat``. A band's r minimum values are folded into one 64-bit bucket key
-(mixed with the band number, so bands never share buckets).
+Signatures (computed in ``_kernels``) use K affine maps ``h → a·h + b (mod 2**64)`` with odd ``a`` over
+64-bit shingle hashes: each is a bijection of the 64-bit space. A band's r minimum values are folded into
+one 64-bit bucket key, mixed with the band number so that bands never share buckets.
 """
 from __future__ import annotations
 
@@ -24,32 +23,6 @@ def permutations(k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     a = rng.integers(0, MAX64, size=k, dtype=np.uint64, endpoint=True) | U64(1)
     b = rng.integers(0, MAX64, size=k, dtype=np.uint64, endpoint=True)
     return a, b
-
-
-def signatures(doc: np.ndarray, sh: np.ndarray, n_docs: int, a: np.ndarray, b: np.ndarray,
-               block_bytes: int = 1 << 21) -> np.ndarray:
-    """(n_docs, K) minimum of ``a·h + b`` over each document's shingles ``sh`` (``doc`` sorted); rows of
-    documents without shingles stay at the all-ones value."""
-    k = a.size
-    sig = np.full((n_docs, k), MAX64, dtype=U64)
-    if sh.size == 0:
-        return sig
-    a_col, b_col = a[:, None], b[:, None]
-    step = max(64, block_bytes // (8 * k))
-    buf = np.empty((k, step), dtype=U64)
-    for s in range(0, sh.size, step):
-        h = sh[s:s + step]
-        d = doc[s:s + step]
-        m = buf[:, :h.size]
-        np.multiply(a_col, h[None, :], out=m)
-        m += b_col
-        seg = np.flatnonzero(np.concatenate([[True], d[1:] != d[:-1]]))
-        mins = np.minimum.reduceat(m, seg, axis=1).T
-        rows = d[seg]
-        # only the first segment can continue a document from the previous block
-        sig[rows[0]] = np.minimum(sig[rows[0]], mins[0])
-        sig[rows[1:]] = mins[1:]
-    return sig
 
 
 def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
@@ -105,5 +78,5 @@ def optimal_param(threshold: float, num_perm: int, fp_weight: float = 0.5,
     return opt
 
 
-__all__ = ["permutations", "signatures", "band_keys", "bucket_edges", "optimal_param", "lsh_probability",
+__all__ = ["permutations", "band_keys", "bucket_edges", "optimal_param", "lsh_probability",
            "EDGE_DTYPE", "MASK"]

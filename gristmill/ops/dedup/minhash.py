@@ -20,10 +20,10 @@ from ... import columns as C
 from ...registry import register
 from ..base import Deduplicator, Params
 from . import _resolve as R
-from ._hashing import GOLDEN, U64, fmix64
-from ._lsh import EDGE_DTYPE, band_keys, bucket_edges, optimal_param, permutations, signatures
+from ._kernels import MODES, minhash_signatures, shingle_arrays
+from ._lsh import EDGE_DTYPE, band_keys, bucket_edges, optimal_param, permutations
 from ._partition import Spill
-from ._text import TOKENIZATIONS, as_text, remove_pattern, shingles, simplify
+from ._text import as_text, remove_pattern
 from ._unionfind import UnionFind
 from ._verify import verified_edges
 
@@ -80,7 +80,7 @@ class DocumentMinhashDeduplicator(Deduplicator):
         if p.num_bands * p.num_rows_per_band > p.num_permutations:
             raise ValueError(f"num_bands x num_rows_per_band = {p.num_bands * p.num_rows_per_band} exceeds "
                              f"num_permutations = {p.num_permutations}")
-        assert p.tokenization in TOKENIZATIONS
+        assert p.tokenization in MODES
 
     # -- row-local -------------------------------------------------------------------------------
     @property
@@ -91,26 +91,28 @@ class DocumentMinhashDeduplicator(Deduplicator):
         k = self.params.num_bands * self.params.num_rows_per_band  # unused permutations change nothing
         return self.resource("perm", lambda: permutations(k, self.params.seed))
 
-    def shingle(self, text) -> tuple[np.ndarray, np.ndarray]:
-        """(row, shingle hash) for a text array, after this op's normalisation."""
+    def prepare_text(self, text) -> pa.Array:
+        """The text as the kernel sees it: lowercased (also under ``simplify``), ignore_pattern removed."""
         p = self.params
         t = as_text(text)
-        if p.simplify:
-            t = simplify(t)
-        elif p.lowercase:
+        if p.lowercase or p.simplify:
             t = pc.utf8_lower(t)
         if p.ignore_pattern:
             t = remove_pattern(t, p.ignore_pattern)
-        return shingles(t, p.tokenization, p.window_size)
+        return t
+
+    def shingle(self, text) -> tuple[np.ndarray, np.ndarray]:
+        """(row, shingle hash) of every shingle of a text array, after this op's normalisation."""
+        p = self.params
+        return shingle_arrays(self.prepare_text(text), p.tokenization, p.window_size, p.simplify)
 
     def compute_hash(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        n = batch.num_rows
-        doc, sh = self.shingle(self.text(batch))
+        p = self.params
         a, b = self._perm()
-        sig = signatures(doc, sh, n, a, b)
-        keys = band_keys(sig, self.params.num_bands, self.params.num_rows_per_band)
-        has = np.bincount(doc, minlength=n) > 0
-        col = pa.FixedSizeListArray.from_arrays(pa.array(keys.ravel(), pa.uint64()), self.params.num_bands,
+        sig, has = minhash_signatures(self.prepare_text(self.text(batch)), p.tokenization, p.window_size,
+                                      p.simplify, a, b)
+        keys = band_keys(sig, p.num_bands, p.num_rows_per_band)
+        col = pa.FixedSizeListArray.from_arrays(pa.array(keys.ravel(), pa.uint64()), p.num_bands,
                                                 mask=pa.array(~has))
         return C.set_column(batch, self.column, col)
 

@@ -34,6 +34,19 @@ DJ_SPECIAL = 1 << 13  # Data-Juicer SPECIAL_CHARACTERS (punctuation, digits, whi
 LINEBREAK = 1 << 14   # str.splitlines boundaries
 CJK = 1 << 15         # Han, kana, hangul, CJK punctuation: scripts written without spaces
 DJ_WS = 1 << 16       # Data-Juicer VARIOUS_WHITESPACES
+SP_ALPHA = 1 << 17    # spaCy's ALPHA: cased Latin/Greek/Cyrillic letters plus whole blocks of caseless scripts
+
+# blocks of scripts without case that spaCy counts as both lower- and upper-case letters
+_CASELESS_BLOCKS = ((0x1200, 0x137F), (0x0980, 0x09FF), (0x0591, 0x05F4), (0xFB1D, 0xFB4F), (0x0620, 0x064A),
+                    (0x066E, 0x06D5), (0x06E5, 0x06FF), (0x0750, 0x077F), (0x08A0, 0x08BD), (0xFB50, 0xFBB1),
+                    (0xFBD3, 0xFD3D), (0xFD50, 0xFDC7), (0xFDF0, 0xFDFB), (0xFE70, 0xFEFC), (0x1EE00, 0x1EEBB),
+                    (0x0D80, 0x0DFF), (0x0900, 0x097F), (0x0C80, 0x0CFF), (0x0B80, 0x0BFF), (0x0C00, 0x0C7F),
+                    (0xAC00, 0xD7AF), (0x1100, 0x11FF), (0x3040, 0x309F), (0x30A0, 0x30FF), (0x4E00, 0x9FFF),
+                    (0x3400, 0x4DBF), (0x20000, 0x2EBEF), (0x2E80, 0x2FFF), (0x3000, 0x303F), (0x31C0, 0x31EF),
+                    (0x3200, 0x33FF), (0xF900, 0xFAFF), (0xFE30, 0xFE4F), (0x1F200, 0x1F2FF), (0x2F800, 0x2FA1F))
+# blocks whose cased letters spaCy knows (Latin incl. extensions and full-width, IPA, Greek, Cyrillic)
+_CASED_BLOCKS = ((0x41, 0x24F), (0x250, 0x2AF), (0x370, 0x3FF), (0x400, 0x4FF), (0x1D00, 0x1DBF), (0x1E00, 0x1EFF),
+                 (0x2C60, 0x2C7F), (0xA720, 0xA7FF), (0xAB30, 0xAB6F), (0xFF21, 0xFF5A))
 
 # Unicode Sentence_Terminal, as used by datatrove (TERMINAL_PUNCTUATION) and spaCy's sentencizer
 SENTENCE_TERMINALS = [int(x, 16) for x in (
@@ -94,8 +107,17 @@ def table() -> np.ndarray:
     put(SPACE, str.isspace)
     put(ALPHA, str.isalpha)
     put(ALNUM, str.isalnum)
-    put(LOWER, lambda c: c.islower() or (c.isalpha() and not c.isupper() and c.lower() == c.upper()))
-    put(UPPER, lambda c: c.isupper() or (c.isalpha() and not c.islower() and c.lower() == c.upper()))
+    cased = np.zeros(N_CP, bool)
+    for lo, hi in _CASED_BLOCKS:
+        cased[lo:hi + 1] = True
+    caseless = np.zeros(N_CP, bool)
+    for lo, hi in _CASELESS_BLOCKS:
+        caseless[lo:hi + 1] = True
+    low = np.fromiter((c.islower() for c in chars), bool, N_CP) & cased
+    up = np.fromiter((c.isupper() for c in chars), bool, N_CP) & cased
+    t[low | caseless] |= LOWER
+    t[up | caseless] |= UPPER
+    t[low | up | caseless | (cased & (t & ALPHA).astype(bool))] |= SP_ALPHA
     cats = np.array([unicodedata.category(c) for c in chars])
     t[np.char.startswith(cats, "P")] |= PCAT
     t[cats == "So"] |= ICON

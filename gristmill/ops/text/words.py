@@ -88,7 +88,7 @@ def special_cases() -> dict[str, tuple[int, ...]]:
             continue
         for c in _CONTRACTIONS:
             out[apo + c] = ()
-            out[apo + c.upper()] = ()
+        out[apo + "S"] = ()
         for p in _PRONOUNS:
             for c in _CONTRACTIONS:
                 if c == "m" and p != "i":
@@ -202,31 +202,70 @@ def _suffix_len(cps, a, b, tab, units):
     return 0
 
 
+@nb.njit(cache=True, inline="always")
+def _host_char(c):
+    return (48 <= c <= 57) or (97 <= c <= 122) or (65 <= c <= 90) or c >= 0xA1
+
+
 @nb.njit(cache=True)
 def _is_url(cps, a, b):
-    """A rough form of spaCy's URL match: scheme://, www., or host.tld/..."""
-    for i in range(a, b - 2):
-        if cps[i] == 58 and cps[i + 1] == 47 and cps[i + 2] == 47:
-            return True
-    if b - a > 4 and cps[a] == 119 and cps[a + 1] == 119 and cps[a + 2] == 119 and cps[a + 3] == 46:
-        return True
-    slash = -1
-    for i in range(a, b):
-        if cps[i] == 47:
-            slash = i
+    """spaCy's URL match, in short: [scheme://][user@]label(.label)*.tld[.][:port][/?#rest], tld >= 2 letters."""
+    i = a
+    for k in range(a, b - 2):
+        if cps[k] == 58 and cps[k + 1] == 47 and cps[k + 2] == 47:
+            if k - a < 2:
+                return False
+            i = k + 3
             break
-    if slash > a:
-        dot = -1
-        for i in range(a, slash):
-            if cps[i] == 46:
-                dot = i
-        if dot > a and slash - dot >= 3:
-            ok = True
-            for i in range(dot + 1, slash):
-                if not (97 <= cps[i] <= 122):
-                    ok = False
-            return ok
-    return False
+    for k in range(i, b):
+        c = cps[k]
+        if c == 47 or c == 63 or c == 35:
+            break
+        if c == 64:
+            i = k + 1
+            break
+    labels = 0
+    last_start = i
+    k = i
+    while k < b:
+        c = cps[k]
+        if _host_char(c) or c == 45 or c == 95:
+            k += 1
+            continue
+        if c == 46:
+            if k == last_start:
+                return False
+            labels += 1
+            last_start = k + 1
+            k += 1
+            continue
+        break
+    host_end = k
+    tld_end = host_end
+    if host_end > i and cps[host_end - 1] == 46:  # trailing dot after the tld
+        tld_end = host_end - 1
+        labels -= 1
+        for m in range(tld_end - 1, i - 1, -1):
+            if cps[m] == 46:
+                last_start = m + 1
+                break
+    if labels < 1 or tld_end - last_start < 2 or tld_end - last_start > 63:
+        return False
+    for m in range(last_start, tld_end):
+        c = cps[m]
+        if not ((97 <= c <= 122) or c >= 0xA1):
+            return False
+    k = host_end
+    if k < b and cps[k] == 58:
+        m = k + 1
+        while m < b and 48 <= cps[m] <= 57:
+            m += 1
+        if m - k - 1 < 2 or m - k - 1 > 5:
+            return False
+        k = m
+    if k == b:
+        return True
+    return cps[k] == 47 or cps[k] == 63 or cps[k] == 35
 
 
 @nb.njit(cache=True)
@@ -268,9 +307,9 @@ def _infix_end(cps, i, a, b, tab):
     if c == 46 and (_is(tab, prev, cc.LOWER) or _is(tab, prev, cc.QUOTE)) and (
             _is(tab, nxt, cc.UPPER) or _is(tab, nxt, cc.QUOTE)):
         return i + 1
-    if c == 44 and _is(tab, prev, cc.ALPHA) and _is(tab, nxt, cc.ALPHA):
+    if c == 44 and _is(tab, prev, cc.SP_ALPHA) and _is(tab, nxt, cc.SP_ALPHA):
         return i + 1
-    if _is(tab, prev, cc.ALPHA) or _is(tab, prev, cc.DIGIT):
+    if _is(tab, prev, cc.SP_ALPHA) or _is(tab, prev, cc.DIGIT):
         if c == 45 or c == 0x2013 or c == 0x2014 or c == 126:
             k = i + 1
             if c == 45:
@@ -278,12 +317,12 @@ def _infix_end(cps, i, a, b, tab):
                     k += 1
             elif c == 0x2014 and k < b and cps[k] == 0x2014:
                 k += 1
-            if k < b and _is(tab, cps[k], cc.ALPHA):
+            if k < b and _is(tab, cps[k], cc.SP_ALPHA):
                 return k
-            if c == 45 and k - i > 1 and _is(tab, cps[i + 1], cc.ALPHA):
+            if c == 45 and k - i > 1 and _is(tab, cps[i + 1], cc.SP_ALPHA):
                 return i + 1
             return -1
-        if (c == 58 or c == 60 or c == 62 or c == 61 or c == 47) and _is(tab, nxt, cc.ALPHA):
+        if (c == 58 or c == 60 or c == 62 or c == 61 or c == 47) and _is(tab, nxt, cc.SP_ALPHA):
             return i + 1
     return -1
 
@@ -318,6 +357,7 @@ def _attach(cps, a, b, tab, specials, out_s, out_e, n):
 @nb.njit(cache=True)
 def _split_chunk(cps, a, b, tab, specials, units, out_s, out_e, n, suf_s, suf_e):
     """spaCy's affix loop on one whitespace-free chunk [a, b)."""
+    n0 = n
     ns = 0
     last = -1
     while a < b and (b - a) != last:
@@ -356,7 +396,34 @@ def _split_chunk(cps, a, b, tab, specials, units, out_s, out_e, n, suf_s, suf_e)
     n = _attach(cps, a, b, tab, specials, out_s, out_e, n)
     for k in range(ns - 1, -1, -1):
         n = _emit(out_s, out_e, n, suf_s[k], suf_e[k])
+    if n - n0 > 1:
+        n = _merge_specials(cps, specials, out_s, out_e, n0, n)
     return n
+
+
+@nb.njit(cache=True)
+def _merge_specials(cps, specials, out_s, out_e, n0, n):
+    """spaCy re-applies special cases that span several tokens of one chunk (e.g. "x,d." -> "d." whole)."""
+    tmp_s = out_s[n0:n].copy()
+    tmp_e = out_e[n0:n].copy()
+    m = n - n0
+    w = n0
+    i = 0
+    while i < m:
+        done = False
+        for ln in range(min(4, m - i), 1, -1):
+            h = span_hash(cps, tmp_s[i], tmp_e[i + ln - 1])
+            if h in specials:
+                w = _emit_special(out_s, out_e, w, tmp_s[i], tmp_e[i + ln - 1], specials[h])
+                i += ln
+                done = True
+                break
+        if not done:
+            out_s[w] = tmp_s[i]
+            out_e[w] = tmp_e[i]
+            w += 1
+            i += 1
+    return w
 
 
 @nb.njit(cache=True)

@@ -1,0 +1,131 @@
+"""document_simhash_deduplicator: near-duplicates by SimHash Hamming distance (Data-Juicer's params).
+
+``compute_hash`` stores a 64-bit SimHash per row (compiled kernel, same shingling as MinHash). Two hashes
+within Hamming distance k of each other agree on at least ``num_blocks - k`` of the ``num_blocks`` bit
+blocks (pigeonhole), so ``resolve`` buckets every row once per choice of ``num_blocks - k`` blocks, on disk
+by hash partition, compares hashes only inside buckets, and joins rows within distance k in a union-find.
+The first row of each cluster in dataset order is kept.
+"""
+from __future__ import annotations
+
+from itertools import combinations
+from typing import Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import Field
+
+from ... import columns as C
+from ...registry import register
+from ..base import Deduplicator, Params
+from . import _resolve as R
+from ._hashing import GOLDEN, U64, fmix64
+from ._kernels import simhashes
+from ._partition import Spill, runs
+from ._text import as_text, remove_pattern
+from ._unionfind import UnionFind
+
+SIM_DTYPE = np.dtype([("key", "<u8"), ("g", "<i8"), ("h", "<u8")])
+
+
+def block_masks(num_blocks: int) -> list[int]:
+    bounds = np.linspace(0, 64, num_blocks + 1).round().astype(int)
+    return [((1 << int(b)) - 1) ^ ((1 << int(a)) - 1) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def close_pairs(g: np.ndarray, h: np.ndarray, starts: np.ndarray, lens: np.ndarray, k: int):
+    """All pairs inside each run (start, len) of rows whose hashes differ in at most k bits."""
+    multi = lens > 1
+    starts, lens = starts[multi], lens[multi]
+    if not starts.size:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    # position q within its run pairs with the q+1..len-1 later ones
+    pos = _run_positions(starts, lens)
+    q = pos - np.repeat(starts, lens)
+    cnt = np.repeat(lens, lens) - 1 - q
+    i = np.repeat(pos, cnt)
+    first = np.concatenate([[0], np.cumsum(cnt)[:-1]])
+    j = i + 1 + (np.arange(cnt.sum()) - np.repeat(first, cnt))
+    near = np.bitwise_count(h[i] ^ h[j]) <= k
+    return g[i[near]], g[j[near]]
+
+
+def _run_positions(starts, lens):
+    first = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    return np.repeat(starts, lens) + (np.arange(lens.sum()) - np.repeat(first, lens))
+
+
+@register("document_simhash_deduplicator")
+class DocumentSimhashDeduplicator(Deduplicator):
+    """Remove near-duplicate documents whose 64-bit SimHashes differ in at most ``hamming_distance`` bits
+    (Data-Juicer's params); clusters are transitive and keep their first row in dataset order."""
+
+    class Params(Params):
+        tokenization: Literal["space", "punctuation", "character", "whitespace"] = Field(
+            "space", description="How text is split into tokens (see document_minhash_deduplicator).")
+        window_size: int = Field(6, ge=1, description="Tokens (characters) per shingle.")
+        lowercase: bool = Field(True, description="Lowercase the text first.")
+        ignore_pattern: str | None = Field(None, description="Regex whose matches are removed first.")
+        num_blocks: int = Field(6, ge=1, le=64, description="Bit blocks the hash is split into for bucketing.")
+        hamming_distance: int = Field(4, ge=0, description="Max differing bits of duplicates (< num_blocks).")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        if self.params.hamming_distance >= self.params.num_blocks:
+            raise ValueError("hamming_distance must be smaller than num_blocks")
+
+    @property
+    def column(self) -> str:
+        return self.tmp_column("simhash")
+
+    def compute_hash(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        p = self.params
+        t = as_text(self.text(batch))
+        if p.lowercase:
+            t = pc.utf8_lower(t)
+        if p.ignore_pattern:
+            t = remove_pattern(t, p.ignore_pattern)
+        h, has = simhashes(t, p.tokenization, p.window_size, False)
+        return C.set_column(batch, self.column, pa.array(h, pa.uint64(), mask=~has))
+
+    def resolve_columns(self) -> list[str]:
+        return [C.ID, self.column]
+
+    def resolve(self, ctx):
+        p = self.params
+        masks = block_masks(p.num_blocks)
+        combos = [np.uint64(sum(masks[i] for i in c))
+                  for c in combinations(range(p.num_blocks), p.num_blocks - p.hamming_distance)]
+        spill = Spill(ctx.scratch_dir / f"simhash-{self.position}", SIM_DTYPE)
+        n = 0
+        for _, _, g0, batch in R.scan(ctx, [self.column]):
+            col = batch.column(self.column)
+            valid = np.flatnonzero(~col.is_null().to_numpy(zero_copy_only=False))
+            h = pc.fill_null(col, 0).to_numpy(zero_copy_only=False).astype(U64)[valid]
+            for ci, m in enumerate(combos):
+                rec = np.empty(valid.size, SIM_DTYPE)
+                rec["key"] = fmix64((h & m) ^ (U64(ci + 1) * GOLDEN))
+                rec["g"] = g0 + valid
+                rec["h"] = h
+                spill.add(rec)
+            n = g0 + batch.num_rows
+        uf = UnionFind(n)
+        for part in spill.partitions():
+            order = np.lexsort((part["g"], part["h"], part["key"]))
+            part = part[order]
+            # identical hashes: join directly, then compare only distinct hashes within a bucket
+            kh_new = np.ones(part.size, bool)
+            kh_new[1:] = (part["key"][1:] != part["key"][:-1]) | (part["h"][1:] != part["h"][:-1])
+            head = np.flatnonzero(kh_new)
+            run = np.cumsum(kh_new) - 1
+            dup = ~kh_new
+            if dup.any():
+                uf.union(part["g"][head[run[dup]]], part["g"][dup])
+            uniq = part[head]
+            starts, lens = runs(uniq["key"])
+            u, v = close_pairs(uniq["g"], uniq["h"], starts, lens, p.hamming_distance)
+            if u.size:
+                uf.union(u, v)
+        self.last_stats = R.emit(ctx, uf.roots(), "simhash duplicate")
+        return None

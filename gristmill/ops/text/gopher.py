@@ -1,0 +1,423 @@
+"""Gopher quality and repetition filters (Rae et al. 2021), with datatrove's names, definitions and defaults.
+
+Both run as compiled kernels over the whole text column: one UTF-8 decode, the spaCy-style word
+tokenizer from ``words.py``, then per-document counts. n-grams are compared by 64-bit polynomial hashes
+of their exact strings (space-joined for the "top n-gram" rule, concatenated for the "duplicate n-gram"
+rule, as in datatrove), so equal strings always collide and distinct strings collide with probability
+~2^-64.
+"""
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+from pydantic import Field
+
+from ... import columns as C
+from ...registry import register
+from ..base import Filter, Params
+from . import charclass as cc
+from . import words as W
+
+B = np.uint64(W.HMUL)
+GOPHER_STOP_WORDS = ["the", "be", "to", "of", "and", "that", "have", "with"]
+
+
+# -- quality -------------------------------------------------------------------------------------
+
+@nb.njit(cache=True)
+def _quality_kernel(cps, cpo, ts, te, toff, tab, stop_hashes):
+    n = len(cpo) - 1
+    n_words = np.zeros(n, np.int64)
+    n_ns = np.zeros(n, np.int64)
+    ns_len = np.zeros(n, np.int64)
+    n_alpha = np.zeros(n, np.int64)
+    n_stop = np.zeros(n, np.int64)
+    n_hash = np.zeros(n, np.int64)
+    n_ell = np.zeros(n, np.int64)
+    n_lines = np.zeros(n, np.int64)
+    n_bullet = np.zeros(n, np.int64)
+    n_end_ell = np.zeros(n, np.int64)
+    for d in range(n):
+        seen = np.uint64(0)
+        for t in range(toff[d], toff[d + 1]):
+            a, b = ts[t], te[t]
+            ns = False
+            al = False
+            for i in range(a, b):
+                f = tab[cps[i]]
+                if not (f & cc.DT_PUNCT):
+                    ns = True
+                if f & cc.ALPHA:
+                    al = True
+            if ns:
+                n_ns[d] += 1
+                ns_len[d] += b - a
+            if al:
+                n_alpha[d] += 1
+            h = W.span_hash(cps, a, b)
+            for k in range(len(stop_hashes)):
+                if stop_hashes[k] == h:
+                    seen |= np.uint64(1) << np.uint64(k)
+        n_words[d] = toff[d + 1] - toff[d]
+        c = 0
+        while seen:
+            seen &= seen - np.uint64(1)
+            c += 1
+        n_stop[d] = c
+        a, b = cpo[d], cpo[d + 1]
+        i = a
+        while i < b:
+            c0 = cps[i]
+            if c0 == 35:
+                n_hash[d] += 1
+            elif c0 == 0x2026:
+                n_ell[d] += 1
+            elif c0 == 46 and i + 2 < b and cps[i + 1] == 46 and cps[i + 2] == 46:
+                n_ell[d] += 1
+                i += 3
+                continue
+            i += 1
+        # str.splitlines
+        s = a
+        i = a
+        while i <= b:
+            brk = i == b
+            if not brk and (tab[cps[i]] & cc.LINEBREAK):
+                brk = True
+            if brk:
+                if i == b and s == b:
+                    break
+                n_lines[d] += 1
+                j = s
+                while j < i and (tab[cps[j]] & cc.SPACE):
+                    j += 1
+                if j < i and (cps[j] == 0x2022 or cps[j] == 45):
+                    n_bullet[d] += 1
+                k = i
+                while k > s and (tab[cps[k - 1]] & cc.SPACE):
+                    k -= 1
+                if k > s and (cps[k - 1] == 0x2026 or (k - s >= 3 and cps[k - 1] == 46 and cps[k - 2] == 46
+                                                       and cps[k - 3] == 46)):
+                    n_end_ell[d] += 1
+                if i < b and cps[i] == 13 and i + 1 < b and cps[i + 1] == 10:
+                    i += 1
+                s = i + 1
+            i += 1
+    return n_words, n_ns, ns_len, n_alpha, n_stop, n_hash, n_ell, n_lines, n_bullet, n_end_ell
+
+
+def _div(a, b):
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(b > 0, a / np.where(b > 0, b, 1), np.nan)
+
+
+@register("gopher_quality_filter")
+class GopherQualityFilter(Filter):
+    """Gopher quality rules (datatrove ``GopherQualityFilter``): word count and mean word length of
+    non-symbol words, '#' and ellipsis to word ratios, share of bullet / ellipsis-ended lines, share of
+    words with a letter, and a minimum number of distinct stop words. A threshold of 0/None disables its
+    rule. Words are datatrove's English (spaCy-rule) tokens."""
+
+    class Params(Params):
+        min_doc_words: int | None = Field(50, description="Minimum number of non-symbol words.")
+        max_doc_words: int | None = Field(100000, description="Maximum number of non-symbol words.")
+        min_avg_word_length: float | None = Field(3, description="Minimum mean length of non-symbol words.")
+        max_avg_word_length: float | None = Field(10, description="Maximum mean length of non-symbol words.")
+        max_symbol_word_ratio: float | None = Field(0.1, description="Maximum '#' / words and ellipsis / words.")
+        max_bullet_lines_ratio: float | None = Field(0.9, description="Maximum share of lines starting with a bullet.")
+        max_ellipsis_lines_ratio: float | None = Field(0.3, description="Maximum share of lines ending in an ellipsis.")
+        max_non_alpha_words_ratio: float | None = Field(
+            0.8, description="Minimum share of words with at least one letter (datatrove's name kept).")
+        min_stop_words: int | None = Field(2, description="Minimum number of distinct stop words present.")
+        stop_words: list[str] | None = Field(None, description="Stop words (default: Gopher's eight English ones).")
+
+    stats_keys = ("gopher_words", "gopher_non_symbol_words", "gopher_avg_word_length", "gopher_hash_ratio",
+                  "gopher_ellipsis_ratio", "gopher_bullet_lines_ratio", "gopher_end_ellipsis_lines_ratio",
+                  "gopher_alpha_words_ratio", "gopher_stop_words")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        sw = self.params.stop_words if self.params.stop_words is not None else GOPHER_STOP_WORDS
+        if len(sw) > 64:
+            raise ValueError("stop_words: at most 64 words")
+        self._stop = np.array([W.py_hash(w) for w in dict.fromkeys(sw)], np.int64)
+
+    def compute_stats(self, batch):
+        text = self.text(batch)
+        cps, cpo = cc.decode(text)
+        ts, te, toff = W.spacy_words(cps, cpo)
+        (n_words, n_ns, ns_len, n_alpha, n_stop, n_hash, n_ell, n_lines, n_bullet,
+         n_end_ell) = _quality_kernel(cps, cpo, ts, te, toff, cc.table(), self._stop)
+        return C.with_stats(batch, {
+            "gopher_words": n_words, "gopher_non_symbol_words": n_ns,
+            "gopher_avg_word_length": _div(ns_len, n_ns), "gopher_hash_ratio": _div(n_hash, n_words),
+            "gopher_ellipsis_ratio": _div(n_ell, n_words), "gopher_bullet_lines_ratio": _div(n_bullet, n_lines),
+            "gopher_end_ellipsis_lines_ratio": _div(n_end_ell, n_lines),
+            "gopher_alpha_words_ratio": _div(n_alpha, n_words), "gopher_stop_words": n_stop})
+
+    def _reasons(self, batch) -> np.ndarray:
+        p = self.params
+        g = {k: C.get_stat(batch, k).to_numpy(zero_copy_only=False) for k in self.stats_keys}
+        ns = g["gopher_non_symbol_words"]
+        with np.errstate(invalid="ignore"):
+            rules = [
+                ("gopher_short_doc", bool(p.min_doc_words), lambda: ns < p.min_doc_words),
+                ("gopher_long_doc", bool(p.max_doc_words), lambda: ns > p.max_doc_words),
+                ("gopher_below_avg_threshold", bool(p.min_avg_word_length),
+                 lambda: g["gopher_avg_word_length"] < p.min_avg_word_length),
+                ("gopher_above_avg_threshold", bool(p.max_avg_word_length),
+                 lambda: g["gopher_avg_word_length"] > p.max_avg_word_length),
+                ("gopher_too_many_hashes", bool(p.max_symbol_word_ratio),
+                 lambda: g["gopher_hash_ratio"] > p.max_symbol_word_ratio),
+                ("gopher_too_many_ellipsis", bool(p.max_symbol_word_ratio),
+                 lambda: g["gopher_ellipsis_ratio"] > p.max_symbol_word_ratio),
+                ("gopher_too_many_bullets", bool(p.max_bullet_lines_ratio),
+                 lambda: g["gopher_bullet_lines_ratio"] > p.max_bullet_lines_ratio),
+                ("gopher_too_many_end_ellipsis", bool(p.max_ellipsis_lines_ratio),
+                 lambda: g["gopher_end_ellipsis_lines_ratio"] > p.max_ellipsis_lines_ratio),
+                ("gopher_below_alpha_threshold", bool(p.max_non_alpha_words_ratio),
+                 lambda: g["gopher_alpha_words_ratio"] < p.max_non_alpha_words_ratio),
+                ("gopher_enough_stop_words", bool(p.min_stop_words),
+                 lambda: g["gopher_stop_words"] < p.min_stop_words),
+            ]
+            return first_failure(len(ns), rules)
+
+    def keep(self, batch):
+        return self._reasons(batch) == ""
+
+    def reason(self, removed):
+        return self._reasons(removed)
+
+
+def first_failure(n: int, rules) -> np.ndarray:
+    """Per row, the name of the first failing rule ("" when all pass), in datatrove's rule order."""
+    out = np.full(n, "", dtype=object)
+    open_ = np.ones(n, bool)
+    for name, enabled, test in rules:
+        if not enabled:
+            continue
+        hit = np.asarray(test(), bool) & open_
+        out[hit] = name
+        open_ &= ~hit
+    return out
+
+
+# -- repetition ----------------------------------------------------------------------------------
+
+@nb.njit(cache=True)
+def _dup_segments(cps, seg_s, seg_e):
+    """datatrove find_duplicates: (number of repeated elements, their total length)."""
+    seen = set()
+    seen.add(np.int64(0))
+    seen.clear()
+    n_dup = 0
+    n_chars = 0
+    for k in range(len(seg_s)):
+        h = W.span_hash(cps, seg_s[k], seg_e[k])
+        if h in seen:
+            n_dup += 1
+            n_chars += seg_e[k] - seg_s[k]
+        else:
+            seen.add(h)
+    return n_dup, n_chars
+
+
+@nb.njit(cache=True)
+def _poly(cps, a, b):
+    h = np.uint64(0)
+    for i in range(a, b):
+        h = h * B + np.uint64(cps[i] + 1)
+    return h
+
+
+@nb.njit(cache=True)
+def _repetition_kernel(cps, cpo, ts, te, toff, tab, top_ns, dup_ns):
+    n = len(cpo) - 1
+    out = np.zeros((n, 5 + len(top_ns) + len(dup_ns)), np.float64)
+    pw = np.ones(1, np.uint64)
+    for d in range(n):
+        a, b = cpo[d], cpo[d + 1]
+        L = b - a
+        out[d, 0] = L
+        if L == 0:
+            continue
+        # paragraphs: re.split(r"\n{2,}", text.strip())
+        sa, sb = a, b
+        while sa < sb and (tab[cps[sa]] & cc.SPACE):
+            sa += 1
+        while sb > sa and (tab[cps[sb - 1]] & cc.SPACE):
+            sb -= 1
+        ps = np.empty(sb - sa + 1, np.int64)
+        pe = np.empty(sb - sa + 1, np.int64)
+        m = 0
+        s = sa
+        i = sa
+        while i < sb:
+            if cps[i] == 10 and i + 1 < sb and cps[i + 1] == 10:
+                j = i
+                while j < sb and cps[j] == 10:
+                    j += 1
+                ps[m] = s
+                pe[m] = i
+                m += 1
+                s = j
+                i = j
+            else:
+                i += 1
+        ps[m] = s
+        pe[m] = sb
+        m += 1
+        nd, nc = _dup_segments(cps, ps[:m], pe[:m])
+        out[d, 1] = nd / m
+        out[d, 2] = nc / L
+        # lines: re.split("\n+", text)
+        ls = np.empty(L + 1, np.int64)
+        le = np.empty(L + 1, np.int64)
+        m = 0
+        s = a
+        i = a
+        while i < b:
+            if cps[i] == 10:
+                j = i
+                while j < b and cps[j] == 10:
+                    j += 1
+                ls[m] = s
+                le[m] = i
+                m += 1
+                s = j
+                i = j
+            else:
+                i += 1
+        ls[m] = s
+        le[m] = b
+        m += 1
+        nd, nc = _dup_segments(cps, ls[:m], le[:m])
+        out[d, 3] = nd / m
+        out[d, 4] = nc / L
+        # words
+        t0, t1 = toff[d], toff[d + 1]
+        nw = t1 - t0
+        if nw == 0:
+            continue
+        if len(pw) < L + 2:
+            pw = np.ones(L + 2, np.uint64)
+            for k in range(1, L + 2):
+                pw[k] = pw[k - 1] * B
+        # prefix hashes: concatenated (pc) and space-prefixed (psp), plus prefix lengths
+        pc = np.zeros(nw + 1, np.uint64)
+        psp = np.zeros(nw + 1, np.uint64)
+        plen = np.zeros(nw + 1, np.int64)
+        for k in range(nw):
+            ta, tb = ts[t0 + k], te[t0 + k]
+            h = _poly(cps, ta, tb)
+            ln = tb - ta
+            pc[k + 1] = pc[k] * pw[ln] + h
+            psp[k + 1] = (psp[k] * B + np.uint64(33)) * pw[ln] + h
+            plen[k + 1] = plen[k] + ln
+        col = 5
+        for n_ in top_ns:
+            if nw >= n_:
+                cnt = dict()
+                first = dict()
+                for k in range(nw - n_ + 1):
+                    ln = plen[k + n_] - plen[k]
+                    h = np.int64(psp[k + n_] - psp[k] * pw[ln + n_])
+                    if h in cnt:
+                        cnt[h] += 1
+                    else:
+                        cnt[h] = 1
+                        first[h] = k
+                best_c = 0
+                best_k = 0
+                for h, c in cnt.items():
+                    k = first[h]
+                    if c > best_c or (c == best_c and k < best_k):
+                        best_c = c
+                        best_k = k
+                ln = plen[best_k + n_] - plen[best_k] + n_ - 1
+                out[d, col] = best_c * ln / L
+            col += 1
+        for n_ in dup_ns:
+            seen = set()
+            seen.add(np.int64(0))
+            seen.clear()
+            rep = 0
+            k = 0
+            while k < nw - n_ + 1:
+                ln = plen[k + n_] - plen[k]
+                h = np.int64(pc[k + n_] - pc[k] * pw[ln])
+                if h in seen:
+                    rep += ln
+                    k += n_
+                else:
+                    seen.add(h)
+                    k += 1
+            out[d, col] = rep / L
+            col += 1
+    return out
+
+
+@register("gopher_repetition_filter")
+class GopherRepetitionFilter(Filter):
+    """Gopher repetition rules (datatrove ``GopherRepetitionFilter``): duplicate paragraph/line fractions
+    (by count and by characters), the character share of the most frequent 2/3/4-gram and of all
+    duplicated 5..10-grams. Empty documents are removed."""
+
+    class Params(Params):
+        dup_line_frac: float | None = Field(0.3, description="Max fraction of duplicated lines.")
+        dup_para_frac: float | None = Field(0.3, description="Max fraction of duplicated paragraphs.")
+        dup_line_char_frac: float | None = Field(0.2, description="Max character fraction in duplicated lines.")
+        dup_para_char_frac: float | None = Field(0.2, description="Max character fraction in duplicated paragraphs.")
+        top_n_grams: list[tuple[int, float]] = Field(
+            [(2, 0.2), (3, 0.18), (4, 0.16)], description="(n, max character fraction of the top n-gram).")
+        dup_n_grams: list[tuple[int, float]] = Field(
+            [(5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10)],
+            description="(n, max character fraction covered by duplicated n-grams).")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.stats_keys = ("gopher_dup_para_frac", "gopher_dup_para_char_frac", "gopher_dup_line_frac",
+                           "gopher_dup_line_char_frac") \
+            + tuple(f"gopher_top_{n}_gram_frac" for n, _ in self.params.top_n_grams) \
+            + tuple(f"gopher_dup_{n}_gram_frac" for n, _ in self.params.dup_n_grams)
+
+    def compute_stats(self, batch):
+        text = self.text(batch)
+        cps, cpo = cc.decode(text)
+        ts, te, toff = W.spacy_words(cps, cpo)
+        top = np.array([n for n, _ in self.params.top_n_grams], np.int64)
+        dup = np.array([n for n, _ in self.params.dup_n_grams], np.int64)
+        out = _repetition_kernel(cps, cpo, ts, te, toff, cc.table(), top, dup)
+        empty = out[:, 0] == 0
+        vals = {}
+        for j, k in enumerate(self.stats_keys):
+            v = out[:, 1 + j].copy()
+            v[empty] = np.nan
+            vals[k] = v
+        return C.with_stats(batch, vals)
+
+    def _reasons(self, batch):
+        p = self.params
+        g = {k: C.get_stat(batch, k).to_numpy(zero_copy_only=False) for k in self.stats_keys}
+        first = g["gopher_dup_para_frac"]
+        rules = [("empty", True, lambda: np.isnan(first)),
+                 ("dup_para_frac", bool(p.dup_para_frac), lambda: g["gopher_dup_para_frac"] > p.dup_para_frac),
+                 ("dup_para_char_frac", bool(p.dup_para_char_frac),
+                  lambda: g["gopher_dup_para_char_frac"] > p.dup_para_char_frac),
+                 ("dup_line_frac", bool(p.dup_line_frac), lambda: g["gopher_dup_line_frac"] > p.dup_line_frac),
+                 ("dup_line_char_frac", bool(p.dup_line_char_frac),
+                  lambda: g["gopher_dup_line_char_frac"] > p.dup_line_char_frac)]
+        for n, f in p.top_n_grams:
+            rules.append((f"top_{n}_gram", True, lambda n=n, f=f: g[f"gopher_top_{n}_gram_frac"] > f))
+        for n, f in p.dup_n_grams:
+            rules.append((f"duplicated_{n}_n_grams", True, lambda n=n, f=f: g[f"gopher_dup_{n}_gram_frac"] > f))
+        with np.errstate(invalid="ignore"):
+            return first_failure(len(first), rules)
+
+    def keep(self, batch):
+        return self._reasons(batch) == ""
+
+    def reason(self, removed):
+        return self._reasons(removed)

@@ -1,0 +1,386 @@
+"""``gristmill tokenize``: shards → per-shard token files (parallel, resumable) → mix → pack → write.
+
+Phase 1 tokenizes shards in a process pool into the work dir, one file set per shard with a completion
+marker; a rerun skips finished shards. Phase 2 runs in one process, in source and shard order, so the
+output is byte-identical for any number of workers.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import numpy as np
+
+from .backends import TokenizerError, TokenizerSpec, load_tokenizer, verify
+from .config import TokenizeConfig
+from .formats import ROW_FORMATS, make_writer, write_json
+from .mixing import blend
+from .packing import plan_pack
+from .shards import EncodeSettings, ShardJob, ShardResult, load_done, pool_task, tokenize_shard
+from .store import TokenStore
+
+MANIFEST = "gristmill-tokens.json"
+STATS = "stats.json"
+CHUNK_TOKENS = 1 << 23  # phase-2 buffer: ~8M tokens
+
+
+def _sha(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _sample_texts(jobs: list[ShardJob], limit_bytes: int, per_shard_docs: int = 200) -> list[str]:
+    """Real documents for the backend check: the first documents of up to 16 shards spread evenly over
+    the job list, at most ``limit_bytes`` of text."""
+    from ..io.formats import read_shard
+    from ..ops.base import Reject
+    if not jobs or limit_bytes <= 0:
+        return []
+    pick = sorted(set(np.linspace(0, len(jobs) - 1, min(16, len(jobs))).round().astype(int).tolist()))
+    budget = max(limit_bytes // len(pick), 4096)
+    texts: list[str] = []
+    for j in pick:
+        job = jobs[j]
+        got = 0
+        n = 0
+        for item in read_shard(job.shard, job.read_opts):
+            if isinstance(item, Reject) or job.read_opts.text_key not in item.schema.names:
+                continue
+            for t in item.column(job.read_opts.text_key).to_pylist():
+                if t:
+                    texts.append(t)
+                    got += len(t.encode("utf-8", "surrogatepass"))
+                    n += 1
+                if got >= budget or n >= per_shard_docs:
+                    break
+            if got >= budget or n >= per_shard_docs:
+                break
+    return texts
+
+
+def choose_backend(spec: TokenizerSpec, want: str, sample: list[str]) -> tuple[str, dict]:
+    """('tiktoken' | 'hf', details). The fast path runs only when it matched the reference on ``sample``."""
+    if spec.kind == "tiktoken":
+        if want == "hf":
+            raise TokenizerError("backend 'hf' needs a tokenizer.json; this tokenizer is a tiktoken BPE file")
+        return "tiktoken", {"reason": "tiktoken BPE file (tiktoken is the reference)"}
+    if want == "hf":
+        return "hf", {"reason": "backend: hf requested"}
+    fast = spec.fast()
+    if fast is None:
+        if want == "tiktoken":
+            raise TokenizerError(f"no tiktoken fast path for {spec.path}: {spec.fast_unavailable}")
+        return "hf", {"reason": f"no fast path: {spec.fast_unavailable}"}
+    v = verify(spec.reference(), fast, sample)
+    info = {"verified_docs": v.docs, "verified_bytes": v.bytes, "mismatched_docs": v.mismatched_docs}
+    if v.ok:
+        return "tiktoken", {**info, "reason": "ids equal to the reference on the sample"}
+    if want == "tiktoken":
+        raise TokenizerError(f"tiktoken ids differ from the reference on {v.mismatched_docs}/{v.docs} sampled "
+                             f"documents (first: #{v.first_mismatch}); use backend: auto or hf")
+    why = "empty sample" if not v.docs else f"{v.mismatched_docs}/{v.docs} sampled documents differ"
+    return "hf", {**info, "reason": f"fast path rejected: {why}"}
+
+
+def _resolve_id(spec: TokenizerSpec, name: str | None, what: str) -> int | None:
+    if name is None:
+        return None
+    try:
+        return spec.token_id(name)
+    except TokenizerError as e:
+        raise TokenizerError(f"{what}: {e}") from None
+
+
+def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", progress: bool = True) -> dict:
+    """Run the tokenize section ``config`` with ``np`` worker processes; returns the run report (also
+    written, with the stats, next to the output)."""
+    from ..io.base import ReadOptions
+    from ..io.planner import plan_dataset
+
+    t0 = time.time()
+    cfg = config if isinstance(config, TokenizeConfig) else TokenizeConfig(**config)
+    nproc = max(1, int(np))
+    spec = load_tokenizer(cfg.tokenizer, cfg.pattern, cfg.special_tokens, cfg.preset)
+    eos_name = spec.default_eos() if cfg.eos == "auto" else cfg.eos
+    if cfg.eos == "auto" and eos_name is None:
+        raise TokenizerError(f"{spec.path}: no EOS token known; set `eos` (or eos: null for none)")
+    eos_id = _resolve_id(spec, eos_name, "eos")
+    bos_id = _resolve_id(spec, cfg.bos, "bos")
+    pad_name = cfg.pad or ("<|endoftext|>" if "<|endoftext|>" in spec.specials else eos_name)
+    pad_id = _resolve_id(spec, pad_name, "pad") if pad_name else 0
+
+    # shards per source
+    sources = cfg.source_list()
+    jobs: list[ShardJob] = []
+    names: list[list[str]] = []
+    for si, s in enumerate(sources):
+        opts = ReadOptions(text_key=s["text_key"])
+        shards = plan_dataset(s["paths"], opts)
+        names.append([])
+        for sh in shards:
+            name = f"s{si:03d}-{sh.index:06d}"
+            names[-1].append(name)
+            jobs.append(ShardJob(source=si, shard=sh, name=name, read_opts=opts))
+
+    tok_dir = os.path.join(work_dir, "tokenize", "tok")
+    os.makedirs(tok_dir, exist_ok=True)
+    base_fp = {"tokenizer": spec.fingerprint, "eos": eos_id, "bos": bos_id}
+    fps = {j.name: _sha({**base_fp, "shard": j.shard.describe(), "reader": j.shard.reader,
+                         "text_key": j.read_opts.text_key}) for j in jobs}
+    done = {j.name: load_done(tok_dir, j.name, fps[j.name]) for j in jobs}
+    todo = [j for j in jobs if done[j.name] is None]
+
+    # backend: chosen once per run from a sample of the shards still to do
+    if todo:
+        sample = _sample_texts(todo, cfg.verify_bytes) if spec.kind == "hf" and cfg.backend != "hf" else []
+        backend, backend_info = choose_backend(spec, cfg.backend, sample)
+        del sample
+    else:
+        used = sorted({r.backend for r in done.values() if r is not None})
+        backend, backend_info = ",".join(used), {"reason": "all shards already tokenized (resumed)"}
+
+    t1 = time.time()
+    results: dict[str, ShardResult] = {k: v for k, v in done.items() if v is not None}
+    new = _run_phase1(todo, spec, backend, eos_id, bos_id, cfg.shard_verify_bytes, fps, tok_dir, nproc, progress)
+    results.update(new)
+    t_tok = time.time() - t1
+
+    # phase 2
+    t2 = time.time()
+    out = _phase2(cfg, spec, names, results, tok_dir, pad_id, eos_id, bos_id, backend, progress)
+    t_write = time.time() - t2
+
+    res_list = [results[j.name] for j in jobs]
+    tokens_in = sum(r.tokens for r in res_list)
+    fell_back = [r.name for r in res_list if r.fell_back]
+    backends_used = sorted({r.backend for r in res_list})
+    new_tokens = sum(r.tokens for r in new.values())
+    report = {
+        "backend": backend, "backend_info": backend_info, "backends_used": backends_used,
+        "shards": len(jobs), "shards_skipped": len(jobs) - len(todo), "shards_fell_back": fell_back,
+        "np": nproc, "docs": sum(r.docs for r in res_list), "tokens": tokens_in,
+        "rejects": sum(r.rejects for r in res_list), "empty_docs": sum(r.empty for r in res_list),
+        "seconds": round(time.time() - t0, 3), "tokenize_seconds": round(t_tok, 3),
+        "write_seconds": round(t_write, 3),
+        "tokens_per_s": round(new_tokens / t_tok, 1) if t_tok > 0 and new_tokens else None,
+        "output": cfg.output, "files": out["files"], "stats": out["stats"],
+    }
+    write_json(os.path.join(cfg.output, "report.json"), report)
+    return report
+
+
+def _run_phase1(todo, spec, backend, eos_id, bos_id, shard_verify, fps, tok_dir, nproc, progress):
+    results: dict[str, ShardResult] = {}
+    if not todo:
+        return results
+
+    def settings(job):
+        return EncodeSettings(spec=spec, backend=backend, eos_id=eos_id, bos_id=bos_id,
+                              verify_bytes=shard_verify, fingerprint=fps[job.name])
+
+    bar = _Progress(len(todo)) if progress else None
+    try:
+        if nproc == 1 or len(todo) == 1:
+            for job in todo:
+                r = tokenize_shard(job, settings(job), tok_dir, progress=bar.add if bar else None)
+                results[job.name] = r
+                if bar:
+                    bar.shard_done()
+        else:
+            import multiprocessing as mp
+            from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+            from .shards import init_worker
+            ctx = mp.get_context("spawn")  # no fork: readers and tokenizers run threads
+            counter = ctx.Value("q", 0)
+            with ProcessPoolExecutor(max_workers=min(nproc, len(todo)), mp_context=ctx, initializer=init_worker,
+                                     initargs=(counter,)) as ex:
+                futs = {ex.submit(pool_task, (job, settings(job), tok_dir)): job for job in todo}
+                pending = set(futs)
+                while pending:
+                    fin, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                    if bar:
+                        bar.set(counter.value)
+                    for f in fin:
+                        d = f.result()
+                        results[d["name"]] = ShardResult(**d)
+                        if bar:
+                            bar.shard_done()
+    finally:
+        if bar:
+            bar.close()
+    return results
+
+
+class _Progress:
+    """A rich progress line: shards done and tokens/s."""
+
+    def __init__(self, total_shards: int):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        self.p = Progress(TextColumn("tokenize"), BarColumn(), MofNCompleteColumn(), TextColumn("shards"),
+                          TextColumn("{task.fields[toks]}"), TimeElapsedColumn(), transient=False)
+        self.t0 = time.time()
+        self.tokens = 0
+        self.task = self.p.add_task("tokenize", total=total_shards, toks="")
+        self.p.start()
+
+    def add(self, n: int):
+        self.set(self.tokens + n)
+
+    def set(self, total: int):
+        self.tokens = total
+        dt = max(time.time() - self.t0, 1e-9)
+        self.p.update(self.task, toks=f"{self.tokens / 1e6:.1f}M tokens, {self.tokens / dt / 1e6:.2f}M tok/s")
+
+    def shard_done(self):
+        self.p.advance(self.task)
+
+    def close(self):
+        self.p.stop()
+
+
+def _phase2(cfg: TokenizeConfig, spec: TokenizerSpec, names, results, tok_dir, pad_id, eos_id, bos_id,
+            backend, progress) -> dict:
+    out_dir = cfg.output
+    os.makedirs(out_dir, exist_ok=True)
+    _remove_previous(out_dir)
+    store = TokenStore(tok_dir, names)
+    sources = cfg.source_list()
+    weights = [s["weight"] for s in sources]
+    mixing = cfg.total_tokens is not None or any(w != 1.0 for w in weights)
+    b = blend(store.lens, weights if mixing else None, cfg.total_tokens, cfg.seed, cfg.shuffle)
+    doc_lens = _lens_of(store, b.src, b.doc)
+    plan = plan_pack(doc_lens, cfg.seq_len, cfg.pack)
+    vocab = spec.vocab_size
+    per_doc = cfg.pack == "none"
+    meta = {"tokenizer": os.path.basename(spec.path)}
+    W = cfg.seq_len + 1
+    writer = make_writer(cfg.format, out_dir, cfg.name, vocab, W, len(plan.row_start), pad_id, per_doc, meta,
+                         cfg.rows_per_chunk)
+    # where each piece lives: source and virtual offset in the source's stream
+    p_src = b.src[plan.piece_doc]
+    p_vstart = np.asarray([0], np.int64)
+    if len(plan.piece_doc):
+        doc_starts = np.concatenate([store.doc_start[i] for i in range(len(names))]) if names else np.zeros(0)
+        src_base = np.concatenate([[0], np.cumsum([len(x) for x in store.lens])]).astype(np.int64)
+        p_vstart = doc_starts[src_base[p_src] + b.doc[plan.piece_doc]] + plan.piece_off
+    piece_start = plan.piece_start
+    if writer.kind == "stream":
+        _write_stream(writer, store, p_src, p_vstart, plan.piece_len)
+    else:
+        _write_rows(writer, store, plan, p_src, p_vstart, piece_start, pad_id)
+    files = writer.close()
+    # sidecars: the packing plan and document provenance
+    np.save(os.path.join(out_dir, f"{cfg.name}.pieces.npy"),
+            np.stack([plan.piece_doc, plan.piece_off, plan.piece_len], axis=1).astype(np.int64))
+    np.save(os.path.join(out_dir, f"{cfg.name}.rows.npy"),
+            np.stack([plan.row_start, plan.row_len], axis=1).astype(np.int64))
+    np.save(os.path.join(out_dir, f"{cfg.name}.docs.npy"), np.stack([b.src.astype(np.int64), b.doc], axis=1))
+    files += [f"{cfg.name}.pieces.npy", f"{cfg.name}.rows.npy", f"{cfg.name}.docs.npy"]
+    stats = _stats(cfg, sources, names, results, plan, b, backend)
+    manifest = {
+        "format": cfg.format, "name": cfg.name, "files": files, "pack": plan.mode, "seq_len": cfg.seq_len,
+        "width": W, "rows": int(len(plan.row_start)), "pieces": int(len(plan.piece_len)),
+        "docs": int(len(b.src)), "dtype": str(writer.dtype), "vocab_size": int(vocab), "pad_id": int(pad_id),
+        "eos_id": eos_id, "bos_id": bos_id, "rows_per_chunk": cfg.rows_per_chunk,
+        "tokenizer": spec.path, "sources": [s["name"] for s in sources],
+    }
+    write_json(os.path.join(out_dir, MANIFEST), manifest)
+    write_json(os.path.join(out_dir, STATS), stats)
+    store.close()
+    return {"files": files + [MANIFEST, STATS], "stats": stats}
+
+
+def _remove_previous(out_dir: str) -> None:
+    """Delete the files a previous run listed in its manifest (a smaller rerun must not leave stale chunks)."""
+    mf = os.path.join(out_dir, MANIFEST)
+    if not os.path.exists(mf):
+        return
+    try:
+        with open(mf) as f:
+            old = json.load(f).get("files", [])
+    except (OSError, ValueError):
+        return
+    for name in old + [MANIFEST]:
+        p = os.path.join(out_dir, os.path.basename(name))
+        if os.path.exists(p):
+            os.remove(p)
+
+
+def _lens_of(store: TokenStore, src: np.ndarray, doc: np.ndarray) -> np.ndarray:
+    if not len(src):
+        return np.zeros(0, np.int64)
+    all_lens = np.concatenate(store.lens)
+    base = np.concatenate([[0], np.cumsum([len(x) for x in store.lens])]).astype(np.int64)
+    return all_lens[base[src] + doc]
+
+
+def _write_stream(writer, store: TokenStore, p_src, p_vstart, p_len):
+    n = len(p_len)
+    cum = np.cumsum(p_len)
+    i = 0
+    while i < n:
+        base = cum[i - 1] if i else 0
+        j = int(np.searchsorted(cum, base + CHUNK_TOKENS, side="right"))
+        j = max(j, i + 1)
+        buf = np.empty(int(cum[j - 1] - base), np.uint32)
+        store.gather(p_src[i:j], p_vstart[i:j], p_len[i:j], buf)
+        writer.write_pieces(buf, p_len[i:j])
+        i = j
+
+
+def _write_rows(writer, store: TokenStore, plan, p_src, p_vstart, piece_start, pad_id):
+    W = plan.width
+    n_rows = len(plan.row_start)
+    rows_per = max(1, CHUNK_TOKENS // W)
+    p_end = piece_start + plan.piece_len
+    for r0 in range(0, n_rows, rows_per):
+        r1 = min(n_rows, r0 + rows_per)
+        a = int(plan.row_start[r0])
+        z = int(plan.row_start[r1 - 1] + plan.row_len[r1 - 1])
+        # pieces overlapping the stream range [a, z), clipped to it
+        i0 = int(np.searchsorted(p_end, a, side="right"))
+        i1 = int(np.searchsorted(piece_start, z, side="left"))
+        s = np.maximum(piece_start[i0:i1], a)
+        e = np.minimum(p_end[i0:i1], z)
+        vs = p_vstart[i0:i1] + (s - piece_start[i0:i1])
+        buf = np.empty(z - a, np.uint32)
+        store.gather(p_src[i0:i1], vs, e - s, buf)
+        rows = np.full((r1 - r0, W), pad_id, dtype=writer.dtype)
+        starts = plan.row_start[r0:r1] - a
+        lens = plan.row_len[r0:r1]
+        full = lens == W
+        if full.all() and plan.mode == "padded":
+            rows[:] = buf[: (r1 - r0) * W].reshape(-1, W)
+        else:
+            for k in range(r1 - r0):
+                st, ln = int(starts[k]), int(lens[k])
+                rows[k, :ln] = buf[st:st + ln]
+        writer.write_rows(rows)
+
+
+def _stats(cfg, sources, names, results, plan, b, backend) -> dict:
+    per = []
+    for si, s in enumerate(sources):
+        rs = [results[n] for n in names[si]]
+        docs = sum(r.docs for r in rs)
+        toks = sum(r.tokens for r in rs)
+        content = toks - sum(r.special_tokens for r in rs)
+        chars = sum(r.chars for r in rs)
+        per.append({"name": s["name"], "weight": s["weight"], "shards": len(rs), "docs": docs, "tokens": toks,
+                    "content_tokens": content, "chars": chars,
+                    "chars_per_token": round(chars / content, 4) if content else None,
+                    "empty_docs": sum(r.empty for r in rs), "rejects": sum(r.rejects for r in rs),
+                    "backends": sorted({r.backend for r in rs})})
+    for p, m in zip(per, b.report):
+        p.update({k: m[k] for k in ("docs_used", "tokens_used", "epochs", "target_share", "achieved_share")})
+    tot_chars = sum(p["chars"] for p in per)
+    tot_content = sum(p["content_tokens"] for p in per)
+    return {"backend": backend, "seq_len": cfg.seq_len, "pack": plan.mode, "format": cfg.format,
+            "docs": sum(p["docs"] for p in per), "tokens": sum(p["tokens"] for p in per),
+            "docs_out": int(len(b.src)), "tokens_out": plan.stream_tokens,
+            "chars_per_token": round(tot_chars / tot_content, 4) if tot_content else None,
+            "packing": plan.stats(), "sources": per}
+
+
+__all__ = ["run_tokenize", "TokenizeConfig", "choose_backend"]

@@ -1,0 +1,1 @@
+"""Web data acquisition: downloads of URL lists and Common Crawl paths."""

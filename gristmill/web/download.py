@@ -1,0 +1,424 @@
+"""Parallel, resumable downloads of URL lists and Common Crawl path lists.
+
+A file is only ever complete under its final name: bytes go to ``<name>.part`` (with ``<name>.part.json``
+holding the server's validators), and the rename happens after the size (Content-Length / Content-Range)
+and any checksum (a checksum file, an RFC 9530/3230 digest header, or an MD5 ETag when asked) matched.
+A rerun therefore skips finished files, resumes a ``.part`` with a ``Range`` request guarded by
+``If-Range`` (so a changed remote file restarts instead of splicing two versions), and restarts when the
+server ignores ranges. Connection drops, timeouts, short bodies, 408/425/429 and 5xx are retried with
+exponential backoff (``Retry-After`` honoured); other HTTP errors fail the file at once with a clear message.
+Standard library only (urllib), one thread per concurrent download.
+"""
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import json
+import os
+import random
+import re
+import socket
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Callable, Iterable
+from urllib.parse import unquote, urlsplit
+
+CC_BASE_URL = "https://data.commoncrawl.org/"
+RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
+CHUNK = 1 << 20
+USER_AGENT = "gristmill-download/0.1 (+https://pypi.org/project/gristmill)"
+
+
+class DownloadError(Exception):
+    """A download failed for good (after retries, or an error not worth retrying)."""
+
+
+class _Retry(Exception):
+    def __init__(self, msg: str, wait: float | None = None):
+        super().__init__(msg)
+        self.wait = wait
+
+
+@dataclass
+class FileResult:
+    url: str
+    path: str
+    status: str  # downloaded | skipped | failed
+    bytes: int = 0  # bytes received in this run
+    size: int | None = None  # final file size
+    attempts: int = 0
+    resumed: bool = False
+    seconds: float = 0.0
+    error: str | None = None
+
+
+@dataclass
+class DownloadReport:
+    files: list[FileResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> list[FileResult]:
+        return [f for f in self.files if f.status == "failed"]
+
+    def counts(self) -> dict[str, int]:
+        out = {"downloaded": 0, "skipped": 0, "failed": 0}
+        for f in self.files:
+            out[f.status] += 1
+        return out
+
+    def to_dict(self) -> dict:
+        return {"counts": self.counts(), "bytes": sum(f.bytes for f in self.files),
+                "seconds": round(self.seconds, 3), "files": [asdict(f) for f in self.files]}
+
+
+# -- inputs ---------------------------------------------------------------------------------------
+
+def read_list(path: str) -> list[str]:
+    """Non-empty, non-comment lines of a (possibly gzipped) list file."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [ln.strip() for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def plan(entries: Iterable[str], out_dir: str, base_url: str | None = None) -> list[tuple[str, str]]:
+    """(url, destination) pairs. Relative entries (Common Crawl paths) are joined to ``base_url`` and keep
+    their path under ``out_dir``; absolute URLs are stored as ``out_dir/<host>/<path>``."""
+    pairs, seen = [], {}
+    for e in entries:
+        if re.match(r"^[a-z][a-z0-9+.-]*://", e, re.I):
+            url = e
+            parts = urlsplit(e)
+            rel = parts.netloc + "/" + unquote(parts.path).lstrip("/")
+            if rel.endswith("/"):
+                rel += "index.html"
+            if parts.query:
+                rel += "_" + hashlib.sha1(parts.query.encode()).hexdigest()[:10]
+        else:
+            if not base_url:
+                raise DownloadError(f"{e!r} is a relative path: give --base-url (for Common Crawl paths, "
+                                    f"{CC_BASE_URL})")
+            url = base_url.rstrip("/") + "/" + e.lstrip("/")
+            rel = e.lstrip("/")
+        parts = [p for p in rel.split("/") if p not in ("", ".", "..")]
+        dest = os.path.join(out_dir, *parts)
+        if dest in seen:
+            if seen[dest] != url:
+                raise DownloadError(f"{url} and {seen[dest]} would both be saved as {dest}")
+            continue
+        seen[dest] = url
+        pairs.append((url, dest))
+    return pairs
+
+
+def load_checksums(path: str) -> dict[str, str]:
+    """``sha256sum``/``md5sum`` style lines (``<hex>  <name>``) → {name or basename: hex}."""
+    out = {}
+    for ln in read_list(path):
+        parts = ln.split()
+        if len(parts) >= 2 and re.fullmatch(r"[0-9a-fA-F]{32}|[0-9a-fA-F]{40}|[0-9a-fA-F]{64}|[0-9a-fA-F]{128}",
+                                            parts[0]):
+            name = parts[-1].lstrip("*")
+            out[name] = parts[0].lower()
+            out.setdefault(os.path.basename(name), parts[0].lower())
+    return out
+
+
+_ALGOS = {32: "md5", 40: "sha1", 64: "sha256", 128: "sha512"}
+
+
+def file_digest(path: str, algo: str) -> str:
+    h = hashlib.new(algo)
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(CHUNK), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _header_digests(headers) -> dict[str, str]:
+    """Digests the server announced for the whole representation: {hashlib name: hex}."""
+    out = {}
+    for name in ("Repr-Digest", "Digest"):
+        for part in (headers.get(name) or "").split(","):
+            m = re.match(r"\s*([A-Za-z0-9-]+)\s*=\s*:?([A-Za-z0-9+/=]+):?\s*$", part)
+            if not m:
+                continue
+            algo = {"sha-256": "sha256", "sha-512": "sha512", "md5": "md5", "sha": "sha1"}.get(m.group(1).lower())
+            if algo:
+                try:
+                    out[algo] = base64.b64decode(m.group(2)).hex()
+                except ValueError:
+                    pass
+    return out
+
+
+# -- one file -------------------------------------------------------------------------------------
+
+class _Downloader:
+    def __init__(self, retries: int, backoff: float, timeout: float, checksums: dict[str, str],
+                 etag_md5: bool, headers: dict[str, str] | None, progress: Callable | None):
+        self.retries, self.backoff, self.timeout = retries, backoff, timeout
+        self.checksums, self.etag_md5 = checksums, etag_md5
+        self.headers = {"User-Agent": USER_AGENT, **(headers or {})}
+        self.progress = progress
+        self.lock = threading.Lock()
+
+    def expected_checksum(self, url: str, dest: str) -> str | None:
+        path = urlsplit(url).path.lstrip("/")
+        for key in (path, unquote(path), os.path.basename(dest)):
+            if key in self.checksums:
+                return self.checksums[key]
+        for name, hexd in self.checksums.items():
+            if path.endswith("/" + name):
+                return hexd
+        return None
+
+    def fetch(self, url: str, dest: str) -> FileResult:
+        t0 = time.monotonic()
+        res = FileResult(url=url, path=dest, status="downloaded")
+        if os.path.exists(dest):
+            res.status, res.size = "skipped", os.path.getsize(dest)
+            return res
+        os.makedirs(os.path.dirname(dest) or ".", exist_ok=True)
+        part, meta_path = dest + ".part", dest + ".part.json"
+        last_err = None
+        for attempt in range(self.retries + 1):
+            res.attempts = attempt + 1
+            try:
+                self._attempt(url, dest, part, meta_path, res)
+                res.size = os.path.getsize(dest)
+                res.seconds = time.monotonic() - t0
+                return res
+            except _Retry as e:
+                last_err = str(e)
+                if attempt < self.retries:
+                    wait = e.wait if e.wait is not None else self.backoff * (2 ** attempt)
+                    time.sleep(min(wait * (0.5 + random.random() / 2) if e.wait is None else wait, 300))
+            except DownloadError as e:
+                last_err = str(e)
+                break
+        res.status, res.error, res.seconds = "failed", last_err, time.monotonic() - t0
+        return res
+
+    def _attempt(self, url, dest, part, meta_path, res: FileResult):
+        have = os.path.getsize(part) if os.path.exists(part) else 0
+        meta = {}
+        if have and os.path.exists(meta_path):
+            try:
+                with open(meta_path) as f:
+                    meta = json.load(f)
+            except (OSError, ValueError):
+                meta = {}
+        validator = meta.get("etag") if meta.get("etag") and not meta["etag"].startswith("W/") \
+            else meta.get("last_modified")
+        if have and not validator:  # cannot prove the remote file is unchanged: start again
+            have = 0
+        hdrs = dict(self.headers)
+        if have:
+            hdrs["Range"] = f"bytes={have}-"
+            hdrs["If-Range"] = validator
+        req = urllib.request.Request(url, headers=hdrs)
+        try:
+            resp = urllib.request.urlopen(req, timeout=self.timeout)
+        except urllib.error.HTTPError as e:
+            e.close()
+            if e.code == 416 and have and meta.get("total") == have:
+                self._finish(url, dest, part, meta_path, meta, res)
+                return
+            if e.code == 416:
+                _remove(part, meta_path)
+                raise _Retry(f"HTTP 416 for a resume at byte {have}; restarting") from None
+            if e.code in RETRY_STATUS:
+                raise _Retry(f"HTTP {e.code} {e.reason}", _retry_after(e.headers)) from None
+            raise DownloadError(f"HTTP {e.code} {e.reason} for {url}") from None
+        except (urllib.error.URLError, socket.timeout, ConnectionError, OSError) as e:
+            reason = getattr(e, "reason", e)
+            raise _Retry(f"connection failed: {reason}") from None
+        with resp:
+            status = resp.status
+            length = resp.headers.get("Content-Length")
+            length = int(length) if length and length.isdigit() else None
+            if status == 206:
+                m = re.match(r"bytes (\d+)-(\d+)/(\d+|\*)", resp.headers.get("Content-Range") or "")
+                if not m or int(m.group(1)) != have:
+                    _remove(part, meta_path)
+                    raise _Retry(f"server answered a resume at {have} with Content-Range "
+                                 f"{resp.headers.get('Content-Range')!r}; restarting")
+                total = int(m.group(3)) if m.group(3) != "*" else None
+                mode = "ab"
+                res.resumed = True
+            else:  # 200: the whole file (server ignored the range, or the file changed)
+                have, total, mode = 0, length, "wb"
+            meta = {"url": url, "etag": resp.headers.get("ETag"), "last_modified": resp.headers.get("Last-Modified"),
+                    "total": total, "digests": _header_digests(resp.headers)}
+            with open(meta_path, "w") as f:
+                json.dump(meta, f)
+            got = 0
+            with open(part, mode) as out:
+                try:
+                    while True:
+                        chunk = resp.read(CHUNK)
+                        if not chunk:
+                            break
+                        out.write(chunk)
+                        got += len(chunk)
+                        res.bytes += len(chunk)
+                        if self.progress:
+                            self.progress(url, len(chunk))
+                except (socket.timeout, ConnectionError, OSError, _http_incomplete()) as e:
+                    raise _Retry(f"connection lost after {have + got} bytes: {type(e).__name__}: {e}") from None
+            if total is not None and have + got < total:
+                raise _Retry(f"connection closed after {have + got} of {total} bytes")
+            if total is not None and have + got > total:
+                _remove(part, meta_path)
+                raise _Retry(f"received {have + got} bytes, more than the announced {total}; restarting")
+        self._finish(url, dest, part, meta_path, meta, res)
+
+    def _finish(self, url, dest, part, meta_path, meta, res):
+        size = os.path.getsize(part)
+        if meta.get("total") is not None and size != meta["total"]:
+            _remove(part, meta_path)
+            raise _Retry(f"size {size} != expected {meta['total']}; restarting")
+        checks = dict(meta.get("digests") or {})
+        want = self.expected_checksum(url, dest)
+        if want:
+            checks[_ALGOS.get(len(want), "sha256")] = want
+        etag = (meta.get("etag") or "").strip('"')
+        if self.etag_md5 and re.fullmatch(r"[0-9a-f]{32}", etag or ""):
+            checks.setdefault("md5", etag)
+        for algo, hexd in checks.items():
+            got = file_digest(part, algo)
+            if got != hexd.lower():
+                _remove(part, meta_path)
+                raise _Retry(f"{algo} checksum mismatch (got {got}, expected {hexd}); downloading again")
+        os.replace(part, dest)
+        try:
+            os.remove(meta_path)
+        except FileNotFoundError:
+            pass
+
+
+def _http_incomplete():
+    import http.client
+    return http.client.HTTPException
+
+
+def _retry_after(headers) -> float | None:
+    v = (headers or {}).get("Retry-After") if headers is not None else None
+    if not v:
+        return None
+    if v.strip().isdigit():
+        return float(v.strip())
+    try:
+        return max(0.0, parsedate_to_datetime(v).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _remove(*paths):
+    for p in paths:
+        try:
+            os.remove(p)
+        except FileNotFoundError:
+            pass
+
+
+# -- API -----------------------------------------------------------------------------------------
+
+def download(urls_or_paths_file: str | list[str], out_dir: str, base_url: str | None = None, workers: int = 8,
+             retries: int = 5, backoff: float = 1.0, timeout: float = 60.0, checksums: str | dict | None = None,
+             etag_md5: bool = False, limit: int | None = None, headers: dict[str, str] | None = None,
+             progress: Callable[[str, int], None] | None = None, report_path: str | None = None) -> DownloadReport:
+    """Download every URL (or ``base_url`` + path) listed in a file (``.gz`` allowed, e.g. Common Crawl's
+    ``warc.paths.gz``) or given as a list into ``out_dir``. Returns a report; failed files are listed in it
+    (never raised) so one bad URL does not stop the rest. ``limit`` takes the first N entries only.
+    The report is also written to ``report_path`` (default ``out_dir/download-report.json``)."""
+    t0 = time.monotonic()
+    if isinstance(urls_or_paths_file, str):
+        entries = read_list(urls_or_paths_file)
+        if base_url is None and os.path.basename(urls_or_paths_file).endswith("paths.gz") and entries \
+                and not re.match(r"^[a-z]+://", entries[0]):
+            base_url = CC_BASE_URL
+    else:
+        entries = list(urls_or_paths_file)
+    if limit is not None:
+        entries = entries[:limit]
+    pairs = plan(entries, out_dir, base_url)
+    sums = checksums if isinstance(checksums, dict) else (load_checksums(checksums) if checksums else {})
+    d = _Downloader(retries, backoff, timeout, sums, etag_md5, headers, progress)
+    os.makedirs(out_dir, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        results = list(pool.map(lambda p: d.fetch(*p), pairs))
+    report = DownloadReport(files=results, seconds=time.monotonic() - t0)
+    path = report_path or os.path.join(out_dir, "download-report.json")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(report.to_dict(), f, indent=1)
+    os.replace(tmp, path)
+    return report
+
+
+# -- CLI -----------------------------------------------------------------------------------------
+
+def add_download_command(subparsers) -> None:
+    """Register ``gristmill download`` on an argparse subparsers object."""
+    p = subparsers.add_parser(
+        "download", help="download URL lists or Common Crawl path lists (parallel, resumable)",
+        description="Download every URL in LIST (one per line; .gz allowed), or every path in a Common Crawl "
+                    "warc.paths.gz / wet.paths.gz joined to --base-url, into OUT_DIR. Finished files are "
+                    "skipped on a rerun; partial files resume.")
+    p.add_argument("list", help="file of URLs or relative paths (e.g. warc.paths.gz)")
+    p.add_argument("out_dir", help="directory to download into")
+    p.add_argument("--base-url", default=None, help=f"prefix for relative paths (default for *paths.gz: {CC_BASE_URL})")
+    p.add_argument("--workers", "-j", type=int, default=8, help="parallel downloads (default 8)")
+    p.add_argument("--retries", type=int, default=5, help="retries per file (default 5)")
+    p.add_argument("--backoff", type=float, default=1.0, help="first retry delay in seconds, doubled each time")
+    p.add_argument("--timeout", type=float, default=60.0, help="socket timeout in seconds (default 60)")
+    p.add_argument("--checksums", default=None, help="sha256sum/md5sum-style file to verify against")
+    p.add_argument("--etag-md5", action="store_true", help="treat 32-hex ETags as MD5 checksums (S3-style)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N entries")
+    p.add_argument("--report", default=None, help="where to write the JSON report (default OUT_DIR/download-report.json)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no per-file lines")
+    p.set_defaults(fn=run_download_command)
+
+
+def run_download_command(args) -> int:
+    def say(r: FileResult):
+        if not args.quiet:
+            extra = f" ({r.error})" if r.error else (" (resumed)" if r.resumed else "")
+            print(f"{r.status:10s} {r.path}{extra}", file=sys.stderr)
+    try:
+        report = download(args.list, args.out_dir, base_url=args.base_url, workers=args.workers,
+                          retries=args.retries, backoff=args.backoff, timeout=args.timeout,
+                          checksums=args.checksums, etag_md5=args.etag_md5, limit=args.limit,
+                          report_path=args.report)
+    except DownloadError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for r in report.files:
+        say(r)
+    c = report.counts()
+    mb = sum(f.bytes for f in report.files) / 1e6
+    print(f"{c['downloaded']} downloaded, {c['skipped']} already complete, {c['failed']} failed; "
+          f"{mb:.1f} MB in {report.seconds:.1f}s", file=sys.stderr)
+    return 1 if c["failed"] else 0
+
+
+def main(argv=None) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(prog="gristmill-download")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    add_download_command(sub)
+    args = ap.parse_args(["download", *(argv if argv is not None else sys.argv[1:])])
+    return args.fn(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,98 @@
+import gzip
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from gristmill.tokenize.backends import (TokenizerError, load_tokenizer, packaged_tiktoken, tiktoken_from_hf,
+                                         token_dtype, verify)
+from gristmill.tokenize.run import choose_backend
+
+from conftest import TEXTS, make_docs
+
+
+def test_fast_path_ids_equal_reference(tok_json):
+    spec = load_tokenizer(tok_json)
+    ref, fast = spec.reference(), spec.fast()
+    assert fast is not None and fast.name == "tiktoken"
+    docs = make_docs(100, 3) + TEXTS + ["<|im_start|>user\nhello<|im_end|>\n", "e\u0301te\u0301 cafe\u0301"]
+    v = verify(ref, fast, docs)
+    assert v.ok and v.docs == len(docs)
+    # the special tokens written in text are matched like Hugging Face does
+    ids = fast.encode("<|im_start|>user")
+    assert ids[0] == spec.token_id("<|im_start|>") == 1
+    # NFC: a decomposed é encodes like the composed one
+    assert fast.encode("e\u0301") == fast.encode("\u00e9") == ref.encode("\u00e9")
+
+
+def test_gzipped_json_and_directory(tok_json, tmp_path):
+    gz = tmp_path / "tokenizer.json.gz"
+    with open(tok_json, "rb") as f, gzip.open(gz, "wb") as g:
+        g.write(f.read())
+    d = tmp_path / "dir"
+    d.mkdir()
+    shutil.copy(tok_json, d / "tokenizer.json")
+    (d / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>"}))
+    a, b, c = load_tokenizer(tok_json), load_tokenizer(str(gz)), load_tokenizer(str(d))
+    assert a.fingerprint == b.fingerprint == c.fingerprint
+    assert c.default_eos() == "<|im_end|>" and a.default_eos() == "<|endoftext|>"
+    assert b.reference().encode(TEXTS[2]) == a.reference().encode(TEXTS[2])
+
+
+def test_no_fast_path_for_other_normalisers(tok_json, tmp_path):
+    data = json.load(open(tok_json))
+    data["normalizer"] = {"type": "Lowercase"}
+    p = tmp_path / "lower.json"
+    p.write_text(json.dumps(data))
+    spec = load_tokenizer(str(p))
+    assert spec.fast() is None and "normalizer" in spec.fast_unavailable
+    backend, info = choose_backend(spec, "auto", TEXTS)
+    assert backend == "hf" and "no fast path" in info["reason"]
+    with pytest.raises(TokenizerError):
+        choose_backend(spec, "tiktoken", TEXTS)
+    assert isinstance(tiktoken_from_hf(data), str)
+
+
+class _Wrong:
+    """A fast backend that disagrees on texts containing a digit."""
+    name = "tiktoken"
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.vocab_size = inner.vocab_size
+
+    def encode_batch(self, texts):
+        flat, lens = self.inner.encode_batch(texts)
+        flat = flat.copy()
+        off = np.concatenate([[0], np.cumsum(lens)])
+        for i, t in enumerate(texts):
+            if any(ch.isdigit() for ch in t):
+                flat[off[i]] = (flat[off[i]] + 1) % 500
+        return flat, lens
+
+
+def test_mismatch_falls_back_or_fails(tok_json):
+    spec = load_tokenizer(tok_json)
+    spec.__dict__["_fast"] = [_Wrong(spec.fast())]
+    assert choose_backend(spec, "auto", ["no digits here"])[0] == "tiktoken"
+    backend, info = choose_backend(spec, "auto", TEXTS)
+    assert backend == "hf" and info["mismatched_docs"] == 4 and "rejected" in info["reason"]
+    with pytest.raises(TokenizerError, match="differ"):
+        choose_backend(spec, "tiktoken", TEXTS)
+    assert choose_backend(spec, "auto", [])[0] == "hf"  # nothing verified: no fast path
+
+
+def test_qwen_tiktoken_from_package():
+    path = packaged_tiktoken("qwen.tiktoken")
+    assert path and os.path.getsize(path) > 1_000_000
+    spec = load_tokenizer("qwen.tiktoken")
+    assert spec.kind == "tiktoken" and spec.token_id("<|endoftext|>") == 151643
+    assert spec.token_id("<|im_end|>") == 151645
+    enc = spec.reference()
+    assert enc.vocab_size == 151851
+    assert enc.encode("Hello world") == [9707, 1879]
+    assert token_dtype(enc.vocab_size) == np.int32 and token_dtype(600) == np.uint16
+    with pytest.raises(TokenizerError):
+        load_tokenizer("no-such.tiktoken")
