@@ -124,7 +124,7 @@ class TiktokenBackend(Backend):
         out = []
         if self.nfc:
             for t in texts:
-                out.append(enc(norm("NFC", t), allowed_special=allowed, disallowed_special=()))
+                out.append(enc(t if t.isascii() else norm("NFC", t), allowed_special=allowed, disallowed_special=()))
         else:
             for t in texts:
                 out.append(enc(t, allowed_special=allowed, disallowed_special=()))
@@ -265,10 +265,11 @@ class TokenizerSpec:
             return None
         cache = self.__dict__.setdefault("_fast", [])
         if not cache:
-            got = tiktoken_from_hf(json.loads(self.json_str))
+            got = self.__dict__.get("_derived") or tiktoken_from_hf(json.loads(self.json_str))
             if isinstance(got, str):
                 self.fast_unavailable = got
                 return None
+            self._derived = got  # pickled to workers, so they skip the conversion
             ranks, pattern, specials, nfc = got
             cache.append(TiktokenBackend(ranks, pattern, specials, nfc, label="hf-as-tiktoken"))
         return cache[0]

@@ -194,8 +194,8 @@ def _run_phase1(todo, spec, backend, eos_id, bos_id, shard_verify, fps, tok_dir,
             ctx = mp.get_context("spawn")  # no fork: readers and tokenizers run threads
             counter = ctx.Value("q", 0)
             with ProcessPoolExecutor(max_workers=min(nproc, len(todo)), mp_context=ctx, initializer=init_worker,
-                                     initargs=(counter,)) as ex:
-                futs = {ex.submit(pool_task, (job, settings(job), tok_dir)): job for job in todo}
+                                     initargs=(counter, settings(todo[0]))) as ex:
+                futs = {ex.submit(pool_task, (job, fps[job.name], tok_dir)): job for job in todo}
                 pending = set(futs)
                 while pending:
                     fin, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)

@@ -13,7 +13,7 @@ import os
 import queue
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
@@ -144,7 +144,7 @@ def tokenize_shard(job: ShardJob, settings: EncodeSettings, tok_dir: str, progre
                 continue
             flat, lens = run.encode_batch(texts)
             if ref is not None and checked < settings.verify_bytes:
-                v = verify(ref, run, texts[: max(1, min(len(texts), 64))])
+                v = verify(ref, run, _check_sample(texts, settings.verify_bytes - checked))
                 checked += v.bytes
                 res.verified_docs += v.docs
                 if not v.ok:
@@ -182,6 +182,19 @@ def tokenize_shard(job: ShardJob, settings: EncodeSettings, tok_dir: str, progre
     return res
 
 
+def _check_sample(texts: list[str], budget: int) -> list[str]:
+    """Leading documents of the batch within ``budget`` bytes (at least the shortest one), so a few huge
+    documents cannot make the reference check expensive."""
+    out, used = [], 0
+    for t in texts:
+        n = len(t.encode("utf-8", "surrogatepass"))
+        if used + n > budget:
+            break
+        out.append(t)
+        used += n
+    return out or [min(texts, key=len)]
+
+
 def _write(out, flat, lens, texts, settings: EncodeSettings, res: ShardResult, lens_all: list):
     res.docs += len(texts)
     res.chars += sum(map(len, texts))
@@ -213,12 +226,15 @@ def load_done(tok_dir: str, name: str, fingerprint: str) -> ShardResult | None:
 # -- process pool entry points ---------------------------------------------------------------------
 
 _COUNTER = None
+_SETTINGS: EncodeSettings | None = None
 
 
-def init_worker(counter):
-    global _COUNTER
+def init_worker(counter, settings: EncodeSettings):
+    """Per worker, once: the shared token counter and the settings (the tokenizer travels once, not per task)."""
+    global _COUNTER, _SETTINGS
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     _COUNTER = counter
+    _SETTINGS = settings
 
 
 def _count(n: int):
@@ -228,5 +244,6 @@ def _count(n: int):
 
 
 def pool_task(args) -> dict:
-    job, settings, tok_dir = args
+    job, fingerprint, tok_dir = args
+    settings = replace(_SETTINGS, fingerprint=fingerprint)
     return tokenize_shard(job, settings, tok_dir, progress=_count).to_dict()

@@ -10,7 +10,7 @@ from gristmill.tokenize.backends import (TokenizerError, load_tokenizer, package
                                          token_dtype, verify)
 from gristmill.tokenize.run import choose_backend
 
-from conftest import TEXTS, make_docs
+from tokhelpers import TEXTS, make_docs
 
 
 def test_fast_path_ids_equal_reference(tok_json):

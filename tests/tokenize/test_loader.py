@@ -1,6 +1,8 @@
 import numpy as np
 import pytest
 
+from tokhelpers import make_docs, write_jsonl
+
 from gristmill.tokenize.run import run_tokenize
 
 torch = pytest.importorskip("torch")
@@ -12,7 +14,6 @@ SEQ = 32
 
 @pytest.fixture(scope="module")
 def outputs(tok_json, tmp_path_factory):
-    from conftest import make_docs, write_jsonl
     d = tmp_path_factory.mktemp("ld")
     write_jsonl(str(d / "a.jsonl"), make_docs(60, 11))
     outs = {}

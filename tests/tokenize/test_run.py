@@ -11,7 +11,7 @@ import pytest
 from gristmill.tokenize.formats import read_megatron_idx
 from gristmill.tokenize.run import run_tokenize
 
-from conftest import write_jsonl
+from tokhelpers import write_jsonl
 
 SEQ = 64
 W = SEQ + 1

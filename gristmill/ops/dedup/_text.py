@@ -3,14 +3,12 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 
-# Data-Juicer's `ignore_non_character`: whitespace, digits and ASCII punctuation
-_ASCII_PUNCT = re.escape("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
-NON_CHARACTER = r"\s+|\d+|[" + _ASCII_PUNCT + "]"
+# Data-Juicer's `ignore_non_character` (Python-regex `\s+|\d+|[ASCII punctuation]`, Unicode-aware) in RE2
+NON_CHARACTER = r"[\s\p{Z}]+|\p{Nd}+|[!-/:-@\[-`{-~]"
 
 
 def as_text(arr) -> pa.Array:

@@ -20,7 +20,7 @@ from ... import columns as C
 from ...registry import register
 from ..base import Deduplicator, Params
 from . import _resolve as R
-from ._hashing import GOLDEN, U64, fmix64
+from ._hashing import MASK, U64, fmix64
 from ._kernels import simhashes
 from ._partition import Spill, runs
 from ._text import as_text, remove_pattern
@@ -105,7 +105,7 @@ class DocumentSimhashDeduplicator(Deduplicator):
             h = pc.fill_null(col, 0).to_numpy(zero_copy_only=False).astype(U64)[valid]
             for ci, m in enumerate(combos):
                 rec = np.empty(valid.size, SIM_DTYPE)
-                rec["key"] = fmix64((h & m) ^ (U64(ci + 1) * GOLDEN))
+                rec["key"] = fmix64((h & m) ^ U64(((ci + 1) * 0x9E3779B97F4A7C15) & MASK))
                 rec["g"] = g0 + valid
                 rec["h"] = h
                 spill.add(rec)

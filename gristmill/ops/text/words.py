@@ -475,3 +475,79 @@ def spacy_words_py(text: str) -> list[str]:
     cps, cpo = cc.decode(pa.array([text]))
     s, e, _ = spacy_words(cps, cpo)
     return [text[a:b] for a, b in zip(s, e)]
+
+
+# -- Data-Juicer words ---------------------------------------------------------------------------------
+
+@nb.njit(cache=True)
+def _dj_words(cps, cpo, tab, strip):
+    """Data-Juicer's words: split on space, newline and tab; with ``strip``, remove SPECIAL_CHARACTERS
+    from both ends of each word and drop words that become empty."""
+    n = len(cpo) - 1
+    ws = np.empty(len(cps) // 2 + n + 1, np.int64)
+    we = np.empty(len(cps) // 2 + n + 1, np.int64)
+    off = np.zeros(n + 1, np.int64)
+    k = 0
+    for d in range(n):
+        a, b = cpo[d], cpo[d + 1]
+        i = a
+        while i < b:
+            while i < b and (cps[i] == 32 or cps[i] == 10 or cps[i] == 9):
+                i += 1
+            j = i
+            while j < b and not (cps[j] == 32 or cps[j] == 10 or cps[j] == 9):
+                j += 1
+            s, e = i, j
+            if strip:
+                while s < e and (tab[cps[s]] & cc.DJ_SPECIAL):
+                    s += 1
+                while e > s and (tab[cps[e - 1]] & cc.DJ_SPECIAL):
+                    e -= 1
+            if e > s:
+                ws[k] = s
+                we[k] = e
+                k += 1
+            i = j
+        off[d + 1] = k
+    return ws[:k], we[:k], off
+
+
+def dj_words(cps, cpo, strip: bool = True):
+    """Word spans (start, end) and per-row offsets, Data-Juicer's split + SPECIAL_CHARACTERS strip."""
+    return _dj_words(cps, cpo, cc.table(), strip)
+
+
+@lru_cache(maxsize=1)
+def lower_table() -> np.ndarray:
+    """Simple lower-case mapping per code point (str.lower when it yields one character)."""
+    t = np.arange(cc.N_CP, dtype=np.int32)
+    for c in range(cc.N_CP):
+        if 0xD800 <= c <= 0xDFFF:
+            continue
+        lo = chr(c).lower()
+        if len(lo) == 1 and ord(lo) != c:
+            t[c] = ord(lo)
+    return t
+
+
+@nb.njit(cache=True)
+def lower_hash(cps, a, b, low):
+    h = np.uint64(0xCBF29CE484222325)
+    for i in range(a, b):
+        h = h * np.uint64(HMUL) + np.uint64(low[cps[i]] + 1)
+    return np.int64(h)
+
+
+def word_set(words) -> Dict:
+    """A numba set (dict to 1) of lower-cased word hashes."""
+    d = Dict.empty(key_type=types.int64, value_type=types.int64)
+    for w in words:
+        d[py_hash(w.lower())] = 1
+    return d
+
+
+def cjk_segment(text: str, lang: str = "zh") -> list[str]:
+    """Words of Chinese text with jieba (loaded lazily; ships its own dictionary)."""
+    import jieba
+    jieba.setLogLevel(60)
+    return [w for w in jieba.lcut(text) if w.strip()]

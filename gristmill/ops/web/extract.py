@@ -13,7 +13,6 @@ from functools import partial
 from typing import Any, Literal
 
 import pyarrow as pa
-import xxhash
 from pydantic import Field
 
 from ... import columns as C
@@ -153,7 +152,8 @@ class HtmlExtractMapper(Mapper):
             raise KeyError(f"{self.name}: HTML field {key!r} not in batch (fields: {batch.schema.names})")
         htmls = batch.column(idx).to_pylist()
         retry = self.__dict__.setdefault("_retry", {})
-        if len(htmls) > 1:
+        single = len(htmls) == 1
+        if not single:
             retry.clear()
         texts: list[str | None] = []
         titles: list[str | None] = []
@@ -162,24 +162,21 @@ class HtmlExtractMapper(Mapper):
             if h is None:
                 texts.append(None), titles.append(None), errors.append(None)
                 continue
-            digest = xxhash.xxh3_64_intdigest(h) if retry or len(htmls) > 1 else None
-            if len(htmls) == 1 and digest in retry:
-                text, err = retry.pop(digest)
+            if single and retry and h in retry:
+                text, err = retry.pop(h)
             else:
                 try:
                     text, err = self.extract_one(h), None
                 except ExtractionError as e:
                     text, err = "", str(e)
-                if len(htmls) > 1:
-                    retry[digest] = (text, err)
             texts.append(text)
             titles.append(html_title(h))
             errors.append(err)
         failed = [e for e in errors if e is not None]
         if failed and self.params.on_error == "reject":
-            # the engine retries the batch row by row; results computed here are reused, not recomputed
-            raise ExtractionError(failed[0] if len(htmls) == 1 else f"{len(failed)} documents failed")
-        retry.clear()
+            if not single:  # the engine retries the batch row by row: keep the results, do not recompute
+                retry.update((h, (t, e)) for h, t, e in zip(htmls, texts, errors) if h is not None)
+            raise ExtractionError(failed[0] if single else f"{len(failed)} documents failed")
         out = C.set_column(batch, self.text_key, pa.array(texts, pa.string()))
         meta: dict[str, Any] = {"title": pa.array(titles, pa.string())}
         ui = batch.schema.get_field_index(self.params.url_key)

@@ -1,0 +1,233 @@
+"""fix_unicode_mapper: ftfy's ``fix_text`` with a vectorised fast path that is proven to give ftfy's output.
+
+ftfy runs at ~2.3 MB/s and most text has nothing to fix. ftfy's work splits into (a) HTML entity
+unescaping, (b) mojibake repair, which only starts when its badness regex matches, (c) fixers that
+each map single characters (C1 controls, ligatures, full-width forms, curly quotes, line breaks,
+control characters) and (d) Unicode normalisation. A text goes through the fast path when:
+
+- it has no HTML entity (``&#?[0-9A-Za-z]{1,24};``) and no terminal escape (ESC),
+- every code point is stable under the normalisation form on its own, or is one of the characters the
+  fixers map to ASCII; texts with combining marks / Hangul jamo must pass ``unicodedata.is_normalized``,
+- when it contains a character of ftfy's mojibake vocabulary, ftfy's badness regex (made multi-line, a
+  superset of ftfy's per-line test) matches neither the text nor the text after the character fixes.
+
+Then ftfy's result equals the text with the per-character fixes applied, which one compiled kernel does
+for the whole column. All other rows go through ``ftfy.fix_text`` itself. bench/text_ops.py checks
+the identity on real corpora.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import Field
+
+from ... import columns as C
+from ...registry import register
+from ..base import Mapper, Params
+from . import charclass as cc
+from .translate import CharMap, max_class
+
+ENTITY_RE2 = r"&#?[0-9A-Za-z]{1,24};"
+
+
+def _regex_chars(pattern: str, flags: int) -> set[int]:
+    """Every code point >= 0x80 a regex can match positively (literals and class ranges)."""
+    try:
+        import re._parser as sp  # Python 3.11+
+        from re._constants import BRANCH, IN, LITERAL, MAX_REPEAT, MIN_REPEAT, NEGATE, RANGE, SUBPATTERN
+    except ImportError:  # pragma: no cover
+        import sre_parse as sp
+        from sre_constants import BRANCH, IN, LITERAL, MAX_REPEAT, MIN_REPEAT, NEGATE, RANGE, SUBPATTERN
+    out: set[int] = set()
+
+    def walk(items):
+        for op, av in items:
+            if op is LITERAL and av >= 0x80:
+                out.add(av)
+            elif op is IN:
+                if any(o is NEGATE for o, _ in av):
+                    continue
+                for o, a in av:
+                    if o is LITERAL and a >= 0x80:
+                        out.add(a)
+                    elif o is RANGE:
+                        out.update(range(max(a[0], 0x80), a[1] + 1))
+            elif op is BRANCH:
+                for b in av[1]:
+                    walk(b)
+            elif op is SUBPATTERN:
+                walk(av[-1])
+            elif op in (MAX_REPEAT, MIN_REPEAT):
+                walk(av[2])
+
+    walk(sp.parse(pattern, flags))
+    return out
+
+
+def _regex_width(pattern: str, flags: int) -> int:
+    try:
+        import re._parser as sp
+    except ImportError:  # pragma: no cover
+        import sre_parse as sp
+    return sp.parse(pattern, flags).getwidth()[1]
+
+
+@lru_cache(maxsize=4)
+def tables(normalization: str):
+    """(class table: 0 keep / 1 char-fixed / 2 mark (check normalisation) / 3 needs ftfy, trigger table,
+    CharMap, badness regex)."""
+    import ftfy.fixes as fx
+    from ftfy import chardata as cd
+    from ftfy.badness import BADNESS_RE
+
+    cls = np.zeros(cc.N_CP, np.int8)
+    t = cc.table()
+    # normalisation must be the identity: no marks, no jamo, every char stable on its own
+    cats = np.array([unicodedata.category(chr(c)) if not 0xD800 <= c <= 0xDFFF else "Cs" for c in range(cc.N_CP)])
+    cls[np.char.startswith(cats, "M")] = 2
+    cls[0x1100:0x1200] = 2
+    cls[0xD7B0:0xD800] = 2
+    cls[cats == "Cs"] = 3
+    for c in np.nonzero((cats != "Cs") & (np.arange(cc.N_CP) >= 0x80) & (cls == 0))[0]:
+        ch = chr(c)
+        if not unicodedata.is_normalized(normalization, ch):
+            cls[c] = 3
+    cls[0x1B] = 3  # terminal escapes
+    # per-character fixers, composed in ftfy's order
+    cands = set(range(0, 0x20)) | set(range(0x7F, 0xA0)) | set(cd.LIGATURES) | set(cd.WIDTH_MAP) \
+        | set(cd.CONTROL_CHARS) | set(range(0x2018, 0x2020)) | {0x02BC, 0x2028, 0x2029, 0x0D}
+    fixers = [fx.fix_c1_controls, fx.fix_latin_ligatures, fx.fix_character_width, fx.uncurl_quotes,
+              fx.fix_line_breaks, fx.remove_control_chars]
+    mapping: dict[int, str] = {}
+    for c in sorted(cands):
+        if 0xD800 <= c <= 0xDFFF or c in (0x0A, 0x1B):
+            continue
+        s = chr(c)
+        for f in fixers:
+            s = f(s)
+        if c == 0x0D:
+            cls[c] = max(cls[c], 1)  # handled by the kernel's CR/CRLF rule
+            continue
+        if s == chr(c):
+            continue
+        if all(ord(x) < 0x80 for x in s):
+            mapping[c] = s
+            cls[c] = max(cls[c], 1)
+        else:
+            cls[c] = 3
+    trig = np.zeros(cc.N_CP, np.int8)
+    for c in _regex_chars(BADNESS_RE.pattern, BADNESS_RE.flags):
+        if c < cc.N_CP:
+            trig[c] = 1
+    bad = re.compile(BADNESS_RE.pattern, BADNESS_RE.flags | re.MULTILINE)
+    width = _regex_width(BADNESS_RE.pattern, BADNESS_RE.flags)
+    if width > _WIDTH:
+        raise RuntimeError(f"ftfy's badness regex matches up to {width} chars; fast path assumes {_WIDTH}")
+    del t
+    return cls, trig, CharMap(mapping), bad
+
+
+_WIDTH = 7  # the longest match of ftfy's badness regex (checked in tables())
+_SEP = "\n\x00\n"
+
+
+def _bad_rows(text: pa.Array, cps, cpo, rows: np.ndarray, trig: np.ndarray, bad: re.Pattern) -> np.ndarray:
+    """Which of ``rows`` ftfy's badness regex could match. Every match contains a trigger character and is
+    at most _WIDTH long, so only windows around trigger characters are searched, all rows in one regex
+    scan (windows joined by a separator; a match across it only costs a needless slow-path row)."""
+    out = np.zeros(len(cpo) - 1, bool)
+    if not len(rows):
+        return out
+    sel = np.zeros(len(cpo) - 1, bool)
+    sel[rows] = True
+    pos = np.nonzero(trig[cps])[0]
+    doc = np.searchsorted(cpo, pos, side="right") - 1
+    keep = sel[doc]
+    pos, doc = pos[keep], doc[keep]
+    if not len(pos):
+        return out
+    lo = np.maximum(pos - _WIDTH, cpo[doc])
+    hi = np.minimum(pos + _WIDTH + 1, cpo[doc + 1])
+    new = np.r_[True, (lo[1:] > hi[:-1]) | (doc[1:] != doc[:-1])]
+    idx = np.nonzero(new)[0]
+    gl, gh, gd = lo[idx], np.maximum.reduceat(hi, idx), doc[idx]
+    parts, starts, cur, k = [], [], None, 0
+    for a, b, d in zip(gl.tolist(), gh.tolist(), gd.tolist()):
+        if d != cur:
+            cur, s = d, text[d].as_py()
+            base = int(cpo[d])
+        starts.append(k)
+        piece = s[a - base:b - base]
+        parts.append(piece)
+        k += len(piece) + len(_SEP)
+    joined = _SEP.join(parts)
+    starts = np.array(starts)
+    for m in bad.finditer(joined):
+        out[gd[np.searchsorted(starts, m.start(), side="right") - 1]] = True
+    return out
+
+
+def fix_unicode(text: pa.Array, normalization: str = "NFC", fast: bool = True) -> tuple[pa.Array, int]:
+    """ftfy.fix_text over a column; returns (fixed column, number of rows that needed ftfy itself)."""
+    import ftfy
+    if isinstance(text, pa.ChunkedArray):
+        text = text.combine_chunks()
+    if not fast:
+        out = [None if t is None else ftfy.fix_text(t, normalization=normalization) for t in text.to_pylist()]
+        return pa.array(out, text.type), len(text)
+    cls, trig, cmap, bad = tables(normalization)
+    cps, cpo = cc.decode(text)
+    klass = max_class(cps, cpo, cls)
+    slow = klass >= 3
+    has_amp = pc.fill_null(pc.match_substring(text, "&"), False).to_numpy(zero_copy_only=False)
+    if has_amp.any():
+        slow |= pc.fill_null(pc.match_substring_regex(text, ENTITY_RE2), False).to_numpy(zero_copy_only=False)
+    mapped = (klass == 1) & ~slow
+    fixed = cmap.apply(text, crlf_to_lf=True) if mapped.any() else text
+    trg = max_class(cps, cpo, trig).astype(bool) & ~slow
+    if trg.any():
+        slow |= _bad_rows(text, cps, cpo, np.nonzero(trg)[0], trig, bad)
+        both = trg & mapped & ~slow
+        if both.any():
+            fcps, fcpo = cc.decode(fixed)
+            slow |= _bad_rows(fixed, fcps, fcpo, np.nonzero(both)[0], trig, bad)
+    # rows with combining marks / jamo: fast only when already normalised
+    for i in np.nonzero((klass == 2) & ~slow)[0]:
+        v = fixed[int(i)].as_py()
+        if v is not None and not unicodedata.is_normalized(normalization, v):
+            slow[i] = True
+    if slow.any():
+        idx = np.nonzero(slow)[0]
+        vals = text.take(pa.array(idx)).to_pylist()
+        full = [None] * len(text)
+        for i, v in zip(idx, vals):
+            full[i] = None if v is None else ftfy.fix_text(v, normalization=normalization)
+        fixed = pc.if_else(pa.array(slow), pa.array(full, fixed.type), fixed)
+    return fixed, int(slow.sum())
+
+
+@register("fix_unicode_mapper")
+class FixUnicodeMapper(Mapper):
+    """Fix mojibake and other Unicode problems with ftfy, then normalise (Data-Juicer's
+    ``fix_unicode_mapper``). Rows that provably need no ftfy work beyond per-character fixes are done by a
+    vectorised kernel with identical output; the rest (mojibake suspects, HTML entities, combining marks)
+    call ftfy per row."""
+
+    class Params(Params):
+        normalization: str | None = Field(None, description="Unicode normalisation: NFC (default), NFKC, NFD, NFKD.")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        norm = (self.params.normalization or "NFC").upper()
+        if norm not in ("NFC", "NFKC", "NFD", "NFKD"):
+            raise ValueError(f"normalization {self.params.normalization!r}: use one of NFC, NFKC, NFD, NFKD")
+        self.normalization = norm
+
+    def process_batch(self, batch):
+        fixed, _ = fix_unicode(self.text(batch), self.normalization)
+        return C.set_column(batch, self.text_key, fixed)

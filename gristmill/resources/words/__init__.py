@@ -1,0 +1,1 @@
+"""Stop-word and flagged-word lists; see ../README.md."""
