@@ -108,6 +108,40 @@ def throughput(name: str, pages: list[str], rounds: int) -> tuple[float, float]:
     return len(pages) / min(d), len(pages) / min(o)
 
 
+def warc_reading(rounds: int = 5, copies: int = 20) -> None:
+    """Our WARC reader (records → decoded rows in Arrow) vs bare FastWARC iteration over the same bytes."""
+    import tempfile
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+    from gristmill.io.base import ReadOptions, Shard
+    from gristmill.io.warc import WarcReader
+    src = (ROOT / "tests" / "web" / "data" / "cc-2020-34-sample.warc.gz").read_bytes()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "x.warc.gz")
+        with open(path, "wb") as f:
+            for _ in range(copies):
+                f.write(src)
+
+        def bare():
+            n = nbytes = 0
+            for r in ArchiveIterator(path, record_types=WarcRecordType.response, parse_http=True):
+                nbytes += len(r.reader.read())
+                n += 1
+            return n, nbytes
+
+        def ours():
+            return sum(b.num_rows for b in WarcReader().read(Shard(path, "warc"), ReadOptions())
+                       if isinstance(b, pa.RecordBatch))
+        n, nbytes = bare()
+        assert ours() == n
+        tb, to = [], []
+        for _ in range(rounds):
+            t = clock(); bare(); tb.append(clock() - t)
+            t = clock(); ours(); to.append(clock() - t)
+    print(f"# WARC reading, one core: {n} HTML responses, {nbytes / 1e6:.1f} MB of payload")
+    print(f"  FastWARC iteration only   {n / min(tb):8.0f} records/s {nbytes / 1e6 / min(tb):7.1f} MB/s")
+    print(f"  our reader (rows, decoded){n / min(to):8.0f} records/s {nbytes / 1e6 / min(to):7.1f} MB/s\n")
+
+
 def norm(s: str) -> str:
     return re.sub(r"\s+", " ", s).strip()
 
@@ -130,21 +164,21 @@ def quality(name: str, docs: dict[str, str], evaldata: dict):
     fn = direct_fn(name)
     op = create_op("html_extract_mapper", {"extractor": name, "on_error": "empty", "timeout": 60})
     urls = sorted(docs)
-    t = time.perf_counter()
+    t = clock()
     direct = {}
     for u in urls:
         try:
             direct[u] = fn(docs[u])
         except Exception:  # noqa: BLE001 - a library crash counts as a miss, as in trafilatura's evaluation
             direct[u] = ""
-    td = time.perf_counter() - t
-    t = time.perf_counter()
+    td = clock() - t
+    t = clock()
     ours = {}
     for j in range(0, len(urls), 100):
         chunk = urls[j:j + 100]
         b = op.process_batch(pa.RecordBatch.from_pylist([{"text": docs[u], "url": u} for u in chunk]))
         ours.update(zip(chunk, b.column("text").to_pylist()))
-    to = time.perf_counter() - t
+    to = clock() - t
     same = sum(1 for u in urls if (direct[u] or "") == (ours[u] or ""))
     return score(direct, evaldata), score(ours, evaldata), same, len(urls) / td, len(urls) / to
 
@@ -161,19 +195,22 @@ def main() -> int:
     args = ap.parse_args()
     names = args.extractors.split(",")
 
-    corpora = {"cc-warc": warc_pages()}
+    warc_reading()
+    corpora = {"cc-warc": warc_pages() * 6}  # 17 pages, repeated so that a round is long enough to time
     deb = debian_pages(args.html_dir, args.pages) if os.path.isdir(args.html_dir) else []
     if deb:
         corpora["debian-html"] = deb
     else:
         print(f"(no Debian HTML under {args.html_dir}: run ../shared/bench/make-corpus.sh; throughput on WARC pages only)")
     print(f"# throughput, one core: pages per CPU-second, best of {args.rounds} interleaved rounds")
-    print(f"{'extractor':12s} {'corpus':12s} {'pages':>6s} {'MB':>6s} {'direct p/s':>11s} {'ours p/s':>9s} {'overhead':>9s}")
+    print(f"{'extractor':12s} {'corpus':12s} {'pages':>6s} {'MB':>6s} {'direct p/s':>11s} {'ours p/s':>9s} "
+          f"{'overhead':>9s} {'µs/page':>8s}")
     for name in names:
         for cname, pages in corpora.items():
             mb = sum(len(p.encode()) for p in pages) / 1e6
             d, o = throughput(name, pages, args.rounds)
-            print(f"{name:12s} {cname:12s} {len(pages):6d} {mb:6.1f} {d:11.1f} {o:9.1f} {100 * (d / o - 1):8.1f}%")
+            print(f"{name:12s} {cname:12s} {len(pages):6d} {mb:6.1f} {d:11.1f} {o:9.1f} {100 * (d / o - 1):8.1f}% "
+                  f"{1e6 * (1 / o - 1 / d):8.0f}")
             sys.stdout.flush()
 
     ev = Path(args.eval_dir)

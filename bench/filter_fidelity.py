@@ -9,6 +9,12 @@ too. Prints agreement per filter and lists every disagreement with both sides' r
 """
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _P
+
+# bench/ holds a tokenize.py that would shadow the standard library module of that name
+_sys.path[:] = [x for x in _sys.path if _P(x or ".").resolve() != _P(__file__).resolve().parent]
+
 import argparse
 import gzip
 import json

@@ -260,20 +260,21 @@ def iter_warc(path: str, rows: _Rows) -> Iterator[Record | Reject]:
     """Records of a WARC/WET file; corrupt stretches become rejects and reading resumes after them
     (gzip: at the next member; plain: at the next ``WARC/`` header)."""
     from fastwarc.warc import ArchiveIterator, WarcRecordType
+    want = WarcRecordType.no_type
+    for t in rows.types:
+        want = want | getattr(WarcRecordType, t)
     _, comp = strip_compression(path)
     resync = comp == ".gz" or comp == ""
     magic = b"\x1f\x8b\x08" if comp == ".gz" else b"WARC/1."
     size = os.path.getsize(path)
-    start, last = 0, None  # where to (re)start reading; offset of the last record seen (of any type)
-    seen: set[int] = set()
+    start, last = 0, None  # where to (re)start reading; offset of the last record read
     ordinal = 0
     cut_at = None  # offset of a record found cut short by the end of the file
     with open(path, "rb") as f:
         while True:
             f.seek(start)
             err = None
-            # all record types, so that `last` tells where the readable part of the file ends
-            records = iter(ArchiveIterator(f, record_types=WarcRecordType.any_type, parse_http=True))
+            records = iter(ArchiveIterator(f, record_types=want, parse_http=True))
             while True:
                 try:  # only the archive library's errors mean a damaged file
                     r = next(records)
@@ -284,15 +285,12 @@ def iter_warc(path: str, rows: _Rows) -> Iterator[Record | Reject]:
                     break
                 if resync:
                     pos = int(r.stream_pos)
-                    if pos in seen:
+                    if last is not None and pos <= last:  # (never expected: resync starts past `last`)
                         continue
-                    seen.add(pos)
                     last = pos
                 else:  # lz4/zstd positions are those of compressed blocks, shared by several records
                     pos, last = ordinal, int(r.stream_pos)
                     ordinal += 1
-                if str(r.record_type) not in rows.types:
-                    continue
                 rec = _fastwarc_record(r)
                 rec.pos = pos
                 refused = rows.refuse(rec)
@@ -317,34 +315,49 @@ def iter_warc(path: str, rows: _Rows) -> Iterator[Record | Reject]:
                         continue
                 rec.body = body
                 yield rec
+            why = f"{type(err).__name__}: {err}" if err is not None else None
             if not resync:
                 if err is not None:
-                    yield Reject(READ, "CorruptArchive", f"{type(err).__name__}: {err}; records after the "
-                                 f"last one read are lost", source=path, offset=last)
+                    yield Reject(READ, "CorruptArchive", f"{why}; records after the last one read are lost",
+                                 source=path, offset=last)
                 return
-            # where did the readable part end?
-            if last is None or last < start:
-                bad = start
-            elif comp == ".gz":
-                bad, ok = _gzip_member_end(f, last)
-                if not ok:
-                    bad = last
-            else:
-                bad = _plain_record_end(f, last)
-            if bad >= size or (bad is not None and not _has_data(f, bad)):
+            # FastWARC stops quietly at a damaged or cut record: find where the readable part really ends,
+            # walking the (few) records after the last one read
+            walk_from = last if last is not None and last >= start else start
+            bad = _first_unreadable(f, comp, walk_from, size)
+            if bad is None:
                 if err is not None:
-                    yield Reject(READ, "CorruptArchive", f"{type(err).__name__}: {err}", source=path, offset=bad)
+                    yield Reject(READ, "CorruptArchive", why, source=path, offset=last)
                 return
             nxt = _next_magic(f, bad + 1, magic)
-            why = f"{type(err).__name__}: {err}" if err is not None else "unreadable or truncated record"
             if nxt is None:
-                if bad == cut_at and err is None:  # already reported as a truncated record
-                    return
-                yield Reject(READ, "TruncatedArchive", f"{why}; {size - bad} bytes from here to the end of "
-                             f"the file could not be read", source=path, offset=bad)
+                if bad != cut_at or err is not None:  # (a record cut short was already reported)
+                    yield Reject(READ, "TruncatedArchive", f"{why or 'unreadable or truncated record'}; "
+                                 f"{size - bad} bytes from here to the end of the file could not be read",
+                                 source=path, offset=bad)
                 return
-            yield Reject(READ, "CorruptArchive", f"{why}; skipped {nxt - bad} bytes", source=path, offset=bad)
+            yield Reject(READ, "CorruptArchive", f"{why or 'unreadable record'}; skipped {nxt - bad} bytes",
+                         source=path, offset=bad)
             start = nxt
+
+
+def _first_unreadable(f, comp: str, pos: int, size: int) -> int | None:
+    """Offset of the first damaged gzip member / malformed record at or after ``pos`` (None: all good)."""
+    while pos < size and _has_data(f, pos):
+        if comp == ".gz":
+            end, ok = _gzip_member_end(f, pos)
+            if not ok:
+                return pos
+        else:
+            end = _plain_record_end(f, pos)
+            if end <= pos or end > size:
+                return pos
+            f.seek(end)
+            head = f.read(64).lstrip(b"\r\n")
+            if head and not head.startswith(b"WARC/"):
+                return end
+        pos = end
+    return None
 
 
 def _has_data(f, pos: int) -> bool:

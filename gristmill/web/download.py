@@ -20,7 +20,6 @@ import random
 import re
 import socket
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -168,7 +167,6 @@ class _Downloader:
         self.checksums, self.etag_md5 = checksums, etag_md5
         self.headers = {"User-Agent": USER_AGENT, **(headers or {})}
         self.progress = progress
-        self.lock = threading.Lock()
 
     def expected_checksum(self, url: str, dest: str) -> str | None:
         path = urlsplit(url).path.lstrip("/")

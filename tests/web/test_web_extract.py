@@ -83,6 +83,13 @@ def test_html_key_and_options():
     assert "url" not in out["__meta__"]
 
 
+def test_binary_html_is_decoded():
+    raw = ARTICLE.replace("The old mill", "Die alte Mühle").encode("cp1252")
+    out = run_op(create_op("html_extract_mapper", {"extractor": "resiliparse"}),
+                 [{"text": raw}]).batch.to_pylist()[0]
+    assert "Die alte Mühle stood by the river" in out["text"]
+
+
 def test_unknown_param_and_stoplist():
     from gristmill.registry import OpError
     with pytest.raises(OpError):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from gristmill.io.base import ReadOptions, Shard, reader_for
+from gristmill.io.base import ReadOptions, reader_for
 from gristmill.ops.base import FusedOp, Reject
 
 DATA = Path(__file__).parent / "data"

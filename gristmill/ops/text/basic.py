@@ -39,33 +39,41 @@ class TextLengthFilter(Filter):
 
 
 def count_words(text: pa.Array) -> pa.Array:
-    """Data-Juicer's word count without a tokenizer: split on spaces, strip punctuation/digits/whitespace
-    from each word's edges, count the non-empty rest."""
-    words = pc.split_pattern(text, " ")
-    parents = pc.list_parent_indices(words)
-    flat = pc.list_flatten(words)
-    stripped = pc.utf8_trim(flat, WORD_STRIP)
-    nonempty = pc.greater(pc.utf8_length(stripped), 0)
-    idx = pc.filter(parents, nonempty).to_numpy()
-    counts = np.bincount(idx, minlength=len(text)) if len(idx) else np.zeros(len(text), np.int64)
-    return pa.array(counts.astype(np.int64))
+    """Data-Juicer's word count without a tokenizer: split on space, newline and tab, strip its
+    SPECIAL_CHARACTERS (punctuation, digits, whitespace, symbols, emoji) from each word's edges, count the
+    non-empty rest (compiled kernel over the column, see words.dj_words)."""
+    from . import charclass as cc
+    from . import words as W
+    cps, cpo = cc.decode(text)
+    _, _, off = W.dj_words(cps, cpo, strip=True)
+    return pa.array(np.diff(off).astype(np.int64))
+
+
+def count_words_cjk(text: pa.Array, lang: str) -> pa.Array:
+    """Word count with jieba segmentation (Chinese/Japanese text has no spaces between words)."""
+    from . import words as W
+    segs = [" ".join(W.cjk_segment(t or "", lang)) for t in text.to_pylist()]
+    return count_words(pa.array(segs, pa.large_string()))
 
 
 @register("words_num_filter")
 class WordsNumFilter(Filter):
     """Keep samples whose number of words is within [min_num, max_num] (Data-Juicer semantics: words are
-    space-separated tokens with punctuation, digits and whitespace stripped from their edges)."""
+    space/newline/tab-separated tokens with special characters stripped from their edges; with
+    ``tokenization``, jieba words for Chinese/Japanese)."""
 
     stats_keys = ("num_words",)
 
     class Params(Params):
         lang: str = Field("en", description="Language of the text (kept for Data-Juicer compatibility).")
-        tokenization: bool = Field(False, description="Use a language tokenizer to find words (unsupported in "
-                                                      "this op; see the text library's word segmenters).")
+        tokenization: bool = Field(False, description="Segment words with jieba (for zh/ja text) instead of "
+                                                      "splitting on whitespace.")
         min_num: int = Field(10, description="Minimum number of words.")
         max_num: int = Field(sys.maxsize, description="Maximum number of words.")
 
     def compute_stats(self, batch):
+        if self.params.tokenization:
+            return C.with_stats(batch, {"num_words": count_words_cjk(self.text(batch), self.params.lang)})
         return C.with_stats(batch, {"num_words": count_words(self.text(batch))})
 
     def keep(self, batch):

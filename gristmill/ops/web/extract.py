@@ -18,7 +18,7 @@ from pydantic import Field
 from ... import columns as C
 from ...registry import register
 from ..base import Mapper, Params
-from .timeout import CallTimeout, ChildDied, TimeLimit
+from .timeout import CallTimeout, ChildDied, TimeLimit, alarm_handler
 
 DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {
     # the options the rest of the field (datatrove, NeMo Curator) uses for pre-training text
@@ -26,7 +26,7 @@ DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {
                     "include_links": False, "deduplicate": False},
     "resiliparse": {"main_content": True, "alt_texts": False, "links": False, "form_fields": False,
                     "noscript": False},
-    "justext": {"stoplist": "English"},
+    "justext": {"stoplist": "all"},  # every language jusText knows: web pages are multilingual
 }
 
 
@@ -35,9 +35,12 @@ def _trafilatura(html: str, options: dict) -> str:
     return trafilatura.extract(html, **options) or ""
 
 
-def _resiliparse(html: str, options: dict) -> str:
+def _resiliparse(html: str, options: dict) -> tuple[str, str | None]:
+    """(text, title): the DOM is parsed once for both (what extract_plain_text(str) would do anyway)."""
     from resiliparse.extract.html2text import extract_plain_text
-    return extract_plain_text(html, **options)
+    from resiliparse.parse.html import HTMLTree
+    tree = HTMLTree.parse(html)
+    return extract_plain_text(tree, **options), _clean_title(tree.title)
 
 
 _STOPLISTS: dict[str, frozenset] = {}
@@ -57,7 +60,7 @@ def justext_stoplist(name: str) -> frozenset:
 def _justext(html: str, options: dict) -> str:
     import justext
     opts = dict(options)
-    stop = justext_stoplist(opts.pop("stoplist", "English"))
+    stop = justext_stoplist(opts.pop("stoplist", "all"))
     paragraphs = justext.justext(html, stop, **opts)
     return "\n\n".join(p.text for p in paragraphs if not p.is_boilerplate)
 
@@ -68,13 +71,15 @@ _TITLE = re.compile(r"<title\b[^>]*>(.*?)</title\s*>", re.I | re.S)
 _WS = re.compile(r"\s+")
 
 
+def _clean_title(t: str | None) -> str | None:
+    t = _WS.sub(" ", t).strip() if t else ""
+    return t or None
+
+
 def html_title(html: str) -> str | None:
     """The document's <title>, unescaped and whitespace-collapsed (None when absent or empty)."""
     m = _TITLE.search(html, 0, 1 << 20)
-    if not m:
-        return None
-    t = _WS.sub(" ", htmllib.unescape(m.group(1))).strip()
-    return t or None
+    return _clean_title(htmllib.unescape(m.group(1))) if m else None
 
 
 class ExtractionError(Exception):
@@ -120,7 +125,12 @@ class HtmlExtractMapper(Mapper):
             raise ValueError(f"unknown extractor {p.extractor!r}")
         self.options = {**DEFAULT_OPTIONS[p.extractor], **p.extractor_options}
         if p.extractor == "justext":
-            justext_stoplist(self.options.get("stoplist", "English"))  # fail early on a bad language
+            justext_stoplist(self.options.get("stoplist", "all"))  # fail early on a bad language
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_retry", None)  # per-worker scratch, like the lazy resources
+        return state
 
     def _limit(self) -> TimeLimit:
         return self.resource("limit", lambda: TimeLimit(partial(_run, self.params.extractor, self.options),
@@ -134,8 +144,12 @@ class HtmlExtractMapper(Mapper):
 
     def extract_one(self, html: str) -> str:
         """The main text of one document; ExtractionError on failure or timeout."""
+        return self._extract(html)[0]
+
+    def _extract(self, html: str) -> tuple[str, str | None]:
+        """(text, title); the title comes from the extractor's DOM when it has one, else from <title>."""
         try:
-            return self._limit().call(html)
+            res = self._limit().call(html)
         except CallTimeout:
             raise ExtractionError(f"{self.params.extractor} took longer than {self.params.timeout}s") from None
         except ChildDied as e:
@@ -144,13 +158,20 @@ class HtmlExtractMapper(Mapper):
             raise ExtractionError(f"{self.params.extractor}: document nested too deeply") from None
         except Exception as e:  # noqa: BLE001
             raise ExtractionError(f"{self.params.extractor} failed: {type(e).__name__}: {e}") from None
+        if isinstance(res, tuple):
+            return res
+        return res, html_title(html)
 
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         key = self.params.html_key or self.text_key
         idx = batch.schema.get_field_index(key)
         if idx < 0:
             raise KeyError(f"{self.name}: HTML field {key!r} not in batch (fields: {batch.schema.names})")
-        htmls = batch.column(idx).to_pylist()
+        col = batch.column(idx)
+        htmls = col.to_pylist()
+        if pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type):  # raw bytes: find the charset
+            from ...io.warc import decode_html
+            htmls = [None if h is None else decode_html(h, None)[0] for h in htmls]
         retry = self.__dict__.setdefault("_retry", {})
         single = len(htmls) == 1
         if not single:
@@ -158,24 +179,25 @@ class HtmlExtractMapper(Mapper):
         texts: list[str | None] = []
         titles: list[str | None] = []
         errors: list[str | None] = []
-        for h in htmls:
-            if h is None:
-                texts.append(None), titles.append(None), errors.append(None)
-                continue
-            if single and retry and h in retry:
-                text, err = retry.pop(h)
-            else:
-                try:
-                    text, err = self.extract_one(h), None
-                except ExtractionError as e:
-                    text, err = "", str(e)
-            texts.append(text)
-            titles.append(html_title(h))
-            errors.append(err)
+        with alarm_handler():
+            for h in htmls:
+                if h is None:
+                    texts.append(None), titles.append(None), errors.append(None)
+                    continue
+                if single and retry and h in retry:
+                    text, title, err = retry.pop(h)
+                else:
+                    try:
+                        (text, title), err = self._extract(h), None
+                    except ExtractionError as e:
+                        text, title, err = "", html_title(h), str(e)
+                texts.append(text)
+                titles.append(title)
+                errors.append(err)
         failed = [e for e in errors if e is not None]
         if failed and self.params.on_error == "reject":
             if not single:  # the engine retries the batch row by row: keep the results, do not recompute
-                retry.update((h, (t, e)) for h, t, e in zip(htmls, texts, errors) if h is not None)
+                retry.update((h, r) for h, *r in zip(htmls, texts, titles, errors) if h is not None)
             raise ExtractionError(failed[0] if single else f"{len(failed)} documents failed")
         out = C.set_column(batch, self.text_key, pa.array(texts, pa.string()))
         meta: dict[str, Any] = {"title": pa.array(titles, pa.string())}

@@ -41,7 +41,8 @@ def signal_available() -> bool:
 
 def call_with_signal(fn: Callable, args: tuple, seconds: float):
     """Run ``fn(*args)``; raise CallTimeout after ``seconds`` (main thread only)."""
-    old = signal.signal(signal.SIGALRM, _alarm)
+    installed = signal.getsignal(signal.SIGALRM) is _alarm
+    old = None if installed else signal.signal(signal.SIGALRM, _alarm)
     try:
         signal.setitimer(signal.ITIMER_REAL, seconds)
         try:
@@ -49,7 +50,24 @@ def call_with_signal(fn: Callable, args: tuple, seconds: float):
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     finally:
-        signal.signal(signal.SIGALRM, old)
+        if not installed:
+            signal.signal(signal.SIGALRM, old)
+
+
+class alarm_handler:
+    """Keep our SIGALRM handler installed for a stretch of calls (one batch) instead of per call."""
+
+    def __enter__(self):
+        self.active = signal_available() and signal.getsignal(signal.SIGALRM) is not _alarm
+        if self.active:
+            self.old = signal.signal(signal.SIGALRM, _alarm)
+        return self
+
+    def __exit__(self, *exc):
+        if self.active:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.old)
+        return False
 
 
 def _child_main(conn, fn):

@@ -1,0 +1,36 @@
+import pyarrow as pa
+
+from gristmill.ops.text import charclass as cc
+from gristmill.ops.text.words import dj_words, spacy_words_py
+
+
+def test_spacy_rules_affixes_and_special_cases():
+    # checked against spaCy 3.8 blank("en") tokenizer, which datatrove uses for English
+    assert spacy_words_py("Hello, world. Don't stop! I'm here; you'll see.") == [
+        "Hello", ",", "world", ".", "Do", "n't", "stop", "!", "I", "'m", "here", ";", "you", "'ll", "see", "."]
+    assert spacy_words_py("e.g. U.S. USA. Inc. Mr. Smith A. B.") == [
+        "e.g.", "U.S.", "USA", ".", "Inc.", "Mr.", "Smith", "A.", "B."]
+    assert spacy_words_py("well-known 3-4 a/b 1,000 a,b end.Next (x)") == [
+        "well", "-", "known", "3", "-", "4", "a", "/", "b", "1,000", "a", ",", "b", "end", ".", "Next", "(", "x", ")"]
+    assert spacy_words_py("http://www.example.com/foo. 10km $100 ...wait… ##") == [
+        "http://www.example.com/foo", ".", "10", "km", "$", "100", "...", "wait", "…", "#", "#"]
+    assert spacy_words_py("can't John's it's :) Smith,d. pandas.Series pandas.Series.str") == [
+        "ca", "n't", "John", "'s", "it", "'s", ":)", "Smith", ",", "d.", "pandas", ".", "Series", "pandas.Series.str"]
+    assert spacy_words_py("你好，世界。这是 测试！") == ["你好，世界。这是", "测试", "！"]
+    assert spacy_words_py("a\tb\n c  ") == ["a", "b", "c"]
+
+
+def test_decode_encode_roundtrip_with_nulls_and_astral():
+    arr = pa.array(["héllo", None, "", "中文😀"])
+    cps, cpo = cc.decode(arr)
+    assert cpo.tolist() == [0, 5, 5, 5, 8]
+    out = cc.encode_spans(cps, cpo[:-1], cpo[1:], range(5), arr)
+    assert out.to_pylist() == ["héllo", None, "", "中文😀"]
+
+
+def test_dj_words_split_and_strip():
+    cps, cpo = cc.decode(pa.array(["Hello, world!\tfoo--bar 123 ...\nyes😀", ""]))
+    s, e, off = dj_words(cps, cpo)
+    text = "Hello, world!\tfoo--bar 123 ...\nyes😀"
+    assert [text[a:b] for a, b in zip(s, e)] == ["Hello", "world", "foo--bar", "yes"]
+    assert off.tolist() == [0, 4, 4]
