@@ -35,12 +35,21 @@ def _trafilatura(html: str, options: dict) -> str:
     return trafilatura.extract(html, **options) or ""
 
 
-def _resiliparse(html: str, options: dict) -> tuple[str, str | None]:
-    """(text, title): the DOM is parsed once for both (what extract_plain_text(str) would do anyway)."""
-    from resiliparse.extract.html2text import extract_plain_text
-    from resiliparse.parse.html import HTMLTree
-    tree = HTMLTree.parse(html)
-    return extract_plain_text(tree, **options), _clean_title(tree.title)
+_HTMLTree = _extract_plain_text = None  # imported on first use
+
+
+def _resiliparse(html: str | bytes, options: dict) -> tuple[str, str | None]:
+    """(text, title): the DOM is parsed once for both (what extract_plain_text(str) would do anyway).
+    Takes UTF-8 bytes too: the Arrow column's bytes go to the parser without a round trip through str."""
+    global _HTMLTree, _extract_plain_text
+    if _HTMLTree is None:
+        from resiliparse.extract.html2text import extract_plain_text as _extract_plain_text
+        from resiliparse.parse.html import HTMLTree as _HTMLTree
+    tree = _HTMLTree.parse_from_bytes(html, "utf-8") if isinstance(html, bytes) else _HTMLTree.parse(html)
+    return _extract_plain_text(tree, **options), _clean_title(tree.title)
+
+
+UTF8_EXTRACTORS = {"resiliparse"}  # accept the UTF-8 bytes of an Arrow string column as they are
 
 
 _STOPLISTS: dict[str, frozenset] = {}
@@ -160,7 +169,7 @@ class HtmlExtractMapper(Mapper):
             raise ExtractionError(f"{self.params.extractor} failed: {type(e).__name__}: {e}") from None
         if isinstance(res, tuple):
             return res
-        return res, html_title(html)
+        return res, html_title(html if isinstance(html, str) else html.decode())
 
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         key = self.params.html_key or self.text_key
@@ -168,10 +177,14 @@ class HtmlExtractMapper(Mapper):
         if idx < 0:
             raise KeyError(f"{self.name}: HTML field {key!r} not in batch (fields: {batch.schema.names})")
         col = batch.column(idx)
-        htmls = col.to_pylist()
         if pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type):  # raw bytes: find the charset
             from ...io.warc import decode_html
-            htmls = [None if h is None else decode_html(h, None)[0] for h in htmls]
+            htmls = [None if h is None else decode_html(h, None)[0] for h in col.to_pylist()]
+        elif self.params.extractor in UTF8_EXTRACTORS and (pa.types.is_string(col.type)
+                                                          or pa.types.is_large_string(col.type)):
+            htmls = col.view(pa.binary() if pa.types.is_string(col.type) else pa.large_binary()).to_pylist()
+        else:
+            htmls = col.to_pylist()
         retry = self.__dict__.setdefault("_retry", {})
         single = len(htmls) == 1
         if not single:
@@ -190,7 +203,7 @@ class HtmlExtractMapper(Mapper):
                     try:
                         (text, title), err = self._extract(h), None
                     except ExtractionError as e:
-                        text, title, err = "", html_title(h), str(e)
+                        text, title, err = "", html_title(h if isinstance(h, str) else h.decode()), str(e)
                 texts.append(text)
                 titles.append(title)
                 errors.append(err)
