@@ -34,29 +34,29 @@ def _raw(b: bytes, limit: int = 2000) -> dict:
     return {"raw": b[:limit].decode("utf-8", "replace")}
 
 
-def check_text(batch: pa.RecordBatch, shard: Shard, opts: ReadOptions, positions,
-               line_of=None) -> tuple[pa.RecordBatch, list[Reject]]:
-    """Reject rows whose text field is missing, null or not a string; returns (good rows, rejects)."""
+def checked_rows(batch: pa.RecordBatch, shard: Shard, opts: ReadOptions, positions,
+                 line_of=None) -> Iterator[pa.RecordBatch | Reject]:
+    """Yield a reject for each row whose text field is missing, null or not a string, then the other rows
+    (with ids made from their ``positions``) in slices of at most ``batch_size``."""
     key = opts.text_key
+    positions = np.asarray(positions)
     idx = batch.schema.get_field_index(key)
-    if idx < 0:
-        rej = [Reject(READ, "MissingField", f"text field {key!r} missing", source=shard.source,
-                      offset=int(p), line=line_of(p) if line_of else None) for p in positions]
-        return batch.slice(0, 0), rej
-    col = batch.column(idx)
-    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
-            or pa.types.is_string_view(col.type) or pa.types.is_null(col.type)):
-        rej = [Reject(READ, "WrongFieldType", f"text field {key!r} is {col.type}, expected a string",
-                      row={key: v}, source=shard.source, offset=int(p), line=line_of(p) if line_of else None)
-               for p, v in zip(positions, col.to_pylist())]
-        return batch.slice(0, 0), rej
-    if col.null_count == 0:
-        return batch, []
-    valid = pc.is_valid(col)
-    bad = np.flatnonzero(~valid.to_numpy(zero_copy_only=False))
-    rej = [Reject(READ, "MissingField", f"text field {key!r} is missing or null", source=shard.source,
-                  offset=int(positions[i]), line=line_of(positions[i]) if line_of else None) for i in bad]
-    return batch.filter(valid), rej
+    col = batch.column(idx) if idx >= 0 else None
+    if col is not None and not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
+                                or pa.types.is_string_view(col.type) or pa.types.is_null(col.type)):
+        for p, v in zip(positions, col.to_pylist()):
+            yield Reject(READ, "WrongFieldType", f"text field {key!r} is {col.type}, expected a string",
+                         row={key: v}, source=shard.source, offset=int(p), line=line_of(p) if line_of else None)
+        return
+    if col is None or col.null_count:
+        valid = np.zeros(batch.num_rows, bool) if col is None else pc.is_valid(col).to_numpy(zero_copy_only=False)
+        msg = f"text field {key!r} missing" if col is None else f"text field {key!r} is missing or null"
+        for p in positions[~valid]:
+            yield Reject(READ, "MissingField", msg, source=shard.source, offset=int(p),
+                         line=line_of(p) if line_of else None)
+        batch, positions = batch.filter(pa.array(valid)), positions[valid]
+    if batch.num_rows:
+        yield from _slices(with_ids(batch, shard, positions, opts), opts.batch_size)
 
 
 # -- JSON lines -----------------------------------------------------------------------------------
@@ -247,16 +247,7 @@ class JsonlReader(Reader):
                 if table is None:
                     return
                 batch = C.concat_batches(table.to_batches())
-        positions = np.asarray(positions)
-        good, rej = check_text(batch, shard, opts, positions, counter.line_of)
-        yield from rej
-        if rej:
-            valid = pc.is_valid(batch.column(opts.text_key)).to_numpy(zero_copy_only=False) \
-                if opts.text_key in batch.schema.names else np.zeros(batch.num_rows, bool)
-            positions = positions[valid] if good.num_rows else positions[:0]
-        if good.num_rows:
-            good = with_ids(good, shard, positions, opts)
-            yield from _slices(good, opts.batch_size)
+        yield from checked_rows(batch, shard, opts, positions, counter.line_of)
 
 
 @register_reader
@@ -319,12 +310,7 @@ class JsonReader(Reader):
                 return
             records, positions = [r for r, _ in keep], [p for _, p in keep]
             batch = C.concat_batches(pa.Table.from_pylist(records).to_batches())
-        good, rej = check_text(batch, shard, opts, positions)
-        yield from rej
-        if good.num_rows:
-            valid = pc.is_valid(batch.column(opts.text_key)).to_numpy(zero_copy_only=False) \
-                if opts.text_key in batch.schema.names else np.zeros(batch.num_rows, bool)
-            yield from _slices(with_ids(good, shard, np.asarray(positions)[valid], opts), opts.batch_size)
+        yield from checked_rows(batch, shard, opts, positions)
 
 
 class _RawStream:
@@ -385,14 +371,8 @@ class ParquetReader(Reader):
         pos = row0
         try:
             for b in f.iter_batches(row_groups=groups, batch_size=opts.batch_size):
-                positions = np.arange(pos, pos + b.num_rows)
+                yield from checked_rows(b, shard, opts, np.arange(pos, pos + b.num_rows))
                 pos += b.num_rows
-                good, rej = check_text(b, shard, opts, positions)
-                yield from rej
-                if good.num_rows:
-                    if rej:
-                        positions = positions[pc.is_valid(b.column(opts.text_key)).to_numpy(zero_copy_only=False)]
-                    yield with_ids(good, shard, positions, opts)
         except Exception as e:  # noqa: BLE001 - corrupt page: keep what was read
             yield Reject(READ, type(e).__name__, f"Parquet read failed after row {pos}: {e}", source=shard.source,
                          offset=pos)
@@ -441,14 +421,8 @@ class CsvReader(Reader):
                 return
             yield from bad
             bad.clear()
-            positions = np.arange(pos, pos + b.num_rows)
+            yield from checked_rows(b, shard, opts, np.arange(pos, pos + b.num_rows))
             pos += b.num_rows
-            good, rej = check_text(b, shard, opts, positions)
-            yield from rej
-            if good.num_rows:
-                yield from _slices(with_ids(good, shard, positions[:good.num_rows] if not rej else
-                                            positions[pc.is_valid(b.column(opts.text_key)).to_numpy(zero_copy_only=False)],
-                                            opts), opts.batch_size)
         yield from bad
 
 
@@ -569,14 +543,8 @@ class ArrowReader(Reader):
         try:
             for b in _open_ipc(shard.source):
                 for s in _slices(b, opts.batch_size):
-                    positions = np.arange(pos, pos + s.num_rows)
+                    yield from checked_rows(s, shard, opts, np.arange(pos, pos + s.num_rows))
                     pos += s.num_rows
-                    good, rej = check_text(s, shard, opts, positions)
-                    yield from rej
-                    if good.num_rows:
-                        if rej:
-                            positions = positions[pc.is_valid(s.column(opts.text_key)).to_numpy(zero_copy_only=False)]
-                        yield with_ids(good, shard, positions, opts)
         except Exception as e:  # noqa: BLE001
             yield Reject(READ, type(e).__name__, f"Arrow read failed after row {pos}: {e}", source=shard.source,
                          offset=pos)
