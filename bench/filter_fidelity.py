@@ -1,11 +1,15 @@
 """Keep/drop agreement of gristmill's Gopher / C4 / FineWeb filters with datatrove on real documents.
 
-usage: python bench/filter_fidelity.py [FILE.jsonl[.gz] ...] [--limit N] [--dt-python PATH]
+usage: python bench/filter_fidelity.py [FILE.jsonl[.gz] ...] [--limit N] [--dt-python PATH] [--dt-only]
 
 Defaults: ../shared/data/cc-2019-30-sample.jsonl.gz and /tmp/corpus/corpus.jsonl (when present). Each
 filter is applied on its own to the same input text on both sides (datatrove runs in its own venv, made
 by ../shared/bench/setup.sh), so a disagreement points at one rule. For C4 the cleaned text is compared
 too. Prints agreement per filter and lists every disagreement with both sides' reasons.
+
+datatrove is slow (~10 docs/s on long pages), so its decisions are cached per input file under
+--cache-dir, one JSON line per document with a hash of the text; a rerun only asks datatrove about
+documents the cache does not hold yet. ``--dt-only`` fills the cache and exits (run it in the background).
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ _sys.path[:] = [x for x in _sys.path if _P(x or ".").resolve() != _P(__file__).r
 
 import argparse
 import gzip
+import hashlib
 import json
 import os
 import subprocess
@@ -30,19 +35,22 @@ import pyarrow as pa
 HERE = Path(__file__).resolve().parent
 SHARED = HERE.parent.parent / "shared"
 DEFAULT_FILES = [SHARED / "data" / "cc-2019-30-sample.jsonl.gz", Path("/tmp/corpus/corpus.jsonl")]
-FILTERS = ["gopher_quality_filter", "gopher_repetition_filter", "c4_quality_filter", "fineweb_quality_filter"]
+FILTERS = ["gopher_quality_filter", "gopher_repetition_filter", "c4_quality_filter", "c4_paragraph_filter",
+           "fineweb_quality_filter"]
 
 DT_SIDE = r'''
 import json, sys
 from datatrove.data import Document
 from datatrove.pipeline.filters import (GopherQualityFilter, GopherRepetitionFilter, C4QualityFilter,
-                                        FineWebQualityFilter)
+                                        C4ParagraphFilter, FineWebQualityFilter)
 filters = {"gopher_quality_filter": GopherQualityFilter(), "gopher_repetition_filter": GopherRepetitionFilter(),
-           "c4_quality_filter": C4QualityFilter(), "fineweb_quality_filter": FineWebQualityFilter()}
-out = open(sys.argv[2], "w")
+           "c4_quality_filter": C4QualityFilter(), "c4_paragraph_filter": C4ParagraphFilter(),
+           "fineweb_quality_filter": FineWebQualityFilter()}
+out = open(sys.argv[2], "a")
 for line in open(sys.argv[1]):
-    text = json.loads(line)["text"]
-    rec = {}
+    d = json.loads(line)
+    text = d["text"]
+    rec = {"h": d["h"]}
     for name, f in filters.items():
         doc = Document(text=text, id="x")
         try:
@@ -54,7 +62,12 @@ for line in open(sys.argv[1]):
         if name == "c4_quality_filter":
             rec["c4_text"] = doc.text if keep else None
     out.write(json.dumps(rec) + "\n")
+    out.flush()
 '''
+
+
+def text_hash(t: str) -> str:
+    return hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
 def read_texts(path: Path, limit: int | None) -> list[str]:
@@ -68,6 +81,50 @@ def read_texts(path: Path, limit: int | None) -> list[str]:
     return texts
 
 
+def cache_path(cache_dir: Path, path: Path) -> Path:
+    key = hashlib.blake2b(f"{path.resolve()}:{path.stat().st_size}".encode(), digest_size=6).hexdigest()
+    return cache_dir / f"dt-{path.name}-{key}.jsonl"
+
+
+def load_cache(cp: Path, texts: list[str]) -> list[dict]:
+    """Cached datatrove records that still match the texts (stops at the first mismatch / torn line)."""
+    recs = []
+    if cp.exists():
+        with open(cp) as f:
+            for line, t in zip(f, texts):
+                try:
+                    r = json.loads(line)
+                except json.JSONDecodeError:
+                    break
+                if r.get("h") != text_hash(t):
+                    break
+                recs.append(r)
+    return recs
+
+
+def datatrove_side(texts: list[str], cp: Path, dt_python: str) -> tuple[list[dict], float]:
+    recs = load_cache(cp, texts)
+    t0 = time.perf_counter()
+    if len(recs) < len(texts):
+        cp.parent.mkdir(parents=True, exist_ok=True)
+        # rewrite the valid prefix so appends line up
+        with open(cp, "w") as f:
+            for r in recs:
+                f.write(json.dumps(r) + "\n")
+        with tempfile.TemporaryDirectory() as td:
+            inp = Path(td) / "in.jsonl"
+            with open(inp, "w") as f:
+                for t in texts[len(recs):]:
+                    f.write(json.dumps({"text": t, "h": text_hash(t)}) + "\n")
+            script = Path(td) / "dt_side.py"
+            script.write_text(DT_SIDE)
+            print(f"datatrove: {len(texts) - len(recs)} documents not cached yet, running ...", flush=True)
+            subprocess.run([dt_python, str(script), str(inp), str(cp)], check=True,
+                           env={**os.environ, "PYTHONWARNINGS": "ignore"})
+        recs = load_cache(cp, texts)
+    return recs, time.perf_counter() - t0
+
+
 def gristmill_side(texts: list[str]) -> tuple[dict, float]:
     from gristmill.ops.base import FusedOp
     from gristmill.registry import create_op
@@ -77,13 +134,14 @@ def gristmill_side(texts: list[str]) -> tuple[dict, float]:
     for i in range(0, len(texts), 1000):
         chunk = texts[i:i + 1000]
         batch = pa.RecordBatch.from_pylist([{"id": str(i + k), "text": t} for k, t in enumerate(chunk)])
+        ids = batch.column("id").to_pylist()
         for name in FILTERS:
             r = FusedOp([create_op(name, {})]).run_batch(batch)
             kept = set(r.batch.column("id").to_pylist())
             reasons = {}
             if r.removed[0] is not None:
-                reasons = dict(zip(r.removed[0].column("id").to_pylist(), r.removed[0].column("__reason__").to_pylist()))
-            ids = batch.column("id").to_pylist()
+                reasons = dict(zip(r.removed[0].column("id").to_pylist(),
+                                   r.removed[0].column("__reason__").to_pylist()))
             res[name].extend([[d in kept, reasons.get(d, "")] for d in ids])
             if name == "c4_quality_filter":
                 kt = dict(zip(r.batch.column("id").to_pylist(), r.batch.column("text").to_pylist()))
@@ -92,11 +150,42 @@ def gristmill_side(texts: list[str]) -> tuple[dict, float]:
     return res, time.perf_counter() - t0
 
 
+def compare(path: Path, dt: list[dict], gm: dict, show: int) -> tuple[int, int]:
+    n = len(dt)
+    worst = 100.0
+    for name in FILTERS:
+        bad = []
+        for i, rec in enumerate(dt):
+            dk, dr = rec[name]
+            gk, gr = gm[name][i]
+            same = dk == gk
+            if same and name == "c4_quality_filter" and dk:
+                same = rec["c4_text"] == gm["c4_text"][i]
+            if not same:
+                bad.append((i, dk, dr, gk, gr))
+        pct = 100 * (n - len(bad)) / max(1, n)
+        worst = min(worst, pct)
+        print(f"{name:26s} agreement {n - len(bad)}/{n} = {pct:.3f}%")
+        for i, dk, dr, gk, gr in bad[:show]:
+            extra = " (same decision, cleaned text differs)" if dk == gk else ""
+            print(f"    doc {i}: datatrove {'keep' if dk else 'drop:' + dr} | gristmill "
+                  f"{'keep' if gk else 'drop:' + gr}{extra}")
+        if len(bad) > show:
+            print(f"    ... {len(bad) - show} more")
+    pipe = [n_ for n_ in FILTERS if n_ != "c4_paragraph_filter"]
+    agree = sum(all(rec[f][0] for f in pipe) == all(gm[f][i][0] for f in pipe) for i, rec in enumerate(dt))
+    print(f"{'pipeline keep (4 filters)':26s} agreement {agree}/{n} = {100 * agree / max(1, n):.3f}%  "
+          f"(worst single filter {worst:.3f}%)")
+    return agree, n
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("files", nargs="*")
     ap.add_argument("--limit", type=int, default=None, help="documents per file")
     ap.add_argument("--dt-python", default="/tmp/peers/dt/bin/python")
+    ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/gristmill/fidelity"))
+    ap.add_argument("--dt-only", action="store_true", help="only fill datatrove's cache")
     ap.add_argument("--show", type=int, default=30, help="disagreements to print per filter")
     a = ap.parse_args()
     files = [Path(f) for f in a.files] or [f for f in DEFAULT_FILES if f.exists()]
@@ -106,48 +195,18 @@ def main() -> int:
     total_ok = total = 0
     for path in files:
         texts = read_texts(path, a.limit)
-        with tempfile.TemporaryDirectory() as td:
-            inp = Path(td) / "in.jsonl"
-            with open(inp, "w") as f:
-                for t in texts:
-                    f.write(json.dumps({"text": t}) + "\n")
-            script = Path(td) / "dt_side.py"
-            script.write_text(DT_SIDE)
-            t0 = time.perf_counter()
-            subprocess.run([a.dt_python, str(script), str(inp), str(Path(td) / "dt.jsonl")], check=True,
-                           env={**os.environ, "PYTHONWARNINGS": "ignore"})
-            dt_s = time.perf_counter() - t0
-            dt = [json.loads(l) for l in open(Path(td) / "dt.jsonl")]
+        dt, dt_s = datatrove_side(texts, cache_path(Path(a.cache_dir), path), a.dt_python)
+        if a.dt_only:
+            print(f"{path}: {len(dt)} datatrove decisions cached ({dt_s:.0f}s)")
+            continue
         gm, gm_s = gristmill_side(texts)
-        print(f"\n== {path} ({len(texts)} docs; datatrove {dt_s:.1f}s, gristmill {gm_s:.1f}s for the 4 filters)")
-        all_agree = 0
-        for name in FILTERS:
-            agree = 0
-            bad = []
-            for i, rec in enumerate(dt):
-                dk, dr = rec[name]
-                gk, gr = gm[name][i]
-                same = dk == gk
-                if same and name == "c4_quality_filter" and dk:
-                    same = rec["c4_text"] == gm["c4_text"][i]
-                if same:
-                    agree += 1
-                else:
-                    bad.append((i, dk, dr, gk, gr))
-            print(f"{name:26s} agreement {agree}/{len(dt)} = {100 * agree / max(1, len(dt)):.3f}%")
-            for i, dk, dr, gk, gr in bad[:a.show]:
-                extra = " (same decision, cleaned text differs)" if dk == gk else ""
-                print(f"    doc {i}: datatrove {'keep' if dk else 'drop:' + dr} | gristmill "
-                      f"{'keep' if gk else 'drop:' + gr}{extra}")
-        for i, rec in enumerate(dt):
-            dk = all(rec[n][0] for n in FILTERS)
-            gk = all(gm[n][i][0] for n in FILTERS)
-            all_agree += dk == gk
-        print(f"{'all four (pipeline keep)':26s} agreement {all_agree}/{len(dt)} = "
-              f"{100 * all_agree / max(1, len(dt)):.3f}%")
-        total_ok += all_agree
-        total += len(dt)
-    print(f"\nOVERALL pipeline keep/drop agreement {total_ok}/{total} = {100 * total_ok / max(1, total):.3f}%")
+        print(f"\n== {path} ({len(texts)} docs; datatrove {dt_s:.1f}s for uncached docs, gristmill {gm_s:.1f}s "
+              f"for the {len(FILTERS)} filters)")
+        ok, n = compare(path, dt, gm, a.show)
+        total_ok += ok
+        total += n
+    if total:
+        print(f"\nOVERALL pipeline keep/drop agreement {total_ok}/{total} = {100 * total_ok / max(1, total):.3f}%")
     return 0
 
 

@@ -10,7 +10,13 @@ import yaml
 
 from gm_testutil import REPO, check_accounting, write_jsonl
 
-SLOW = "lambda s: (__import__('time').sleep(0.002), s)[1]"
+
+
+def gated(gate):
+    """An identity lambda that blocks forever on rows of shards 2-5 while `gate` exists: the kill then
+    always lands after shards 0-1 finished and before the rest did, however loaded the machine is."""
+    return (f"lambda s: (__import__('os').path.exists({str(gate)!r}) and int(s['text'].split()[1]) % 6 >= 2"
+            " and __import__('time').sleep(3600), s)[1]")
 
 
 def corpus(tmp_path, n=2400):
@@ -29,10 +35,11 @@ def recipe(tmp_path, data, name, np_, process, **kw):
     return p
 
 
-PROCESS = [{"python_lambda_mapper": {"lambda_str": SLOW}},
-           {"words_num_filter": {"min_num": 5}},
-           {"random_selector": {"select_ratio": 0.9, "seed": 7}},
-           {"replace_content_mapper": {"pattern": "w1", "repl": "W1"}}]
+def process(gate):
+    return [{"python_lambda_mapper": {"lambda_str": gated(gate)}},
+            {"words_num_filter": {"min_num": 5}},
+            {"random_selector": {"select_ratio": 0.9, "seed": 7}},
+            {"replace_content_mapper": {"pattern": "w1", "repl": "W1"}}]
 
 
 def cmd(p):
@@ -51,23 +58,27 @@ def small_shards(data_path, tmp_path):
 
 def test_kill9_then_resume_is_byte_identical(tmp_path):
     data = small_shards(corpus(tmp_path), tmp_path)
-    clean = recipe(tmp_path, data, "clean", 1, PROCESS)
+    gate = tmp_path / "gate"
+    clean = recipe(tmp_path, data, "clean", 1, process(gate))
     assert subprocess.run(cmd(clean), capture_output=True, cwd=REPO, timeout=300).returncode == 0
-    killed = recipe(tmp_path, data, "killed", 2, PROCESS)
+    killed = recipe(tmp_path, data, "killed", 2, process(gate))
+    gate.touch()
     proc = subprocess.Popen(cmd(killed), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     done_dir = None
-    deadline = time.time() + 120
-    while time.time() < deadline:  # wait until some, not all, shards are finished
+    deadline = time.time() + 240
+    while time.time() < deadline:  # wait until shards 0-1 are finished; 2-5 are held by the gate
         dirs = list((tmp_path / "work-killed" / "stages").glob("00-*/done")) \
             if (tmp_path / "work-killed" / "stages").exists() else []
-        if dirs and 1 <= len(list(dirs[0].iterdir())) < 6:
+        if dirs and len(list(dirs[0].iterdir())) >= 2:
             done_dir = dirs[0]
             break
-        time.sleep(0.02)
-    assert done_dir is not None, "run finished or never started before the kill"
+        time.sleep(0.05)
+    assert done_dir is not None, "the first shards never finished"
+    time.sleep(0.3)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    gate.unlink()
     assert not (tmp_path / "killed.jsonl").exists()  # no partial export is ever visible
     finished_before = len(list(done_dir.iterdir()))
     res = subprocess.run(cmd(killed), capture_output=True, text=True, cwd=REPO, timeout=300)
@@ -81,10 +92,10 @@ def test_kill9_then_resume_is_byte_identical(tmp_path):
 
 def test_output_identical_for_any_np_and_export_format(tmp_path):
     data = small_shards(corpus(tmp_path, 1200), tmp_path)
-    process = PROCESS[1:]
+    ops = process(tmp_path / "no-gate")[1:]
     outs = []
     for np_ in (1, 2):
-        p = recipe(tmp_path, data, f"np{np_}", np_, process)
+        p = recipe(tmp_path, data, f"np{np_}", np_, ops)
         assert subprocess.run(cmd(p), capture_output=True, cwd=REPO, timeout=300).returncode == 0
         outs.append((tmp_path / f"np{np_}.jsonl").read_bytes())
     assert outs[0] == outs[1] and outs[0]
