@@ -1,4 +1,4 @@
-"""`gristmill run | ops | head | tokenize | download`."""
+"""`gristmill run | ops | formats | head | tokenize | download`."""
 from __future__ import annotations
 
 import argparse
@@ -91,9 +91,21 @@ def cmd_ops(args) -> int:
     return 0
 
 
+def cmd_formats(args) -> int:
+    from .io.base import readers
+    for r in sorted(readers().values(), key=lambda r: r.name):
+        print(f"{r.name}: {', '.join(r.extensions) or '(directories)'}")
+        for k, d in r.options.items():
+            print(f"    reader_params.{k}: {d}")
+    return 0
+
+
 def cmd_head(args) -> int:
     from .dataset import Dataset
     params = {"txt_mode": args.txt_mode} if args.txt_mode else {}
+    for kv in args.reader_param:
+        key, _, value = kv.partition("=")
+        params[key] = value
     try:
         rows = Dataset.load(args.path, text_key=args.text_key, format=args.format, **params).head(args.n)
     except (FileNotFoundError, ValueError) as e:
@@ -140,8 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--text-key", default="text")
     h.add_argument("--format", default=None)
     h.add_argument("--txt-mode", default=None, choices=["file", "line"])
+    h.add_argument("-p", "--reader-param", action="append", default=[], metavar="KEY=VALUE",
+                   help="reader option (see `gristmill formats`), e.g. -p mime_types=*")
     h.add_argument("--width", type=int, default=300, help="truncate text to this many characters (0: no limit)")
     h.set_defaults(fn=cmd_head)
+    f = sub.add_parser("formats", help="list input formats, their extensions and reader options")
+    f.set_defaults(fn=cmd_formats)
     t = sub.add_parser("tokenize", help="tokenize, pack and write training data (recipe `tokenize:` section)")
     t.add_argument("recipe")
     t.add_argument("--np", type=int, default=None)

@@ -42,9 +42,22 @@ class Recipe(BaseModel):
     shard_size_mb: int = Field(32, ge=1, description="Split big plain JSONL/text inputs into shards of this size.")
     input_format: str | None = Field(None, description="Force a reader (jsonl, json, parquet, csv, txt, arrow...).")
     txt_mode: str = Field("file", description="Plain text: one document per 'file' or per 'line'.")
+    reader_params: dict = Field(default_factory=dict,
+                                description="Reader options, e.g. {mime_types: '*'} (see `gristmill formats`).")
     allow_scripts: bool = Field(False, description="Allow ops that run user Python code.")
     seed: int = 42
     tokenize: dict | None = Field(None, description="Tokenize/pack/write section (see docs/tokenize.md).")
+
+    @field_validator("reader_params")
+    @classmethod
+    def _reader_params(cls, v):
+        from .io.base import reader_options
+        known = reader_options()
+        bad = [k for k in v if k not in known]
+        if bad:
+            raise ValueError("; ".join(f"unknown reader option {k!r}{closest(k, known)}" for k in bad)
+                             + f" (known: {', '.join(sorted(known))})")
+        return {k: tuple(x) if isinstance(x, list) else x for k, x in v.items()}
 
     @field_validator("txt_mode")
     @classmethod
@@ -125,7 +138,9 @@ def run_config(recipe: Recipe, np: int | None = None, work_dir: str | None = Non
     if wd is None:
         out = recipe.export_path or os.path.join("outputs", recipe.project_name)
         wd = os.path.join(os.path.dirname(os.path.abspath(out)), f".gristmill-work-{recipe.project_name}")
-    reader_params = {"txt_mode": recipe.txt_mode} if recipe.txt_mode != "file" else {}
+    reader_params = dict(recipe.reader_params)
+    if recipe.txt_mode != "file":
+        reader_params["txt_mode"] = recipe.txt_mode
     return RunConfig(dataset_path=recipe.dataset_path, work_dir=wd, export_path=recipe.export_path,
                      np=np or recipe.np, text_key=text_key, batch_size=recipe.batch_size,
                      shard_bytes=recipe.shard_size_mb << 20, keep_stats_in_res_ds=recipe.keep_stats_in_res_ds,

@@ -52,6 +52,7 @@ class Reader:
 
     name: ClassVar[str] = ""
     extensions: ClassVar[tuple[str, ...]] = ()  # lower-case suffixes without compression, e.g. (".jsonl",)
+    options: ClassVar[dict[str, str]] = {}  # reader_params this reader understands → description
 
     def plan(self, path: str, opts: ReadOptions) -> list[Shard]:
         return [Shard(source=path, reader=self.name)]
@@ -82,6 +83,11 @@ def _load_plugins():
     for info in pkgutil.iter_modules(pkg.__path__):
         if not info.name.startswith("_") and info.name not in ("base", "formats", "writers", "planner"):
             importlib.import_module(f"{pkg.__name__}.{info.name}")
+
+
+def reader_options() -> dict[str, str]:
+    """Every reader option any reader understands (recipes validate ``reader_params`` against it)."""
+    return {k: f"{r.name}: {d}" for r in readers().values() for k, d in r.options.items()}
 
 
 def strip_compression(path: str) -> tuple[str, str]:

@@ -434,6 +434,7 @@ class TextReader(Reader):
     Files with invalid UTF-8 (or such lines) are rejected with the offset of the first bad byte."""
 
     name = "txt"
+    options = {"txt_mode": "'file' (one document per file, default) or 'line' (one per line)"}
     extensions = (".txt", ".text", ".md")
 
     def read(self, shard, opts):

@@ -392,6 +392,9 @@ class WarcReader(Reader):
     application/xhtml+xml; ``*`` for all) and ``max_record_bytes`` (default 10 MiB)."""
 
     name = "warc"
+    options = {"warc_types": "record types to read, e.g. 'response,conversion'",
+               "mime_types": "content types to keep ('*' for any)",
+               "max_record_bytes": "records with a larger payload go to rejects"}
     extensions = (".warc", ".wet")
 
     def read(self, shard, opts):
@@ -467,6 +470,7 @@ class ArcReader(Reader):
     the WARC reader. Record ids are null (ARC has none)."""
 
     name = "arc"
+    options = WarcReader.options
     extensions = (".arc",)
 
     def read(self, shard, opts):

@@ -121,6 +121,7 @@ class WikipediaReader(Reader):
     """MediaWiki XML dumps (``pages-articles`` / ``pages-meta-current``, optionally multistream)."""
 
     name = "wikipedia"
+    options = {"wiki_namespaces": "namespaces to read, e.g. '0' (articles, default) or '0,14'"}
     extensions = ("pages-articles.xml", "pages-articles-multistream.xml", "pages-meta-current.xml",
                   "pages-meta-history.xml", ".mediawiki.xml")
 

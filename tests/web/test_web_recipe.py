@@ -71,3 +71,14 @@ def test_recipe_validates(path):
     from gristmill.recipe import load_recipe
     recipe, ops, _ = load_recipe(str(path))
     assert ops[0].name == "html_extract_mapper" and ops[0].params.timeout == 10
+
+
+def test_recipe_reader_params_reach_the_reader(tmp_path):
+    """`reader_params:` in a recipe is validated against the readers' options and passed to the reader:
+    with request records allowed too, the 50-record excerpt yields more rows than the 16 responses."""
+    from gristmill.recipe import RecipeError, parse_recipe
+    raw = {"process": [], "reader_params": {"warc_types": ["response", "request"], "mime_types": "*"}}
+    report, rows = _run(raw, tmp_path)
+    assert report["rows_read"] > 16 and len(rows) == report["rows_out"]
+    with pytest.raises(RecipeError, match=r"reader_params.*unknown reader option 'mime_type'.*mime_types"):
+        parse_recipe({"dataset_path": "x.warc.gz", "reader_params": {"mime_type": "*"}})
