@@ -18,6 +18,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from .base import strip_compression
+from .streams import iter_decompressed
 
 TMP = ".gm-tmp-"
 
@@ -163,6 +164,24 @@ def _ndjson(batch: pa.RecordBatch) -> bytes:
     return buf.getvalue()
 
 
+def _open_compressed(path: str, compression: str):
+    """A binary writer; gzip without a timestamp and zstd at a fixed level, so bytes are reproducible.
+    Each writer is one gzip member / zstd frame, so files written this way concatenate validly."""
+    raw = open(path, "wb")
+    if compression == ".gz":
+        return gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0), raw
+    if compression in (".zst", ".zstd"):
+        import zstandard
+        return zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=True), raw
+    return raw, raw
+
+
+def _close_compressed(f, raw) -> None:
+    f.close()
+    if not raw.closed:
+        raw.close()
+
+
 class FragmentWriter:
     """A worker's export fragment for one shard: JSONL bytes (optionally compressed as one member/frame,
     so fragments concatenate into a valid file) or Arrow IPC for the Parquet/Arrow exports."""
@@ -172,15 +191,7 @@ class FragmentWriter:
         self.rows = 0
         if fmt == "jsonl":
             self._tmp = tmp_path(path)
-            raw = open(self._tmp, "wb")
-            if compression == ".gz":
-                self._f = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0)
-            elif compression in (".zst", ".zstd"):
-                import zstandard
-                self._f = zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=True)
-            else:
-                self._f = raw
-            self._raw = raw
+            self._f, self._raw = _open_compressed(self._tmp, compression)
         else:
             self._shard = ShardWriter(path)
 
@@ -195,9 +206,7 @@ class FragmentWriter:
 
     def close(self) -> list[str]:
         if self.fmt == "jsonl":
-            self._f.close()
-            if not self._raw.closed:
-                self._raw.close()
+            _close_compressed(self._f, self._raw)
             atomic_rename(self._tmp, self.path)
             return [self.path]
         return self._shard.close()
@@ -214,44 +223,81 @@ def shard_names(export_path: str, n: int) -> list[str]:
 
 def assemble(fragments: list[list[str]], export_path: str, shard_size: int = 0) -> list[str]:
     """Join per-shard fragments, in order, into the export file(s); returns the files written.
-    ``shard_size`` (bytes, 0 = one file) groups whole fragments into export shards of about that size."""
+    ``shard_size`` (bytes, 0 = one file) splits the export into files of about that many bytes
+    (uncompressed JSONL bytes; Arrow bytes for Parquet/HF), cutting only between rows."""
     fmt, comp = export_format(export_path)
     flat = [p for parts in fragments for p in parts]
     if fmt == "arrow":
         return _assemble_hf(flat, export_path, shard_size)
-    d = os.path.dirname(os.path.abspath(export_path))
-    os.makedirs(d, exist_ok=True)
-    groups = _group(flat, shard_size)
-    names = shard_names(export_path, len(groups))
-    for group, name in zip(groups, names):
-        tmp = tmp_path(name)
-        if fmt == "jsonl":
-            with open(tmp, "wb") as out:
-                for p in group:
-                    with open(p, "rb") as f:
-                        shutil.copyfileobj(f, out, 16 << 20)
-        else:
-            schema = _unified_schema(group)
-            with pq.ParquetWriter(tmp, schema, compression="zstd") as w:
-                for b in read_shard_parts(group):
-                    w.write_batch(align(b, schema) or b.cast(schema), row_group_size=max(b.num_rows, 1))
+    os.makedirs(os.path.dirname(os.path.abspath(export_path)), exist_ok=True)
+    if shard_size <= 0 and fmt == "jsonl":  # fragments are whole members/frames: concatenate the bytes
+        tmp = tmp_path(export_path)
+        with open(tmp, "wb") as out:
+            for p in flat:
+                with open(p, "rb") as f:
+                    shutil.copyfileobj(f, out, 16 << 20)
+        atomic_rename(tmp, export_path)
+        return [export_path]
+    if fmt == "jsonl":
+        pieces = _split_jsonl(flat, comp, shard_size, export_path)
+    else:
+        pieces = _split_parquet(flat, shard_size, export_path)
+    names = shard_names(export_path, len(pieces))
+    for tmp, name in zip(pieces, names):  # numbered names need the count: rename once all are written
         atomic_rename(tmp, name)
     return names
 
 
-def _group(paths: list[str], shard_size: int) -> list[list[str]]:
-    if shard_size <= 0 or not paths:
-        return [paths]
-    groups, cur, acc = [], [], 0
-    for p in paths:
-        cur.append(p)
-        acc += os.path.getsize(p)
-        if acc >= shard_size:
-            groups.append(cur)
-            cur, acc = [], 0
-    if cur:
-        groups.append(cur)
-    return groups
+def _piece_name(export_path: str, i: int) -> str:
+    return tmp_path(f"{export_path}.piece{i}")
+
+
+def _split_jsonl(fragments: list[str], comp: str, shard_size: int, export_path: str) -> list[str]:
+    """Stream the fragments' decompressed lines into pieces of about ``shard_size`` bytes, each cut after
+    the line that crosses the limit; never holds more than one read chunk."""
+    pieces, out, written = [], None, 0
+    for p in fragments:
+        for chunk in iter_decompressed(p, comp):
+            while chunk:
+                if out is None:
+                    pieces.append(_piece_name(export_path, len(pieces)))
+                    out, written = _open_compressed(pieces[-1], comp), 0
+                room = shard_size - written
+                cut = chunk.find(b"\n", max(room - 1, 0)) if len(chunk) > room else -1
+                if cut < 0:
+                    out[0].write(chunk)
+                    written += len(chunk)
+                    break
+                out[0].write(chunk[: cut + 1])
+                _close_compressed(*out)
+                out, chunk = None, chunk[cut + 1:]
+    if out is not None:
+        _close_compressed(*out)
+    if not pieces:  # an empty export is still one (empty) file
+        pieces.append(_piece_name(export_path, 0))
+        _close_compressed(*_open_compressed(pieces[0], comp))
+    return pieces
+
+
+def _split_parquet(parts: list[str], shard_size: int, export_path: str) -> list[str]:
+    """Parquet files of about ``shard_size`` Arrow bytes each (one file when 0), cut between batches."""
+    schema = _unified_schema(parts)
+    pieces, w, acc = [], None, 0
+    for b in read_shard_parts(parts):
+        if w is None:
+            pieces.append(_piece_name(export_path, len(pieces)))
+            w, acc = pq.ParquetWriter(pieces[-1], schema, compression="zstd"), 0
+        w.write_batch(align(b, schema) or b.cast(schema), row_group_size=max(b.num_rows, 1))
+        acc += b.nbytes
+        if shard_size > 0 and acc >= shard_size:
+            w.close()
+            w = None
+    if w is not None:
+        w.close()
+    if not pieces:
+        pieces.append(_piece_name(export_path, 0))
+        pq.ParquetWriter(pieces[0], schema, compression="zstd").close()
+    return pieces
 
 
 def _unified_schema(parts: list[str]) -> pa.Schema:
@@ -266,21 +312,35 @@ def _unified_schema(parts: list[str]) -> pa.Schema:
 
 def _assemble_hf(parts: list[str], out_dir: str, shard_size: int) -> list[str]:
     """A Hugging Face `save_to_disk` directory (Arrow stream files + state.json + dataset_info.json), so
-    `datasets.load_from_disk` reads it."""
+    `datasets.load_from_disk` reads it; files of about ``shard_size`` Arrow bytes, cut between batches."""
     os.makedirs(out_dir, exist_ok=True)
-    groups = _group(parts, shard_size)
     schema = _unified_schema(parts)
-    n = len(groups)
-    files = []
-    for i, group in enumerate(groups):
-        name = f"data-{i:05d}-of-{n:05d}.arrow"
-        final = os.path.join(out_dir, name)
-        tmp = tmp_path(final)
-        with pa.OSFile(tmp, "wb") as sink, ipc.new_stream(sink, schema) as w:
-            for b in read_shard_parts(group):
-                w.write_batch(align(b, schema) or b.cast(schema))
+    pieces, sink, w, acc = [], None, None, 0
+
+    def close():
+        w.close()
+        sink.close()
+
+    for b in read_shard_parts(parts):
+        if w is None:
+            pieces.append(_piece_name(os.path.join(out_dir, "data"), len(pieces)))
+            sink = pa.OSFile(pieces[-1], "wb")
+            w, acc = ipc.new_stream(sink, schema), 0
+        w.write_batch(align(b, schema) or b.cast(schema))
+        acc += b.nbytes
+        if shard_size > 0 and acc >= shard_size:
+            close()
+            w = None
+    if w is not None:
+        close()
+    if not pieces:
+        pieces.append(_piece_name(os.path.join(out_dir, "data"), 0))
+        with pa.OSFile(pieces[0], "wb") as sink, ipc.new_stream(sink, schema):
+            pass
+    n = len(pieces)
+    files = [os.path.join(out_dir, f"data-{i:05d}-of-{n:05d}.arrow") for i in range(n)]
+    for tmp, final in zip(pieces, files):
         atomic_rename(tmp, final)
-        files.append(final)
     info = {"citation": "", "description": "", "features": _hf_features(schema), "homepage": "", "license": ""}
     state = {"_data_files": [{"filename": os.path.basename(f)} for f in files], "_fingerprint": "gristmill",
              "_format_columns": None, "_format_kwargs": {}, "_format_type": None, "_output_all_columns": False,
