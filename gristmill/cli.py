@@ -23,6 +23,12 @@ def cmd_run(args) -> int:
     for w in warnings:
         con.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
     cfg = run_config(recipe, np=args.np, work_dir=args.work_dir, progress=not args.no_progress)
+    if recipe.download:
+        from .web.download import run_download_stage
+        if not run_download_stage(recipe.download, lambda m: con.print(f"  {m}", highlight=False)):
+            con.print("[red]error:[/red] downloads failed (rerun to retry; `download.on_failure: continue` "
+                      "processes what was downloaded)", highlight=False)
+            return 1
     con.print(f"[bold]{recipe.project_name}[/bold]: {len(ops)} ops, np={cfg.np}, work dir {cfg.work_dir}",
               highlight=False)
     try:

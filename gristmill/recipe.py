@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .engine.local import RunConfig
 from .registry import OpError, closest, create_op
+from .web.download import DownloadStage
 
 # Data-Juicer settings that have no effect here (caching, tracing, fusion are built in or different):
 # accepted so DJ recipes run unchanged, reported as ignored.
@@ -47,6 +48,7 @@ class Recipe(BaseModel):
     allow_scripts: bool = Field(False, description="Allow ops that run user Python code.")
     seed: int = 42
     tokenize: dict | None = Field(None, description="Tokenize/pack/write section (see docs/tokenize.md).")
+    download: DownloadStage | None = Field(None, description="Download section run first (see docs/web.md).")
 
     @field_validator("reader_params")
     @classmethod

@@ -26,8 +26,10 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from email.utils import parsedate_to_datetime
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Literal
 from urllib.parse import unquote, urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field
 
 CC_BASE_URL = "https://data.commoncrawl.org/"
 RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
@@ -361,6 +363,39 @@ def download(urls_or_paths_file: str | list[str], out_dir: str, base_url: str | 
         json.dump(report.to_dict(), f, indent=1)
     os.replace(tmp, path)
     return report
+
+
+# -- recipe stage ----------------------------------------------------------------------------------
+
+class DownloadStage(BaseModel):
+    """A recipe's ``download:`` section: fetched (resumably) before the recipe reads ``dataset_path``."""
+    model_config = ConfigDict(extra="forbid")
+
+    urls: str | list[str] = Field(..., description="File of URLs / Common Crawl paths (.gz ok), or a list of URLs.")
+    out_dir: str = Field(..., description="Directory to download into (point dataset_path at it).")
+    base_url: str | None = Field(None, description="Prefix for relative paths (default for *paths.gz: Common Crawl).")
+    workers: int = Field(8, ge=1)
+    retries: int = Field(5, ge=0)
+    backoff: float = Field(1.0, ge=0)
+    timeout: float = Field(60.0, gt=0)
+    checksums: str | None = Field(None, description="sha256sum/md5sum-style file to verify against.")
+    etag_md5: bool = False
+    limit: int | None = Field(None, ge=1, description="Only the first N entries.")
+    on_failure: Literal["stop", "continue"] = Field(
+        "stop", description="'stop': a file that failed after all retries stops the run before processing; "
+                            "'continue': process what was downloaded.")
+
+
+def run_download_stage(stage: DownloadStage, log: Callable[[str], None]) -> bool:
+    """Run a recipe's download section; False when files failed and the run must stop."""
+    params = stage.model_dump(exclude={"on_failure"})
+    report = download(params.pop("urls"), params.pop("out_dir"), **params)
+    c = report.counts()
+    log(f"download: {c['downloaded']} downloaded, {c['skipped']} already complete, {c['failed']} failed "
+        f"({report.seconds:.1f}s)")
+    for r in report.failed:
+        log(f"download failed: {r.url}: {r.error}")
+    return not (c["failed"] and stage.on_failure == "stop")
 
 
 # -- CLI -----------------------------------------------------------------------------------------

@@ -166,3 +166,37 @@ def test_plan_needs_a_base_url_for_relative_paths(tmp_path):
     pairs = plan(["http://h.example/a/b.html?x=1", "http://h.example/dir/"], str(tmp_path))
     assert pairs[1][1].endswith(os.path.join("h.example", "dir", "index.html"))
     assert "b.html_" in pairs[0][1]
+
+
+def test_recipe_download_stage_then_process(server, tmp_path):
+    """A recipe's `download:` section fetches first (a rerun skips finished files), then the recipe reads
+    the downloaded WARC; a failed file stops the run before any processing unless on_failure: continue."""
+    import subprocess
+    import sys
+
+    import yaml
+    from webutil import DATA
+    server.files["/crawl/cc.warc.gz"] = (DATA / "cc-2020-34-sample.warc.gz").read_bytes()
+    (tmp_path / "warc.paths").write_text("crawl/cc.warc.gz\n")
+    recipe = {"dataset_path": str(tmp_path / "dl" / "crawl"), "export_path": str(tmp_path / "out.jsonl"),
+              "work_dir": str(tmp_path / "work"),
+              "download": {"urls": str(tmp_path / "warc.paths"), "out_dir": str(tmp_path / "dl"),
+                           "base_url": server.url + "/", "backoff": 0.01, "retries": 1},
+              "process": [{"html_extract_mapper": {"extractor": "resiliparse"}}]}
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    run = [sys.executable, "-m", "gristmill.cli", "run", str(path), "--no-progress"]
+    res = subprocess.run(run, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "download: 1 downloaded" in res.stderr
+    assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 16
+    res = subprocess.run(run, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and "0 downloaded, 1 already complete" in res.stderr
+    (tmp_path / "warc.paths").write_text("crawl/cc.warc.gz\ncrawl/missing.warc.gz\n")
+    (tmp_path / "out.jsonl").unlink()
+    res = subprocess.run(run, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1 and "missing.warc.gz" in res.stderr and not (tmp_path / "out.jsonl").exists()
+    recipe["download"]["on_failure"] = "continue"
+    path.write_text(yaml.safe_dump(recipe))
+    res = subprocess.run(run, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and (tmp_path / "out.jsonl").exists()
