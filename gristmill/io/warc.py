@@ -383,6 +383,17 @@ def _plain_record_end(f, pos: int) -> int:
     return pos + i + 4 + int(m.group(1)) + 4
 
 
+def _batches(shard: Shard, opts: ReadOptions, records) -> Iterator[pa.RecordBatch | Reject]:
+    """Record batches of the records an iterator (``iter_warc`` / ``iter_arc``) accepts; its rejects."""
+    rows = _Rows(shard, opts)
+    for item in records(shard.source, rows):
+        if isinstance(item, Reject):
+            yield item
+        else:
+            yield from rows.add(item)
+    yield from rows.rest()
+
+
 @register_reader
 class WarcReader(Reader):
     """WARC and WET files (Common Crawl's ``.warc.gz`` / ``.warc.wet.gz``; also lz4, zstd or plain).
@@ -398,13 +409,7 @@ class WarcReader(Reader):
     extensions = (".warc", ".wet")
 
     def read(self, shard, opts):
-        rows = _Rows(shard, opts)
-        for item in iter_warc(shard.source, rows):
-            if isinstance(item, Reject):
-                yield item
-            else:
-                yield from rows.add(item)
-        yield from rows.rest()
+        return _batches(shard, opts, iter_warc)
 
 
 # -- warcio (ARC) ---------------------------------------------------------------------------------
@@ -474,10 +479,4 @@ class ArcReader(Reader):
     extensions = (".arc",)
 
     def read(self, shard, opts):
-        rows = _Rows(shard, opts)
-        for item in iter_arc(shard.source, rows):
-            if isinstance(item, Reject):
-                yield item
-            else:
-                yield from rows.add(item)
-        yield from rows.rest()
+        return _batches(shard, opts, iter_arc)

@@ -105,7 +105,16 @@ def _all_values(ctx, column: str):
         [v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v for v in vals])
 
 
-def _remove_unselected(ctx, shard, row, keep: np.ndarray, reason: str):
+def _how_many(n: int, ratio: float | None, num: int | None) -> int:
+    """Rows to keep: ``ratio`` of ``n`` and at most ``num`` (the smaller when both are set)."""
+    k = n if ratio is None else int(ratio * n)
+    return k if num is None else min(k, num)
+
+
+def _keep_first(ctx, shard, row, key: np.ndarray, k: int, reason: str):
+    """Keep the ``k`` rows with the smallest ``key`` (ties in dataset order); remove the rest."""
+    keep = np.zeros(len(shard), bool)
+    keep[np.lexsort((row, shard, key))[:k]] = True
     for s in np.unique(shard[~keep]):
         m = (shard == s) & ~keep
         ctx.remove(int(s), row[m], reason)
@@ -137,14 +146,8 @@ class RandomSelector(Selector):
         if p.select_ratio is None and p.select_num is None:
             return None
         shard, row, draws = _all_values(ctx, self.tmp_column("draw"))
-        n = len(shard)
-        k = n if p.select_ratio is None else int(p.select_ratio * n)
-        if p.select_num is not None:
-            k = min(k, p.select_num)
-        order = np.lexsort((row, shard, draws.to_numpy()))  # ties broken by dataset order
-        keep = np.zeros(n, bool)
-        keep[order[:k]] = True
-        _remove_unselected(ctx, shard, row, keep, "not selected")
+        k = _how_many(len(shard), p.select_ratio, p.select_num)
+        _keep_first(ctx, shard, row, draws.to_numpy(), k, "not selected")
         return None
 
 
@@ -177,17 +180,10 @@ class TopkSpecifiedFieldSelector(Selector):
         if (p.top_ratio is None and p.topk is None) or not p.field_key:
             return None
         shard, row, vals = _all_values(ctx, self.tmp_column("key"))
-        n = len(shard)
-        k = n if p.top_ratio is None else int(p.top_ratio * n)
-        if p.topk is not None:
-            k = min(k, p.topk)
+        k = _how_many(len(shard), p.top_ratio, p.topk)
         v = pc.fill_null(vals, np.nan).to_numpy(zero_copy_only=False).astype(float)
         v = np.where(np.isnan(v), np.inf if not p.reverse else -np.inf, v)
-        key = -v if p.reverse else v
-        order = np.lexsort((row, shard, key))
-        keep = np.zeros(n, bool)
-        keep[order[:k]] = True
-        _remove_unselected(ctx, shard, row, keep, f"not in top {k} by {p.field_key}")
+        _keep_first(ctx, shard, row, -v if p.reverse else v, k, f"not in top {k} by {p.field_key}")
         return None
 
 
