@@ -17,6 +17,7 @@ from pathlib import Path as _P
 
 # bench/ holds a tokenize.py that would shadow the standard library module of that name
 _sys.path[:] = [x for x in _sys.path if _P(x or ".").resolve() != _P(__file__).resolve().parent]
+_sys.path.insert(0, str(_P(__file__).resolve().parent.parent))  # run from a checkout
 
 import argparse
 import json

@@ -72,10 +72,7 @@ class Dataset:
             from . import columns as C
             keep_stats = kw.get("keep_stats_in_res_ds", True)
             batches = [C.drop_private(b, keep_stats) for b in batches]
-            if not batches:
-                return pa.table({})
-            return pa.Table.from_batches(batches) if all(b.schema.equals(batches[0].schema) for b in batches) \
-                else pa.concat_tables([pa.Table.from_batches([b]) for b in batches], promote_options="permissive")
+            return pa.Table.from_batches([C.concat_batches(batches)]) if batches else pa.table({})
 
     def to_list(self, np: int = 1, **kw) -> list[dict]:
         return self.to_table(np=np, **kw).to_pylist()

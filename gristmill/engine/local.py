@@ -174,6 +174,7 @@ class LocalEngine:
         self.cfg = cfg
         self.log = log or (lambda m: None)
         self.work = os.path.abspath(cfg.work_dir)
+        self._outputs: dict[int, list[str]] = {}  # op position -> files its resolve wrote for inspection
 
     def _read_opts(self, shards_root: str) -> ReadOptions:
         return ReadOptions(text_key=self.cfg.text_key, batch_size=self.cfg.batch_size,
@@ -320,11 +321,13 @@ class LocalEngine:
 
     def _resolve(self, op: RemovalOp, parts: list[list[str]], stage_dir: str):
         rdir = os.path.join(stage_dir, "resolve")
+        out_dir = os.path.join(rdir, "output")
         marker = os.path.join(rdir, "done.json")
         rem_dir = os.path.join(rdir, "removals")
         state_path = os.path.join(rdir, "state.pickle")
         if os.path.exists(marker):
             self.log(f"{op.name}: resolve already done, reused")
+            self._outputs[op.position] = _listing(out_dir)
             with open(marker) as f:
                 return rem_dir, json.load(f).get("state")
         shutil.rmtree(rdir, ignore_errors=True)
@@ -345,6 +348,7 @@ class LocalEngine:
         with open(tmp, "w") as f:
             json.dump({"state": state_file, "seconds": time.perf_counter() - t0}, f)
         atomic_rename(tmp, marker)
+        self._outputs[op.position] = _listing(out_dir)
         return rem_dir, state_file
 
     def _group(self, op: Grouper, parts: list[list[str]], stage_dir: str):
@@ -465,7 +469,8 @@ class LocalEngine:
         for op in ops:
             c = counts.get(op.position, OpCounts())
             table.append({"op": op.name, "position": op.position, "kind": op.kind, **c.to_dict(),
-                          "removed_samples": removed_files.get(op.position)})
+                          "removed_samples": removed_files.get(op.position),
+                          **({"outputs": self._outputs[op.position]} if op.position in self._outputs else {})})
         final_rows = sum(r["rows_out"] for r in stage_results[-1])
         report = {
             "project_name": self.cfg.project_name,
@@ -497,6 +502,13 @@ def _diff(a: dict, b: dict) -> str:
     if a.get("op") != b.get("op"):
         changes.insert(0, f"{a.get('op')} → {b.get('op')}")
     return ", ".join(changes) or "code version"
+
+
+def _listing(directory: str) -> list[str]:
+    """Files a resolve step wrote for inspection (e.g. a deduplicator's clusters), sorted."""
+    if not os.path.isdir(directory):
+        return []
+    return sorted(os.path.join(directory, f) for f in os.listdir(directory) if not f.endswith(".tmp"))
 
 
 def _concat_lines(files: list[str], out: str) -> int:

@@ -23,6 +23,7 @@ from itertools import chain
 from typing import Sequence
 
 import numpy as np
+import orjson
 
 # Qwen's pre-tokenisation regex (Qwen1.5–3, also in the Qwen3 tokenizer.json) and the Qwen3.5/3.6 one.
 QWEN_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
@@ -55,8 +56,9 @@ class TokenizerError(ValueError):
     pass
 
 
-def _bytes_to_unicode() -> dict[str, int]:
-    """GPT-2's byte-level alphabet, inverted: printable stand-in character -> byte value."""
+def _byte_level_table() -> dict[int, int]:
+    """GPT-2's byte-level alphabet as a ``str.translate`` table: stand-in code point -> byte value, so
+    ``token.translate(table).encode("latin-1")`` gives a vocabulary entry's bytes."""
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
     cs = bs[:]
     n = 0
@@ -65,17 +67,19 @@ def _bytes_to_unicode() -> dict[str, int]:
             bs.append(b)
             cs.append(256 + n)
             n += 1
-    return {chr(c): b for b, c in zip(bs, cs)}
+    return dict(zip(cs, bs))
 
 
 class Backend:
-    """Encodes texts to ids; never adds special tokens."""
+    """Encodes texts to ids. Special tokens are never produced by the tokenizer's own post-processing;
+    ``bos``/``eos`` ids, when given, are put around every document by the caller's request."""
 
     name = "?"
     vocab_size: int = 0
 
-    def encode_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(flat uint32 ids, int64 length per text)."""
+    def encode_batch(self, texts: Sequence[str], bos: int | None = None,
+                     eos: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(flat uint32 ids, int64 length per text), BOS/EOS included when given."""
         raise NotImplementedError
 
     def encode(self, text: str) -> list[int]:
@@ -95,10 +99,11 @@ class HFBackend(Backend):
         self.tok.no_truncation()
         self.vocab_size = self.tok.get_vocab_size(with_added_tokens=True)
 
-    def encode_batch(self, texts):
+    def encode_batch(self, texts, bos=None, eos=None):
         encs = self.tok.encode_batch_fast(list(texts), add_special_tokens=False) \
             if hasattr(self.tok, "encode_batch_fast") else self.tok.encode_batch(list(texts), add_special_tokens=False)
-        ids = [e.ids for e in encs]
+        pre, post = ([bos] if bos is not None else []), ([eos] if eos is not None else [])
+        ids = [pre + e.ids + post for e in encs] if pre or post else [e.ids for e in encs]
         lens = np.fromiter((len(x) for x in ids), np.int64, len(ids))
         flat = np.fromiter(chain.from_iterable(ids), np.uint32, int(lens.sum()))
         return flat, lens
@@ -106,7 +111,11 @@ class HFBackend(Backend):
 
 class TiktokenBackend(Backend):
     """tiktoken's Rust BPE. Added tokens are recognised in the text like Hugging Face does (all of them
-    are passed as tiktoken specials and allowed); NFC is applied first when the reference does."""
+    are passed as tiktoken specials and allowed); NFC is applied first when the reference does.
+
+    The loop is per document because tiktoken encodes one string per call (its batch API is a Python
+    thread pool, and the encoder holds the GIL); BOS/EOS are interleaved so one concatenation builds the
+    batch's id array."""
 
     name = "tiktoken"
 
@@ -114,23 +123,31 @@ class TiktokenBackend(Backend):
         import tiktoken
         self.enc = tiktoken.Encoding(label, pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)
         self.nfc = nfc
-        self.allowed = frozenset(specials)
+        self.allowed = set(specials)
         self.vocab_size = max([*ranks.values(), *specials.values()]) + 1
 
-    def encode_batch(self, texts):
-        enc = self.enc.encode_to_numpy
+    def encode_batch(self, texts, bos=None, eos=None):
+        core = self.enc._core_bpe.encode_to_tiktoken_buffer  # encode_to_numpy minus its argument checks
         allowed = self.allowed
         norm = unicodedata.normalize
+        frombuf = np.frombuffer
+        u32 = np.uint32
         out = []
-        if self.nfc:
-            for t in texts:
-                out.append(enc(t if t.isascii() else norm("NFC", t), allowed_special=allowed, disallowed_special=()))
-        else:
-            for t in texts:
-                out.append(enc(t, allowed_special=allowed, disallowed_special=()))
-        lens = np.fromiter((len(a) for a in out), np.int64, len(out))
-        flat = np.concatenate(out) if out else np.zeros(0, np.uint32)
-        return flat.astype(np.uint32, copy=False), lens
+        add = out.append
+        b = np.array([bos], u32) if bos is not None else None
+        e = np.array([eos], u32) if eos is not None else None
+        nfc = self.nfc
+        for t in texts:
+            if b is not None:
+                add(b)
+            add(frombuf(core(norm("NFC", t) if nfc and not t.isascii() else t, allowed), u32))
+            if e is not None:
+                add(e)
+        k = (b is not None) + (e is not None)
+        per = out[(b is not None)::k + 1] if k else out
+        lens = np.fromiter(map(len, per), np.int64, len(texts)) + k
+        flat = np.concatenate(out) if out else np.zeros(0, u32)
+        return flat, lens
 
 
 def load_tiktoken_ranks(path: str) -> dict[bytes, int]:
@@ -193,11 +210,11 @@ def tiktoken_from_hf(data: dict) -> tuple[dict[bytes, int], str, dict[str, int],
         if a.get("lstrip") or a.get("rstrip") or a.get("single_word"):
             return f"added token {a['content']!r} strips spaces or matches single words"
         specials[a["content"]] = a["id"]
-    u = _bytes_to_unicode()
+    table = _byte_level_table()
     vocab = model["vocab"]
     try:
-        ranks = {bytes(u[c] for c in tok): i for tok, i in vocab.items()}
-    except KeyError:
+        ranks = {tok.translate(table).encode("latin-1"): i for tok, i in vocab.items()}
+    except UnicodeEncodeError:
         return "vocab is not byte-level"
     # tiktoken merges the pair whose merged token has the lowest id; HF follows the merges list. They agree
     # when ids grow with merge order.
@@ -211,7 +228,8 @@ def tiktoken_from_hf(data: dict) -> tuple[dict[bytes, int], str, dict[str, int],
     for s, i in specials.items():
         if s.encode() in ranks and ranks[s.encode()] != i:
             return f"added token {s!r} collides with a BPE token"
-    ranks = {b: i for b, i in ranks.items() if i not in set(specials.values())}
+    special_ids = set(specials.values())
+    ranks = {b: i for b, i in ranks.items() if i not in special_ids}
     return ranks, pattern, specials, nfc
 
 
@@ -251,6 +269,13 @@ class TokenizerSpec:
                 return cand
         return None
 
+    def data(self) -> dict:
+        """The parsed tokenizer.json (parsed once per process; not pickled)."""
+        cache = self.__dict__.setdefault("_data", [])
+        if not cache:
+            cache.append(orjson.loads(self.json_str))
+        return cache[0]
+
     def reference(self) -> Backend:
         cache = self.__dict__.setdefault("_ref", [])
         if not cache:
@@ -265,7 +290,7 @@ class TokenizerSpec:
             return None
         cache = self.__dict__.setdefault("_fast", [])
         if not cache:
-            got = self.__dict__.get("_derived") or tiktoken_from_hf(json.loads(self.json_str))
+            got = self.__dict__.get("_derived") or tiktoken_from_hf(self.data())
             if isinstance(got, str):
                 self.fast_unavailable = got
                 return None
@@ -282,6 +307,7 @@ class TokenizerSpec:
         d = dict(self.__dict__)
         d.pop("_ref", None)
         d.pop("_fast", None)
+        d.pop("_data", None)
         return d
 
     @property
@@ -351,14 +377,16 @@ def load_tokenizer(path: str, pattern: str | None = None, special_tokens: dict[s
         return TokenizerSpec(path=path, kind="tiktoken", fingerprint=fp, tiktoken_path=path, pattern=pattern,
                              specials=specials, nfc=nfc, config=config)
     js = _read_json_text(path)
-    data = json.loads(js)
+    data = orjson.loads(js)
     specials = {a["content"]: a["id"] for a in data.get("added_tokens", [])}
     cfg = os.path.join(os.path.dirname(path), "tokenizer_config.json")
     if os.path.exists(cfg):
         with open(cfg, encoding="utf-8") as f:
             config = json.load(f)
-    return TokenizerSpec(path=path, kind="hf", fingerprint=_sha(js.encode()), json_str=js, specials=specials,
+    spec = TokenizerSpec(path=path, kind="hf", fingerprint=_sha(js.encode()), json_str=js, specials=specials,
                          config=config)
+    spec._data = [data]
+    return spec
 
 
 @dataclass

@@ -17,7 +17,7 @@ from .config import TokenizeConfig
 from .formats import ROW_FORMATS, make_writer, write_json
 from .mixing import blend
 from .packing import plan_pack
-from .shards import EncodeSettings, ShardJob, ShardResult, load_done, pool_task, tokenize_shard
+from .shards import EncodeSettings, ShardJob, ShardResult, head_within, load_done, pool_task, tokenize_shard
 from .store import TokenStore
 
 MANIFEST = "gristmill-tokens.json"
@@ -29,33 +29,34 @@ def _sha(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _sample_texts(jobs: list[ShardJob], limit_bytes: int, per_shard_docs: int = 200) -> list[str]:
-    """Real documents for the backend check: the first documents of up to 16 shards spread evenly over
-    the job list, at most ``limit_bytes`` of text."""
+def _shard_heads(jobs: list[ShardJob], limit_bytes: int, per_shard_bytes: int,
+                 max_shards: int = 64) -> dict[str, list[str]]:
+    """Real documents for checking the fast backend: the first documents of up to ``max_shards`` shards
+    spread evenly over ``jobs`` (all of them in most runs), ``per_shard_bytes`` each but no more than
+    ``limit_bytes`` in all (at least 4 KB a shard). Keyed by shard name."""
     from ..io.formats import read_shard
     from ..ops.base import Reject
     if not jobs or limit_bytes <= 0:
-        return []
-    pick = sorted(set(np.linspace(0, len(jobs) - 1, min(16, len(jobs))).round().astype(int).tolist()))
-    budget = max(limit_bytes // len(pick), 4096)
-    texts: list[str] = []
+        return {}
+    pick = sorted(set(np.linspace(0, len(jobs) - 1, min(max_shards, len(jobs))).round().astype(int).tolist()))
+    budget = max(min(per_shard_bytes, limit_bytes // len(pick)), 4096)
+    out: dict[str, list[str]] = {}
     for j in pick:
         job = jobs[j]
+        texts: list[str] = []
         got = 0
-        n = 0
         for item in read_shard(job.shard, job.read_opts):
             if isinstance(item, Reject) or job.read_opts.text_key not in item.schema.names:
                 continue
-            for t in item.column(job.read_opts.text_key).to_pylist():
+            for t in item.column(job.read_opts.text_key).slice(0, 256).to_pylist():
                 if t:
                     texts.append(t)
                     got += len(t.encode("utf-8", "surrogatepass"))
-                    n += 1
-                if got >= budget or n >= per_shard_docs:
+                if got >= budget:
                     break
-            if got >= budget or n >= per_shard_docs:
-                break
-    return texts
+            break  # the first batch is enough: never parse more of the shard than its first chunk
+        out[job.name] = head_within(texts, budget)
+    return out
 
 
 def choose_backend(spec: TokenizerSpec, want: str, sample: list[str]) -> tuple[str, dict]:
@@ -114,7 +115,7 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
     jobs: list[ShardJob] = []
     names: list[list[str]] = []
     for si, s in enumerate(sources):
-        opts = ReadOptions(text_key=s["text_key"])
+        opts = ReadOptions(text_key=s["text_key"], shard_bytes=cfg.shard_bytes)
         shards = plan_dataset(s["paths"], opts)
         names.append([])
         for sh in shards:
@@ -128,20 +129,34 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
     fps = {j.name: _sha({**base_fp, "shard": j.shard.describe(), "reader": j.shard.reader,
                          "text_key": j.read_opts.text_key}) for j in jobs}
     done = {j.name: load_done(tok_dir, j.name, fps[j.name]) for j in jobs}
-    todo = [j for j in jobs if done[j.name] is None]
+    todo = sorted((j for j in jobs if done[j.name] is None), key=lambda j: -_shard_size(j.shard))  # LPT
 
-    # backend: chosen once per run from a sample of the shards still to do
-    if todo:
-        sample = _sample_texts(todo, cfg.verify_bytes) if spec.kind == "hf" and cfg.backend != "hf" else []
-        backend, backend_info = choose_backend(spec, cfg.backend, sample)
-        del sample
-    else:
-        used = sorted({r.backend for r in done.values() if r is not None})
-        backend, backend_info = ",".join(used), {"reason": "all shards already tokenized (resumed)"}
+    settings = EncodeSettings(spec=spec, backend=cfg.backend, eos_id=eos_id, bos_id=bos_id)
+    pool = _Pool(min(nproc, len(todo)) - 1, settings) if todo else None  # workers start while we verify
+    try:
+        t_setup = time.time()
+        checked: set[str] = set()
+        if todo:
+            heads = _shard_heads(todo, cfg.verify_bytes, cfg.shard_verify_bytes) \
+                if spec.kind == "hf" and cfg.backend != "hf" else {}
+            backend, backend_info = choose_backend(spec, cfg.backend, [t for v in heads.values() for t in v])
+            if backend == "tiktoken":
+                checked = set(heads)
+            backend_info["checked_shards"] = len(heads)
+            del heads
+        else:
+            used = sorted({r.backend for r in done.values() if r is not None})
+            backend, backend_info = ",".join(used), {"reason": "all shards already tokenized (resumed)"}
+        t_setup = time.time() - t_setup + (t_setup - t0)
 
-    t1 = time.time()
-    results: dict[str, ShardResult] = {k: v for k, v in done.items() if v is not None}
-    new = _run_phase1(todo, spec, backend, eos_id, bos_id, cfg.shard_verify_bytes, fps, tok_dir, nproc, progress)
+        t1 = time.time()
+        results: dict[str, ShardResult] = {k: v for k, v in done.items() if v is not None}
+        overrides = {j.name: {"fingerprint": fps[j.name], "backend": backend,
+                              "verify_bytes": 0 if j.name in checked else cfg.shard_verify_bytes} for j in todo}
+        new = _run_phase1(todo, settings, overrides, tok_dir, pool, progress)
+    finally:
+        if pool is not None:
+            pool.close()
     results.update(new)
     t_tok = time.time() - t1
 
@@ -155,61 +170,117 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
     fell_back = [r.name for r in res_list if r.fell_back]
     backends_used = sorted({r.backend for r in res_list})
     new_tokens = sum(r.tokens for r in new.values())
+    seconds = time.time() - t0
     report = {
         "backend": backend, "backend_info": backend_info, "backends_used": backends_used,
         "shards": len(jobs), "shards_skipped": len(jobs) - len(todo), "shards_fell_back": fell_back,
         "np": nproc, "docs": sum(r.docs for r in res_list), "tokens": tokens_in,
         "rejects": sum(r.rejects for r in res_list), "empty_docs": sum(r.empty for r in res_list),
-        "seconds": round(time.time() - t0, 3), "tokenize_seconds": round(t_tok, 3),
+        "seconds": round(seconds, 3), "setup_seconds": round(t_setup, 3), "tokenize_seconds": round(t_tok, 3),
         "write_seconds": round(t_write, 3),
-        "tokens_per_s": round(new_tokens / t_tok, 1) if t_tok > 0 and new_tokens else None,
+        "tokens_per_s": round(new_tokens / seconds, 1) if seconds > 0 and new_tokens else None,
         "output": cfg.output, "files": out["files"], "stats": out["stats"],
     }
     write_json(os.path.join(cfg.output, "report.json"), report)
     return report
 
 
-def _run_phase1(todo, spec, backend, eos_id, bos_id, shard_verify, fps, tok_dir, nproc, progress):
-    results: dict[str, ShardResult] = {}
-    if not todo:
-        return results
-
-    def settings(job):
-        return EncodeSettings(spec=spec, backend=backend, eos_id=eos_id, bos_id=bos_id,
-                              verify_bytes=shard_verify, fingerprint=fps[job.name])
-
-    bar = _Progress(len(todo)) if progress else None
+def _shard_size(shard) -> int:
+    """Bytes of input behind a shard (for largest-first scheduling only)."""
     try:
-        if nproc == 1 or len(todo) == 1:
-            for job in todo:
-                r = tokenize_shard(job, settings(job), tok_dir, progress=bar.add if bar else None)
-                results[job.name] = r
-                if bar:
-                    bar.shard_done()
-        else:
+        if shard.files:
+            return sum(os.path.getsize(f) for f in shard.files)
+        size = os.path.getsize(shard.source)
+    except OSError:
+        return 0
+    if shard.end is not None and 4096 < shard.end - shard.start <= size:
+        return min(shard.end, size) - shard.start  # a byte range of a line-based file
+    return size
+
+
+class _Pool:
+    """``n`` spawned worker processes (none when ``n`` is 0). The parent tokenizes too, taking shards
+    from the end of the queue (the smallest, since jobs go largest first) that no worker has picked up,
+    so ``np`` processes are busy in all and the workers' start-up overlaps the parent's backend check."""
+
+    def __init__(self, n: int, settings: EncodeSettings):
+        self.ex = None
+        self.counter = None
+        if n > 0:
             import multiprocessing as mp
-            from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+            from concurrent.futures import ProcessPoolExecutor
 
             from .shards import init_worker
             ctx = mp.get_context("spawn")  # no fork: readers and tokenizers run threads
-            counter = ctx.Value("q", 0)
-            with ProcessPoolExecutor(max_workers=min(nproc, len(todo)), mp_context=ctx, initializer=init_worker,
-                                     initargs=(counter, settings(todo[0]))) as ex:
-                futs = {ex.submit(pool_task, (job, fps[job.name], tok_dir)): job for job in todo}
-                pending = set(futs)
-                while pending:
-                    fin, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-                    if bar:
-                        bar.set(counter.value)
-                    for f in fin:
-                        d = f.result()
-                        results[d["name"]] = ShardResult(**d)
-                        if bar:
-                            bar.shard_done()
+            self.counter = ctx.Value("q", 0)
+            self.ex = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=init_worker,
+                                          initargs=(self.counter, settings))
+            for _ in range(n):  # start them now (the executor would wait for the first task)
+                self.ex._adjust_process_count() if hasattr(self.ex, "_adjust_process_count") else None
+
+    def close(self):
+        if self.ex is not None:
+            self.ex.shutdown(wait=True, cancel_futures=True)
+            self.ex = None
+
+
+def _run_phase1(todo, settings, overrides, tok_dir, pool: _Pool | None, progress) -> dict[str, ShardResult]:
+    from dataclasses import replace
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    results: dict[str, ShardResult] = {}
+    if not todo:
+        return results
+    bar = _Progress(len(todo)) if progress else None
+    remote = pool.counter if pool is not None and pool.ex is not None else None
+    local = [0]
+
+    def tick(n: int):
+        local[0] += n
+        if bar:
+            bar.set(local[0] + (remote.value if remote is not None else 0))
+
+    def run_here(job):
+        r = tokenize_shard(job, replace(settings, **overrides[job.name]), tok_dir, progress=tick)
+        results[job.name] = r
+        if bar:
+            bar.shard_done()
+
+    try:
+        if remote is None:
+            for job in todo:
+                run_here(job)
+            return results
+        futs = [(job, pool.ex.submit(pool_task, (job, overrides[job.name], tok_dir))) for job in todo]
+        pending = {f for _, f in futs}
+        while futs:
+            job, f = futs[-1]
+            if f.cancel():  # no worker has it: do it here
+                futs.pop()
+                pending.discard(f)
+                run_here(job)
+            else:
+                break
+            for g in [g for g in pending if g.done()]:
+                _collect(g, results, bar)
+                pending.discard(g)
+        while pending:
+            fin, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            if bar:
+                bar.set(local[0] + remote.value)
+            for g in fin:
+                _collect(g, results, bar)
     finally:
         if bar:
             bar.close()
     return results
+
+
+def _collect(fut, results, bar):
+    d = fut.result()
+    results[d["name"]] = ShardResult(**d)
+    if bar:
+        bar.shard_done()
 
 
 class _Progress:

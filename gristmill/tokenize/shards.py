@@ -35,7 +35,7 @@ class EncodeSettings:
     backend: str  # "hf" | "tiktoken"(fast) — the backend chosen for the run
     eos_id: int | None
     bos_id: int | None
-    verify_bytes: int = 65536  # per shard, fast path only: re-check this much text against the reference
+    verify_bytes: int = 0  # fast path only: re-check this much of the shard's text against the reference
     fingerprint: str = ""
 
 
@@ -60,20 +60,13 @@ class ShardResult:
         return dict(self.__dict__)
 
 
-_STATE: dict = {}
-
-
 def _backends(settings: EncodeSettings) -> tuple[Backend, Backend | None]:
-    """(backend to run, reference to spot-check against or None) — built once per process."""
-    key = (settings.spec.fingerprint, settings.backend)
-    if _STATE.get("key") != key:
-        spec = settings.spec
-        if settings.backend == "hf" or spec.kind == "tiktoken":
-            run, ref = spec.reference(), None
-        else:
-            run, ref = spec.fast(), spec.reference()
-        _STATE.update(key=key, run=run, ref=ref)
-    return _STATE["run"], _STATE["ref"]
+    """(backend to run, reference to spot-check against or None). The spec caches both per process, and
+    the reference is only built when this shard is to be spot-checked."""
+    spec = settings.spec
+    if settings.backend == "hf" or spec.kind == "tiktoken":
+        return spec.reference(), None
+    return spec.fast(), (spec.reference() if settings.verify_bytes > 0 else None)
 
 
 def _prefetch(it, depth: int = 2):
@@ -99,18 +92,6 @@ def _prefetch(it, depth: int = 2):
         if isinstance(x, BaseException):
             raise x
         yield x
-
-
-def _add_specials(flat: np.ndarray, lens: np.ndarray, eos: int | None, bos: int | None):
-    if eos is None and bos is None:
-        return flat, lens
-    if bos is not None:
-        flat = np.insert(flat, np.cumsum(lens) - lens, np.uint32(bos))
-        lens = lens + 1
-    if eos is not None:
-        flat = np.insert(flat, np.cumsum(lens), np.uint32(eos))
-        lens = lens + 1
-    return flat, lens
 
 
 def tokenize_shard(job: ShardJob, settings: EncodeSettings, tok_dir: str, progress=None) -> ShardResult:
@@ -142,9 +123,9 @@ def tokenize_shard(job: ShardJob, settings: EncodeSettings, tok_dir: str, progre
             res.empty += batch.num_rows - len(texts)
             if not texts:
                 continue
-            flat, lens = run.encode_batch(texts)
+            flat, lens = run.encode_batch(texts, settings.bos_id, settings.eos_id)
             if ref is not None and checked < settings.verify_bytes:
-                v = verify(ref, run, _check_sample(texts, settings.verify_bytes - checked))
+                v = verify(ref, run, head_within(texts, settings.verify_bytes - checked))
                 checked += v.bytes
                 res.verified_docs += v.docs
                 if not v.ok:
@@ -158,7 +139,7 @@ def tokenize_shard(job: ShardJob, settings: EncodeSettings, tok_dir: str, progre
                     lens_all.clear()
                     res.chars = res.bytes = res.tokens = res.special_tokens = res.docs = 0
                     for bt in batches + [texts]:
-                        f2, l2 = run.encode_batch(bt)
+                        f2, l2 = run.encode_batch(bt, settings.bos_id, settings.eos_id)
                         _write(out, f2, l2, bt, settings, res, lens_all)
                     batches = []
                     continue
@@ -182,9 +163,9 @@ def tokenize_shard(job: ShardJob, settings: EncodeSettings, tok_dir: str, progre
     return res
 
 
-def _check_sample(texts: list[str], budget: int) -> list[str]:
-    """Leading documents of the batch within ``budget`` bytes (at least the shortest one), so a few huge
-    documents cannot make the reference check expensive."""
+def head_within(texts: list[str], budget: int) -> list[str]:
+    """Leading documents within ``budget`` bytes (at least one: the shortest when the first is too long),
+    so a few huge documents cannot make the reference check expensive."""
     out, used = [], 0
     for t in texts:
         n = len(t.encode("utf-8", "surrogatepass"))
@@ -192,13 +173,12 @@ def _check_sample(texts: list[str], budget: int) -> list[str]:
             break
         out.append(t)
         used += n
-    return out or [min(texts, key=len)]
+    return out or ([min(texts, key=len)] if texts else [])
 
 
 def _write(out, flat, lens, texts, settings: EncodeSettings, res: ShardResult, lens_all: list):
     res.docs += len(texts)
     res.chars += sum(map(len, texts))
-    flat, lens = _add_specials(flat, lens, settings.eos_id, settings.bos_id)
     res.special_tokens += len(texts) * ((settings.eos_id is not None) + (settings.bos_id is not None))
     res.tokens += int(flat.size)
     out.write(flat.astype("<u4", copy=False).tobytes())
@@ -223,27 +203,41 @@ def load_done(tok_dir: str, name: str, fingerprint: str) -> ShardResult | None:
     return ShardResult(**d)
 
 
-# -- process pool entry points ---------------------------------------------------------------------
+# -- worker processes ------------------------------------------------------------------------------
 
-_COUNTER = None
-_SETTINGS: EncodeSettings | None = None
+def claim(next_index) -> int:
+    """The next shard index to do (shared by the parent and the workers)."""
+    with next_index.get_lock():
+        i = next_index.value
+        next_index.value += 1
+    return i
 
 
-def init_worker(counter, settings: EncodeSettings):
-    """Per worker, once: the shared token counter and the settings (the tokenizer travels once, not per task)."""
-    global _COUNTER, _SETTINGS
+def worker_main(settings: EncodeSettings, counter, next_index, start_q, result_q) -> None:
+    """A phase-1 worker: build the fast backend while the parent checks it, wait for the go (the shard
+    list and per-shard settings), then claim shards until none is left. Results and errors go back on
+    ``result_q``."""
+    import traceback
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    _COUNTER = counter
-    _SETTINGS = settings
 
+    def count(n: int):
+        if n:
+            with counter.get_lock():
+                counter.value += n
 
-def _count(n: int):
-    if _COUNTER is not None and n:
-        with _COUNTER.get_lock():
-            _COUNTER.value += n
-
-
-def pool_task(args) -> dict:
-    job, fingerprint, tok_dir = args
-    settings = replace(_SETTINGS, fingerprint=fingerprint)
-    return tokenize_shard(job, settings, tok_dir, progress=_count).to_dict()
+    try:
+        if settings.spec.kind == "hf" and settings.backend != "hf":
+            settings.spec.fast()
+        go = start_q.get()
+        if go is None:
+            return
+        todo, overrides, tok_dir = go
+        while True:
+            i = claim(next_index)
+            if i >= len(todo):
+                break
+            job = todo[i]
+            r = tokenize_shard(job, replace(settings, **overrides[job.name]), tok_dir, progress=count)
+            result_q.put(("ok", r.to_dict()))
+    except BaseException:  # noqa: BLE001 - reported to the parent, which raises
+        result_q.put(("error", traceback.format_exc()))

@@ -11,28 +11,40 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numba import njit, vectorize
 
 U64 = np.uint64
-_M1 = U64(0xFF51AFD7ED558CCD)
-_M2 = U64(0xC4CEB9FE1A85EC53)
-_S33 = U64(33)
+M1 = U64(0xFF51AFD7ED558CCD)
+M2 = U64(0xC4CEB9FE1A85EC53)
+S33 = U64(33)
 GOLDEN = U64(0x9E3779B97F4A7C15)
 MASK = (1 << 64) - 1
 
-# odd multipliers for the polynomial hashes (arbitrary fixed odd constants)
+# odd multipliers for the polynomial hashes (arbitrary fixed odd constants), shared with ``_kernels``
 BYTE_BASE = 0x100000001B3 * 0x9E37 | 1
 WINDOW_BASE = 0xD6E8FEB86659FD93
 
 
-def fmix64(h: np.ndarray) -> np.ndarray:
-    """murmur3's 64-bit finaliser (a bijection with full avalanche), on a copy."""
-    h = np.asarray(h, dtype=U64).copy()
-    h ^= h >> _S33
-    h *= _M1
-    h ^= h >> _S33
-    h *= _M2
-    h ^= h >> _S33
+@njit(inline="always")
+def fmix(h):
+    """murmur3's 64-bit finaliser of one uint64 (a bijection with full avalanche); the one definition used
+    by the compiled kernels and, vectorised, by the numpy code."""
+    h ^= h >> S33
+    h *= M1
+    h ^= h >> S33
+    h *= M2
+    h ^= h >> S33
     return h
+
+
+@vectorize(["uint64(uint64)"], cache=True)
+def _fmix_ufunc(h):
+    return fmix(h)
+
+
+def fmix64(h) -> np.ndarray:
+    """``fmix`` of every value of an array (a new uint64 array)."""
+    return _fmix_ufunc(np.asarray(h, dtype=U64))
 
 
 class _Powers:

@@ -20,15 +20,13 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
+from ._hashing import BYTE_BASE, GOLDEN, WINDOW_BASE, fmix, string_offsets
+
 F_WS, F_P, F_S, F_ND, F_MN = 1, 2, 4, 8, 16
 MODES = {"space": 0, "whitespace": 1, "punctuation": 2, "character": 3}
 
-_M1 = np.uint64(0xFF51AFD7ED558CCD)
-_M2 = np.uint64(0xC4CEB9FE1A85EC53)
-_S33 = np.uint64(33)
-_G = np.uint64(0x9E3779B97F4A7C15)
-_TOK_BASE = np.uint64(0x100000001B3 * 0x9E37 | 1)
-_WIN_BASE = np.uint64(0xD6E8FEB86659FD93)
+_TOK_BASE = np.uint64(BYTE_BASE)
+_WIN_BASE = np.uint64(WINDOW_BASE)
 _ONE = np.uint64(1)
 _MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
 # datatrove's decimal separators inside a number (", . ، ٫ ⎖ ⎗ ⎘")
@@ -54,16 +52,6 @@ def unicode_tables() -> tuple[np.ndarray, np.ndarray]:
             if len(kept) == 1:
                 base[c] = ord(kept[0])
     return flags, base
-
-
-@njit(inline="always")
-def _fmix(h):
-    h ^= h >> _S33
-    h *= _M1
-    h ^= h >> _S33
-    h *= _M2
-    h ^= h >> _S33
-    return h
 
 
 @njit(inline="always")
@@ -134,10 +122,10 @@ def doc_shingles(data, s, e, mode, simplify, window, flags, base, toks, out):
                 f = flags[cp]
         if mode == 3:
             if pending_space:
-                toks[ntok] = _fmix(np.uint64(33) ^ _G)
+                toks[ntok] = fmix(np.uint64(33) ^ GOLDEN)
                 ntok += 1
                 pending_space = False
-            toks[ntok] = _fmix(np.uint64(cp + 1) ^ _G)
+            toks[ntok] = fmix(np.uint64(cp + 1) ^ GOLDEN)
             ntok += 1
             continue
         if mode == 0:
@@ -148,7 +136,7 @@ def doc_shingles(data, s, e, mode, simplify, window, flags, base, toks, out):
             boundary = (f & F_P) != 0
         if boundary:
             if tlen > 0:
-                toks[ntok] = _fmix(h ^ (np.uint64(tlen) * _G))
+                toks[ntok] = fmix(h ^ (np.uint64(tlen) * GOLDEN))
                 ntok += 1
             h = np.uint64(0)
             tlen = 0
@@ -156,7 +144,7 @@ def doc_shingles(data, s, e, mode, simplify, window, flags, base, toks, out):
             h = h * _TOK_BASE + np.uint64(cp + 1)
             tlen += 1
     if tlen > 0:
-        toks[ntok] = _fmix(h ^ (np.uint64(tlen) * _G))
+        toks[ntok] = fmix(h ^ (np.uint64(tlen) * GOLDEN))
         ntok += 1
     if ntok == 0:
         return 0
@@ -164,37 +152,40 @@ def doc_shingles(data, s, e, mode, simplify, window, flags, base, toks, out):
         w = np.uint64(0)
         for j in range(ntok):
             w = w * _WIN_BASE + toks[j]
-        out[0] = _fmix(w ^ (np.uint64(ntok) * _G))
+        out[0] = fmix(w ^ (np.uint64(ntok) * GOLDEN))
         return 1
     m = ntok - window + 1
     for t in range(m):
         w = np.uint64(0)
         for j in range(window):
             w = w * _WIN_BASE + toks[t + j]
-        out[t] = _fmix(w ^ (np.uint64(window) * _G))
+        out[t] = fmix(w ^ (np.uint64(window) * GOLDEN))
     return m
 
 
 @njit(cache=True, nogil=True)
-def _max_len(offsets):
+def _scratch(offsets):
+    """Token and shingle buffers for ``doc_shingles``, as long as the batch's longest document."""
     m = 0
     for d in range(offsets.size - 1):
-        L = offsets[d + 1] - offsets[d]
-        if L > m:
-            m = L
-    return m
+        m = max(m, offsets[d + 1] - offsets[d])
+    return np.empty(m + 1, np.uint64), np.empty(m + 1, np.uint64)
 
 
 @njit(cache=True, nogil=True)
-def minhash_batch(data, offsets, mode, simplify, window, flags, base, a, b, sig, has):
+def _shingles_of(d, data, offsets, cfg, toks, sh):
+    """Number of shingles of document ``d`` (hashes in ``sh``); ``cfg`` = (mode, simplify, window, flags, base)."""
+    mode, simplify, window, flags, base = cfg
+    return doc_shingles(data, offsets[d], offsets[d + 1], mode, simplify, window, flags, base, toks, sh)
+
+
+@njit(cache=True, nogil=True)
+def minhash_batch(data, offsets, cfg, a, b, sig, has):
     """MinHash signature (min over shingles of a·h + b mod 2**64) of every document."""
-    n = offsets.size - 1
+    toks, sh = _scratch(offsets)
     k = a.size
-    cap = _max_len(offsets) + 1
-    toks = np.empty(cap, np.uint64)
-    sh = np.empty(cap, np.uint64)
-    for d in range(n):
-        m = doc_shingles(data, offsets[d], offsets[d + 1], mode, simplify, window, flags, base, toks, sh)
+    for d in range(offsets.size - 1):
+        m = _shingles_of(d, data, offsets, cfg, toks, sh)
         has[d] = m > 0
         row = sig[d]
         for j in range(k):
@@ -208,32 +199,25 @@ def minhash_batch(data, offsets, mode, simplify, window, flags, base, a, b, sig,
 
 
 @njit(cache=True, nogil=True)
-def shingles_batch(data, offsets, mode, simplify, window, flags, base, doc_out, sh_out):
+def shingles_batch(data, offsets, cfg, doc_out, sh_out):
     """All shingle hashes of all documents (row index in ``doc_out``); returns how many."""
-    n = offsets.size - 1
-    cap = _max_len(offsets) + 1
-    toks = np.empty(cap, np.uint64)
-    sh = np.empty(cap, np.uint64)
+    toks, sh = _scratch(offsets)
     pos = 0
-    for d in range(n):
-        m = doc_shingles(data, offsets[d], offsets[d + 1], mode, simplify, window, flags, base, toks, sh)
-        for i in range(m):
-            doc_out[pos] = d
-            sh_out[pos] = sh[i]
-            pos += 1
+    for d in range(offsets.size - 1):
+        m = _shingles_of(d, data, offsets, cfg, toks, sh)
+        doc_out[pos:pos + m] = d
+        sh_out[pos:pos + m] = sh[:m]
+        pos += m
     return pos
 
 
 @njit(cache=True, nogil=True)
-def simhash_batch(data, offsets, mode, simplify, window, flags, base, out, has):
+def simhash_batch(data, offsets, cfg, out, has):
     """64-bit SimHash of every document: bit i is set when more than half its shingle hashes have it."""
-    n = offsets.size - 1
-    cap = _max_len(offsets) + 1
-    toks = np.empty(cap, np.uint64)
-    sh = np.empty(cap, np.uint64)
+    toks, sh = _scratch(offsets)
     counts = np.zeros(64, np.int64)
-    for d in range(n):
-        m = doc_shingles(data, offsets[d], offsets[d + 1], mode, simplify, window, flags, base, toks, sh)
+    for d in range(offsets.size - 1):
+        m = _shingles_of(d, data, offsets, cfg, toks, sh)
         has[d] = m > 0
         counts[:] = 0
         for i in range(m):
@@ -247,42 +231,38 @@ def simhash_batch(data, offsets, mode, simplify, window, flags, base, out, has):
         out[d] = v
 
 
-def text_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(UTF-8 bytes, int64 offsets) of a string array, zero-copy where possible."""
-    from ._hashing import string_offsets
+def _inputs(arr: pa.Array, tokenization: str, window: int, simplify: bool):
+    """(UTF-8 bytes, int64 offsets, kernel config) of a (prepared) text array, zero-copy where possible."""
+    flags, base = unicode_tables()
     offsets, data = string_offsets(arr)
-    return np.ascontiguousarray(data), np.ascontiguousarray(offsets)
+    cfg = (np.int64(MODES[tokenization]), bool(simplify), np.int64(window), flags, base)
+    return np.ascontiguousarray(data), np.ascontiguousarray(offsets), cfg
 
 
 def shingle_arrays(arr: pa.Array, tokenization: str, window: int, simplify: bool) -> tuple[np.ndarray, np.ndarray]:
     """(row index, shingle hash) of every shingle of every row of a (prepared) text array."""
-    flags, base = unicode_tables()
-    data, offsets = text_buffers(arr)
+    data, offsets, cfg = _inputs(arr, tokenization, window, simplify)
     cap = data.size + len(arr) + 1
     doc = np.empty(cap, np.int64)
     sh = np.empty(cap, np.uint64)
-    m = shingles_batch(data, offsets, MODES[tokenization], simplify, window, flags, base, doc, sh)
+    m = shingles_batch(data, offsets, cfg, doc, sh)
     return doc[:m].copy(), sh[:m].copy()
 
 
 def minhash_signatures(arr: pa.Array, tokenization: str, window: int, simplify: bool, a: np.ndarray,
                        b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """((rows, K) MinHash signatures, has-shingles mask) of a (prepared) text array."""
-    flags, base = unicode_tables()
-    data, offsets = text_buffers(arr)
-    n = len(arr)
-    sig = np.empty((n, a.size), np.uint64)
-    has = np.empty(n, np.bool_)
-    minhash_batch(data, offsets, MODES[tokenization], simplify, window, flags, base, a, b, sig, has)
+    data, offsets, cfg = _inputs(arr, tokenization, window, simplify)
+    sig = np.empty((len(arr), a.size), np.uint64)
+    has = np.empty(len(arr), np.bool_)
+    minhash_batch(data, offsets, cfg, a, b, sig, has)
     return sig, has
 
 
 def simhashes(arr: pa.Array, tokenization: str, window: int, simplify: bool) -> tuple[np.ndarray, np.ndarray]:
     """(64-bit SimHash per row, has-shingles mask) of a (prepared) text array."""
-    flags, base = unicode_tables()
-    data, offsets = text_buffers(arr)
-    n = len(arr)
-    out = np.empty(n, np.uint64)
-    has = np.empty(n, np.bool_)
-    simhash_batch(data, offsets, MODES[tokenization], simplify, window, flags, base, out, has)
+    data, offsets, cfg = _inputs(arr, tokenization, window, simplify)
+    out = np.empty(len(arr), np.uint64)
+    has = np.empty(len(arr), np.bool_)
+    simhash_batch(data, offsets, cfg, out, has)
     return out, has

@@ -1,14 +1,20 @@
-"""Exact-Jaccard verification of LSH candidate pairs, out of core.
+"""Exact-Jaccard verification of LSH candidate pairs and precision-correct clustering, out of core.
 
 Candidate edges are first joined into candidate components (a throw-away union-find); each component is
 assigned to a disk partition by its root, and the shingle sets of its rows (recomputed from the text in
 one streaming pass) go to the same partition, together with its edges. Each partition is then checked in
 memory: an edge survives when |A ∩ B| / |A ∪ B| of the two rows' shingle sets reaches the threshold.
 A partition holds whole components, so memory is bounded by the largest candidate component.
+
+Clusters are then formed without chaining: rows are decided in dataset order, and a row is removed when a
+verified edge links it to an earlier row that is kept (the first such row is its cluster's kept row).
+Every removed row is therefore at least ``jaccard_threshold`` similar to the row that stays, which a
+transitive closure of the edges would not guarantee (A~B and B~C does not make A~C).
 """
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from . import _resolve as R
 from ._hashing import fmix64
@@ -40,8 +46,29 @@ def jaccard_pairs(sets: dict[int, np.ndarray], u: np.ndarray, v: np.ndarray) -> 
     return out
 
 
+@njit(cache=True)
+def _attach_to_kept(rep, u, v):
+    """Edges (u < v) sorted by (v, u): v joins the first kept u it is linked to. When v's edges come up,
+    every row before v is decided, so ``rep[u] == u`` means u is kept for good."""
+    for i in range(u.size):
+        a, b = u[i], v[i]
+        if rep[b] == b and rep[a] == a:
+            rep[b] = a
+
+
+def verified_roots(op, ctx, candidates, n: int) -> np.ndarray:
+    """The kept row of every row (itself when kept), from candidate edges checked by exact Jaccard."""
+    rep = np.arange(n, dtype=np.int64)
+    for u, v in verified_edges(op, ctx, candidates, n):
+        lo, hi = np.minimum(u, v), np.maximum(u, v)
+        order = np.lexsort((lo, hi))  # components are whole within a partition: decide them here
+        _attach_to_kept(rep, lo[order], hi[order])
+    return rep
+
+
 def verified_edges(op, ctx, candidates, n: int):
-    """Yield (u, v) arrays of candidate edges whose exact Jaccard similarity >= op's threshold."""
+    """Yield, per partition (whole candidate components), the (u, v) arrays of candidate edges whose exact
+    Jaccard similarity >= op's threshold."""
     threshold = op.params.jaccard_threshold
     edge_dir = ctx.scratch_dir / f"verify-{op.position}"
     edge_dir.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ from ._lsh import EDGE_DTYPE, band_keys, bucket_edges, optimal_param, permutatio
 from ._partition import Spill
 from ._text import as_text, remove_pattern
 from ._unionfind import UnionFind
-from ._verify import verified_edges
+from ._verify import verified_roots
 
 PRESETS: dict[str, dict] = {
     # datatrove's MinhashConfig defaults: 5-word shingles of simplified text, 14 bands x 8 rows, 64-bit
@@ -136,12 +136,12 @@ class DocumentMinhashDeduplicator(Deduplicator):
             rec["g"] = np.repeat(g0 + valid, nb)
             spill.add(rec)
             n = g0 + m
-        uf = UnionFind(n)
         if self.params.verify:
-            for u, v in verified_edges(self, ctx, bucket_edges(spill), n):
-                uf.union(u, v)
+            roots = verified_roots(self, ctx, bucket_edges(spill), n)
         else:
+            uf = UnionFind(n)
             for u, v in bucket_edges(spill):
                 uf.union(u, v)
-        self.last_stats = R.emit(ctx, uf.roots(), "minhash duplicate")
+            roots = uf.roots()
+        self.last_stats = R.emit(ctx, roots, "minhash duplicate")
         return None

@@ -45,22 +45,33 @@ def span_hash(cps, a, b):
 
 # -- spaCy-style English special cases ---------------------------------------------------------------
 
+# n't verbs (stem before "n't"); those in _NT_VE also take "n't've"
 _NT_VERBS = ["do", "does", "did", "is", "are", "was", "were", "has", "have", "had", "could", "would", "should",
-             "must", "might", "need", "dare", "may", "ought", "ai"]
-_NT_IRREGULAR = {"can": "ca", "will": "wo", "shall": "sha"}
-_PRONOUNS = ["i", "you", "he", "she", "it", "we", "they", "that", "this", "these", "those", "there", "who", "what",
-             "when", "where", "why", "how"]
-_CONTRACTIONS = ["d", "ll", "re", "ve", "s", "m"]
+             "must", "might", "need", "dare", "may", "ought", "ai", "ca", "wo", "sha"]
+_NT_VE = {"do", "does", "did", "had", "could", "would", "should", "must", "might", "need", "may", "ought", "ca",
+          "wo", "sha"}
+# pronoun -> contractions it takes (besides 'd, 'll, 'd've, 'll've, which all take)
+_PRONOUNS = {"i": ("m", "ve"), "you": ("re", "ve"), "we": ("re", "ve"), "they": ("re", "ve"),
+             "these": ("re", "ve"), "those": ("re", "ve"), "he": ("s",), "she": ("s",), "it": ("s",),
+             "that": ("s",), "this": ("s",)}
+_PRONOUNS.update({w: ("re", "s", "ve") for w in ("there", "who", "what", "when", "where", "why", "how")})
+# apostrophe-less spellings that are ordinary words, so not split ("hell", "well", "its", ...)
+_NO_APO_SKIP = {"ill", "hell", "shell", "shed", "well", "were", "its", "whore", "howdy"}
+_DROPPED_G = ["doin", "goin", "havin", "lovin", "nothin", "nuthin", "somethin"]
+_WHOLE = ("'em 'cause 'cos 'coz 'cuz 'bout 'nuff em ll nuff ol' ma'am o'clock ' '' ’’ \\\") \\n \\t — \xa0 "
+          "<space>").split()
 _ABBREVIATIONS = ("Adm. Ak. Ala. Apr. Ariz. Ark. Aug. Bros. Calif. Co. Colo. Conn. Corp. D.C. Dec. Del. Dr. E.G. E.g. "
                   "Feb. Fla. Ga. Gen. Gov. I.E. I.e. Ia. Id. Ill. Inc. Ind. Jan. Jr. Jul. Jun. Kan. Kans. Ky. La. "
                   "Ltd. Mar. Mass. Md. Messrs. Mich. Minn. Miss. Mo. Mont. Mr. Mrs. Ms. Mt. N.C. N.D. N.H. N.J. "
                   "N.M. N.Y. Neb. Nebr. Nev. Nov. Oct. Okla. Ore. Pa. Ph.D. Prof. Rep. Rev. S.C. Sen. Sep. Sept. "
-                  "St. Tenn. Va. Wash. Wis. a.m. p.m. co. e.g. i.e. vs. v.s. ä. ö. ü. C++ and/or w/o o'clock ma'am "
-                  ":) :( :-) :-( ;) ;-) :D :P :p :/ :-/ :o :O :| :-| <3 </3 (: ): =) =( :] :[ :') :'( -_- ^_^ "
-                  "o_o O_O o.O O.o o.o 0.0 xD XD 'em 'cause 'bout 'nuff '' ’’ [: :] (= [= =] ]= 8) 8-) (-: )-: "
-                  "[-: :-] (; :} :-} :> :-> :3 :x :X :* :-* :0 :-0 :-o :-O :-P :-p :-D ;D ;-D =/ =| =D =3 =[ "
-                  ":(( :)) :-)) :-(( (-8 (-; >:( >:o <33 :1 :'-) :'-( ^__^ -__- o_0 0_o 0_0 V_V v_v").split()
-_ABBREVIATIONS += [f"{c}." for c in "abcdefghijklmnopqrstuvwxyz"]
+                  "St. Tenn. Va. Wash. Wis. a.m. p.m. co. e.g. i.e. vs. v.s. ä. ö. ü. C++ and/or w/o")
+# emoticons kept as one token
+_EMOTICONS = (":) :( :-) :-( ;) ;-) :D :P :p :/ :-/ :o :O :| :-| <3 </3 (: ): =) =( :] :') :'( :’( :’) :’-( :’-) -_- ^_^ "
+              "o_o O_O o.O O.o o.o 0.0 xD XD [: :] (= [= =] ]= 8) 8-) (-: )-: [-: :-] (; :} :-} :> :-> :3 :x :X "
+              ":* :-* :0 :-0 :-o :-O :-P :-p :-D ;D ;-D =/ =| =D =3 =[ :(( :)) :-)) :-(( (-8 (-; >:( >:o <33 :1 "
+              ":'-) :'-( ^__^ -__- o_0 0_o 0_0 V_V v_v (*_*) (-_-) (._.) (>_<) (^_^) (o: (¬_¬) (ಠ_ಠ) "
+              "(╯°□°）╯︵┻━┻ ._. 0.o 8-D 8D :((( :() :))) :-((( :-))) :-3 :-X :-x :o) ;_; <.< <333 >.< >.> "
+              "><(((*> @_@ O.O O_o V.V XDD ^___^ o.0 o_O v.v xDD ¯\\(ツ)/¯ ಠ_ಠ ಠ︵ಠ").split()
 
 
 def _variants(word: str):
@@ -68,46 +79,68 @@ def _variants(word: str):
     yield word[:1].upper() + word[1:]
 
 
-_NO_APOSTROPHE = ("im ive youre youve youll youd hes shes itll itd weve theyre theyve theyll theyd thatll thatd "
-                  "therell thered therere thereve whatll whatre whatve whatd wholl whove whyll whyre whyve howll "
-                  "howre howve howd whenll whenre whenve wherell wherere whereve").split()
-
-
 @lru_cache(maxsize=1)
 def special_cases() -> dict[str, tuple[int, ...]]:
-    """Special-cased chunks: text -> split points (code-point offsets; empty tuple = keep whole)."""
+    """Special-cased chunks: text -> split points (code-point offsets; empty tuple = keep whole).
+
+    Generated from the rules of spaCy's English exceptions: n't verbs, pronoun contractions (with ' or ’,
+    and without an apostrophe unless that spells an ordinary word), clock times, dropped-g words,
+    abbreviations and emoticons."""
     out: dict[str, tuple[int, ...]] = {}
+
+    def add(word, *parts):
+        cuts, p = [], 0
+        for x in parts[:-1]:
+            p += len(x)
+            cuts.append(p)
+        for w in _variants(word):
+            out[w] = tuple(cuts)
+
     for apo in ("'", "’", ""):
-        for v in _NT_VERBS + list(_NT_IRREGULAR):
-            stem = _NT_IRREGULAR.get(v, v)
-            for w in _variants(stem + "n" + apo + "t"):
-                out[w] = (len(stem),)
-            for w in _variants(stem + "n" + apo + "t" + apo + "ve"):
-                out[w] = (len(stem), len(stem) + 2 + len(apo))
-        if not apo:
-            continue
-        for c in _CONTRACTIONS:
-            out[apo + c] = ()
-        out[apo + "S"] = ()
-        for p in _PRONOUNS:
-            for c in _CONTRACTIONS:
-                if c == "m" and p != "i":
+        for v in _NT_VERBS:
+            add(v + "n" + apo + "t", v, "n" + apo + "t")
+            if v in _NT_VE:
+                add(v + "n" + apo + "t" + apo + "ve", v, "n" + apo + "t", apo + "ve")
+        for p, extra in _PRONOUNS.items():
+            forms = [("d",), ("ll",), ("d", "ve"), ("ll", "ve")] + [(c,) for c in extra]
+            if p == "i":
+                forms.append(("m", "a"))
+            if p == "how":
+                forms.append(("d", "y"))
+            for parts in forms:
+                pieces = [apo + parts[0]] + [(apo if c != "a" else "") + c for c in parts[1:]]
+                word = p + "".join(pieces)
+                if not apo and (word in _NO_APO_SKIP or (p, parts) in (("she", ("d",)), ("we", ("re",)),
+                                                                       ("who", ("re",)), ("he", ("ll",)))):
                     continue
-                for w in _variants(p + apo + c):
-                    out[w] = (len(p),)
-    for w in _NO_APOSTROPHE:
-        p = next(p for p in sorted(_PRONOUNS, key=len, reverse=True) if w.startswith(p))
-        for v in _variants(w):
-            out[v] = (len(p),)
-    for w in ("id", "Id", "wed", "Wed", "hed", "Hed", "thats", "Thats", "whats", "Whats", "theres", "Theres",
-              "whos", "Whos", "hows", "Hows", "whens", "Whens", "wheres", "Wheres", "whys", "Whys"):
-        out[w] = (len(w) - 1,)
-    for w, split in (("cannot", 3), ("gonna", 3), ("gotta", 3), ("y'all", 2), ("yall", 1), ("let's", 3),
-                     ("let’s", 3)):
-        for v in _variants(w):
-            out[v] = (split,)
-    for a in _ABBREVIATIONS:
-        out[a] = ()
+                add(word, p, *pieces)
+        for m in ("could", "might", "must", "should", "would", "not"):
+            add(m + apo + "ve", m, apo + "ve")
+        if apo:
+            for c in ("d", "ll", "re", "s", "S", "em", "cause", "Cause", "cos", "Cos", "coz", "Coz", "cuz", "Cuz",
+                      "bout", "nuff"):
+                out[apo + c] = ()
+            for g in _DROPPED_G:
+                add(g + apo)
+            add("c" + apo + "mon", "c" + apo + "m", "on")
+            add("ma" + apo + "am")
+            add("o" + apo + "clock")
+            add("ol" + apo)
+            out["y" + apo + "all"] = (2,)
+            add("let" + apo + "s", "let", apo + "s")
+    out["‘S"] = out["‘s"] = out["’"] = ()
+    for g in _DROPPED_G + ["ol"]:
+        add(g)
+    for w, a_, b_ in (("cannot", "can", "not"), ("gonna", "gon", "na"), ("gotta", "got", "ta")):
+        add(w, a_, b_)
+    out["yall"] = (1,)
+    for h in range(1, 13):
+        for m in ("am", "pm", "a.m.", "p.m."):
+            out[f"{h}{m}"] = (len(str(h)),)
+    for u in "CFKcfk":
+        out[f"°{u}."] = (1, 2)
+    for w in _WHOLE + _ABBREVIATIONS.split() + [f"{c}." for c in "abcdefghijklmnopqrstuvwxyz"] + _EMOTICONS:
+        out[w] = ()
     return out
 
 
@@ -204,12 +237,13 @@ def _suffix_len(cps, a, b, tab, units):
 
 @nb.njit(cache=True, inline="always")
 def _host_char(c):
-    return (48 <= c <= 57) or (97 <= c <= 122) or (65 <= c <= 90) or c >= 0xA1
+    return (48 <= c <= 57) or (97 <= c <= 122) or (65 <= c <= 90) or 0xA1 <= c <= 0xFFFF
 
 
 @nb.njit(cache=True)
-def _is_url(cps, a, b):
-    """spaCy's URL match, in short: [scheme://][user@]label(.label)*.tld[.][:port][/?#rest], tld >= 2 letters."""
+def _is_url(cps, a, b, tab):
+    """spaCy's URL match, in short: [scheme://][user@]label(.label)*.tld[.][:port][/?#rest], the tld 2-63
+    of spaCy's lower-case letters (so "pandas.Series.str" is one token but "abc.Def¶" is not a URL)."""
     i = a
     for k in range(a, b - 2):
         if cps[k] == 58 and cps[k + 1] == 47 and cps[k + 2] == 47:
@@ -253,7 +287,7 @@ def _is_url(cps, a, b):
         return False
     for m in range(last_start, tld_end):
         c = cps[m]
-        if not ((97 <= c <= 122) or c >= 0xA1):
+        if not (tab[c] & cc.LOWER):
             return False
     k = host_end
     if k < b and cps[k] == 58:
@@ -335,7 +369,7 @@ def _attach(cps, a, b, tab, specials, out_s, out_e, n):
     h = span_hash(cps, a, b)
     if h in specials:
         return _emit_special(out_s, out_e, n, a, b, specials[h])
-    if _is_url(cps, a, b):
+    if _is_url(cps, a, b, tab):
         return _emit(out_s, out_e, n, a, b)
     start = a
     i = a + 1
