@@ -9,7 +9,6 @@ The raw limit is pyarrow reading the same JSONL (read_json, all cores) and writi
 """
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import subprocess

@@ -1,9 +1,7 @@
 import gzip
 import json
-import os
 from pathlib import Path
 
-import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "examples" / "data" / "cc-sample.jsonl.gz"

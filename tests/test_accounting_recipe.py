@@ -2,7 +2,6 @@
 import json
 import os
 
-import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

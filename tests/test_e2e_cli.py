@@ -1,6 +1,5 @@
 """End to end through the CLI on the bundled real sample."""
 import json
-import os
 import subprocess
 import sys
 
