@@ -1,9 +1,20 @@
-"""Tokenize benchmark: gristmill's full path (read → tokenize → pack → write) next to the raw backend on the
-same text and next to datatrove's DocumentTokenizer, plus packing utilisation of the three modes.
+"""Tokenize benchmark, English and Chinese: gristmill's full path (read JSONL → tokenize → pack → write) at
+np=1 and np=2 next to the raw tokenizer backend on the same texts with the same number of processes, next
+to datatrove's DocumentTokenizer, plus the utilisation of the three packing modes at --seq-len.
 
-usage: python bench/tokenize_bench.py [--skip-peer] [--work /tmp/bench-tok]
-Needs /tmp/corpus/corpus.jsonl (bash ../shared/bench/make-corpus.sh), ../shared (Qwen3 tokenizer.json, the
-CC sample with Chinese text) and, for the peer, /tmp/peers/dt (bash ../shared/bench/peers/setup.sh).
+usage: python bench/tokenize_bench.py [--limit ROWS] [--langs en,zh] [--skip-peer] [--work /tmp/bench-tok]
+
+Inputs (built once under --work, 4 JSONL shards per language):
+- en: /tmp/corpus/corpus.jsonl (bash ../shared/bench/make-corpus.sh /tmp/corpus) without its Chinese pages,
+  plus the non-Chinese documents of ../shared/data/cc-2019-30-sample.jsonl.gz;
+- zh: the Chinese pages of the corpus and of the CC sample, plus Debian's Chinese documentation
+  (libreoffice-help-zh-cn/-zh-tw help pages and manpages-zh, fetched with apt-get download).
+Tokenizer: ../shared/tokenizers/qwen3/tokenizer.json.gz. Peer: /tmp/peers/dt (../shared/bench/peers/setup.sh).
+
+"raw backend" is the tiktoken encoder gristmill verified against the Qwen3 tokenizer.json, run on texts
+already in memory (np=2: two processes, each on half of the texts, timed from a common start), with the
+same per-document EOS the full path adds. The full path is timed end to end: loading the tokenizer,
+checking the fast path against the reference, reading, tokenizing, packing and writing `npy` rows.
 """
 from __future__ import annotations
 
@@ -15,8 +26,10 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.getcwd()) != _HERE]
 
 import argparse  # noqa: E402
-import gzip
+import gzip  # noqa: E402
+import html.parser  # noqa: E402
 import json  # noqa: E402
+import re  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
@@ -24,8 +37,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SHARED = os.path.normpath(os.path.join(HERE, "..", "..", "shared"))
+SHARED = os.path.normpath(os.path.join(_HERE, "..", "..", "shared"))
 if not os.path.isdir(SHARED):
     SHARED = "/work/shared"
 TOKENIZER_GZ = os.path.join(SHARED, "tokenizers", "qwen3", "tokenizer.json.gz")
@@ -33,130 +45,253 @@ CC = os.path.join(SHARED, "data", "cc-2019-30-sample.jsonl.gz")
 CORPUS = "/tmp/corpus/corpus.jsonl"
 PEER = os.path.join(SHARED, "bench", "peers", "dt_tokenize.py")
 DT_PY = "/tmp/peers/dt/bin/python"
+ZH_DEBS = ["libreoffice-help-zh-cn", "libreoffice-help-zh-tw", "manpages-zh"]
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
-def prepare(work: str) -> tuple[str, str, int]:
-    """4 JSONL shards (corpus + the CC sample's documents), and the uncompressed tokenizer.json."""
-    inp = os.path.join(work, "in")
+def is_zh(t: str) -> bool:
+    return len(_CJK.findall(t[:4000])) > 0.2 * min(len(t), 4000)
+
+
+class _Text(html.parser.HTMLParser):
+    SKIP = {"script", "style", "nav", "head", "noscript"}
+    BLOCK = {"p", "div", "br", "li", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "pre", "section", "dt", "dd"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.parts, self.skip = [], 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.SKIP:
+            self.skip += 1
+        elif tag in self.BLOCK:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag):
+        if tag in self.SKIP and self.skip:
+            self.skip -= 1
+        elif tag in self.BLOCK:
+            self.parts.append("\n")
+
+    def handle_data(self, data):
+        if not self.skip:
+            self.parts.append(data)
+
+
+def _html_text(raw: str) -> str:
+    p = _Text()
+    p.feed(raw)
+    return re.sub(r"\n\s*\n+", "\n\n", "".join(p.parts)).strip()
+
+
+_ROFF_ESC = re.compile(r"\\f[BIRP]|\\f\(..|\\\(..|\\[-&e|^ ]|\\s[-+]?\d")
+
+
+def _man_text(raw: str) -> str:
+    """roff source → readable text: comments dropped, macro names stripped, font escapes removed."""
+    out = []
+    for line in raw.splitlines():
+        if line.startswith(('.\\"', "'\\\"")):
+            continue
+        if line.startswith("."):
+            parts = line.split(None, 1)
+            line = parts[1].replace('"', "") if len(parts) > 1 else ""
+        out.append(_ROFF_ESC.sub("", line))
+    return re.sub(r"\n\s*\n+", "\n\n", "\n".join(out)).strip()
+
+
+def debian_zh_docs(work: str) -> list[str]:
+    """Chinese documentation from Debian packages (apt-get download; nothing is installed)."""
+    d = os.path.join(work, "zh-debs")
+    root = os.path.join(d, "root")
+    if not os.path.isdir(root):
+        os.makedirs(d, exist_ok=True)
+        try:
+            subprocess.run(["apt-get", "download", *ZH_DEBS], cwd=d, check=True, capture_output=True, timeout=600)
+        except (OSError, subprocess.SubprocessError) as e:
+            print(f"  (no Debian Chinese docs: {e})")
+            return []
+        for f in sorted(os.listdir(d)):
+            if f.endswith(".deb"):
+                subprocess.run(["dpkg-deb", "-x", os.path.join(d, f), root], check=True)
+    texts = []
+    for dirpath, _, files in sorted(os.walk(root)):
+        for name in sorted(files):
+            p = os.path.join(dirpath, name)
+            try:
+                if name.endswith((".html", ".htm", ".xhtml")):
+                    t = _html_text(open(p, encoding="utf-8", errors="replace").read())
+                elif "/man/" in p and name.endswith(".gz"):
+                    t = _man_text(gzip.open(p, "rt", encoding="utf-8", errors="replace").read())
+                else:
+                    continue
+            except (OSError, EOFError):
+                continue
+            if len(t) > 200 and is_zh(t):
+                texts.append(t)
+    return texts
+
+
+def _write_shards(texts: list[str], inp: str) -> None:
+    os.makedirs(inp)
+    outs = [open(os.path.join(inp, f"shard-{i}.jsonl"), "w", encoding="utf-8") for i in range(4)]
+    for i, t in enumerate(texts):
+        outs[i % 4].write(json.dumps({"id": str(i), "text": t}, ensure_ascii=False) + "\n")
+    for o in outs:
+        o.close()
+
+
+def prepare(work: str, limit: int | None) -> tuple[str, dict[str, str]]:
+    """(tokenizer.json path, {lang: input dir}) — built once per --work and --limit."""
     tok = os.path.join(work, "tokenizer.json")
     if not os.path.exists(tok):
         with gzip.open(TOKENIZER_GZ, "rt", encoding="utf-8") as f, open(tok, "w", encoding="utf-8") as g:
             g.write(f.read())
-    if not os.path.isdir(inp):
-        os.makedirs(inp)
-        texts = pl.read_ndjson(CORPUS)["text"].to_list()
-        with gzip.open(CC, "rt", encoding="utf-8") as f:
-            texts += [json.loads(line)["text"] for line in f]
-        outs = [open(os.path.join(inp, f"shard-{i}.jsonl"), "w", encoding="utf-8") for i in range(4)]
-        for i, t in enumerate(texts):
-            outs[i % 4].write(json.dumps({"id": str(i), "text": t}, ensure_ascii=False) + "\n")
-        for o in outs:
-            o.close()
-    nbytes = 0
-    for f in sorted(os.listdir(inp)):
-        nbytes += sum(len(t.encode()) for t in pl.read_ndjson(os.path.join(inp, f))["text"].to_list())
-    return inp, tok, nbytes
+    tag = f"limit{limit}" if limit else "full"
+    dirs = {lang: os.path.join(work, f"in-{lang}-{tag}") for lang in ("en", "zh")}
+    if all(os.path.isdir(d) for d in dirs.values()):
+        return tok, dirs
+    corpus = pl.read_ndjson(CORPUS)["text"].to_list()
+    with gzip.open(CC, "rt", encoding="utf-8") as f:
+        cc = [json.loads(line)["text"] for line in f]
+    zh = [t for t in corpus + cc if is_zh(t)]
+    en = [t for t in corpus + cc if t and not is_zh(t)]
+    zh += debian_zh_docs(work)
+    for lang, texts in (("en", en), ("zh", zh)):
+        if not os.path.isdir(dirs[lang]):
+            _write_shards(texts[:limit] if limit else texts, dirs[lang])
+    return tok, dirs
 
 
-def all_texts(inp: str) -> list[str]:
+def read_texts(inp: str, part: int | None = None, parts: int = 1) -> list[str]:
     out = []
     for f in sorted(os.listdir(inp)):
         out += pl.read_ndjson(os.path.join(inp, f))["text"].to_list()
-    return out
+    out = [t for t in out if t]
+    return out if part is None else out[part::parts]
+
+
+def _raw_worker(tok_json, inp, part, parts, barrier, q):
+    """One raw-backend process: load its texts and the backend untimed, then encode after the barrier."""
+    from gristmill.tokenize.backends import load_tokenizer
+    texts = read_texts(inp, part, parts)
+    spec = load_tokenizer(tok_json)
+    fast = spec.fast()
+    eos = spec.token_id("<|endoftext|>")
+    barrier.wait()
+    n = 0
+    for i in range(0, len(texts), 1000):
+        ids, _ = fast.encode_batch(texts[i:i + 1000], None, eos)
+        n += len(ids)
+    q.put((n, time.perf_counter()))
+
+
+def raw_backend(tok_json: str, inp: str, nproc: int) -> tuple[int, float]:
+    """(tokens, seconds) for the fast backend alone on every text of ``inp`` with ``nproc`` processes."""
+    import multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(nproc + 1)
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_raw_worker, args=(tok_json, inp, i, nproc, barrier, q)) for i in range(nproc)]
+    for p in procs:
+        p.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    got = [q.get() for _ in procs]
+    for p in procs:
+        p.join()
+    return sum(n for n, _ in got), max(t for _, t in got) - t0
+
+
+def full_path(tok_json: str, inp: str, work: str, nproc: int, seq_len: int) -> tuple[dict, float, str]:
+    from gristmill.tokenize.run import run_tokenize
+    w = os.path.join(work, f"gm-work-np{nproc}")
+    out = os.path.join(work, f"gm-out-np{nproc}")
+    shutil.rmtree(w, ignore_errors=True)
+    shutil.rmtree(out, ignore_errors=True)
+    cfg = {"tokenizer": tok_json, "sources": inp, "output": out, "format": "npy", "pack": "padded",
+           "seq_len": seq_len}
+    t = time.perf_counter()
+    rep = run_tokenize(cfg, np=nproc, work_dir=w, progress=False)
+    return rep, time.perf_counter() - t, out
+
+
+def bench_lang(lang: str, tok_json: str, inp: str, work: str, a) -> None:
+    from gristmill.tokenize.packing import plan_pack
+    from gristmill.tokenize.store import TokenStore
+    nbytes = sum(os.path.getsize(os.path.join(inp, f)) for f in os.listdir(inp))
+    texts = read_texts(inp)
+    text_mb = sum(len(t.encode()) for t in texts) / 1e6
+    print(f"\n== {lang}: {len(texts)} documents, {text_mb:.1f} MB of text ({nbytes / 1e6:.1f} MB of JSONL in 4 "
+          f"shards, {inp})")
+    del texts
+    lw = os.path.join(work, lang)
+    os.makedirs(lw, exist_ok=True)
+    raw: dict[int, list[float]] = {1: [], 2: []}
+    full: dict[int, tuple[dict, float, str]] = {}
+    # raw and full runs interleaved, raw before and after, because the machine is shared
+    for npw in (1, 2):
+        n, s = raw_backend(tok_json, inp, npw)
+        raw[npw].append(n / s)
+        full[npw] = full_path(tok_json, inp, lw, npw, a.seq_len)
+        n, s = raw_backend(tok_json, inp, npw)
+        raw[npw].append(n / s)
+    for npw in (1, 2):
+        rep, s, _ = full[npw]
+        r = float(np.mean(raw[npw]))
+        tps = rep["tokens"] / s
+        print(f"  np={npw}: raw backend {r / 1e6:.2f}M tok/s (runs: {', '.join(f'{x / 1e6:.2f}' for x in raw[npw])}); "
+              f"gristmill full path {tps / 1e6:.2f}M tok/s = {text_mb / s:.1f} MB/s in {s:.1f}s "
+              f"-> {tps / r:.2f}x raw (target >= 0.9x)")
+        print(f"        setup {rep['setup_seconds']:.2f}s (tokenizer load + fast-path check: "
+              f"{rep['backend_info'].get('verified_docs', 0)} docs from {rep['backend_info'].get('checked_shards', 0)} "
+              f"shards), tokenize {rep['tokenize_seconds']:.2f}s, pack+write {rep['write_seconds']:.2f}s; "
+              f"backend {rep['backend']} ({rep['backend_info']['reason']}); {rep['tokens']:,} tokens, "
+              f"{rep['shards']} shards")
+    same = open(os.path.join(full[1][2], "data.npy"), "rb").read() == open(os.path.join(full[2][2], "data.npy"),
+                                                                           "rb").read()
+    print(f"  np=1 and np=2 outputs byte-identical: {same}")
+
+    if not a.skip_peer and os.path.exists(DT_PY):
+        out = os.path.join(lw, "dt-out")
+        t = time.perf_counter()
+        subprocess.run([DT_PY, PEER, inp, "shard-*.jsonl", tok_json, out, "2"], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        dt_s = time.perf_counter() - t
+        rep2, s2, _ = full[2]
+        dt_tok = sum(os.path.getsize(os.path.join(dp, f)) // 4 for dp, _, fs in os.walk(out) for f in fs
+                     if f.endswith(".ds"))
+        print(f"  datatrove DocumentTokenizer np=2: {dt_tok / 1e6:.1f}M tokens in {dt_s:.1f}s = "
+              f"{dt_tok / dt_s / 1e6:.2f}M tok/s, {text_mb / dt_s:.1f} MB/s; gristmill np=2 is {dt_s / s2:.2f}x "
+              f"faster (target >= 5x)")
+    else:
+        print("  datatrove: skipped (no /tmp/peers/dt or --skip-peer)")
+
+    tok_dir = os.path.join(lw, "gm-work-np1", "tokenize", "tok")
+    names = sorted(f[:-len(".lens.npy")] for f in os.listdir(tok_dir) if f.endswith(".lens.npy"))
+    lens = np.concatenate(TokenStore(tok_dir, [names]).lens)
+    print(f"  packing at seq_len {a.seq_len}: {len(lens)} documents, median {int(np.median(lens))} tokens, "
+          f"{100 * np.mean(lens > a.seq_len + 1):.1f}% longer than a row")
+    for mode in ("padded", "concat", "bfd"):
+        t = time.perf_counter()
+        st = plan_pack(lens, a.seq_len, mode).stats()
+        print(f"    {mode:7s} rows {st['rows']:8d}  non-pad {100 * st['utilisation']:.3f}%  truncated "
+              f"{st['truncated_tokens']:6d}  docs split {st['docs_split_across_rows']:6d}  "
+              f"({time.perf_counter() - t:.2f}s)")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", default="/tmp/bench-tok")
+    ap.add_argument("--limit", type=int, default=None, help="documents per language (default: all)")
+    ap.add_argument("--langs", default="en,zh")
     ap.add_argument("--skip-peer", action="store_true")
     ap.add_argument("--seq-len", type=int, default=2048)
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
-    inp, tok_json, nbytes = prepare(a.work)
-    print(f"corpus: {nbytes / 1e6:.1f} MB of text in 4 shards ({inp})")
-
-    from gristmill.tokenize.backends import load_tokenizer
-    from gristmill.tokenize.packing import plan_pack
-    from gristmill.tokenize.run import run_tokenize
-    from gristmill.tokenize.store import TokenStore
-
-    # raw backend throughput on the same text, one process (texts already in memory); measured before and
-    # after gristmill's runs because the machine is shared
-    texts = all_texts(inp)
-    spec = load_tokenizer(tok_json)
-    fast = spec.fast()
-
-    def raw_run(label):
-        t = time.time()
-        n_tok = 0
-        for i in range(0, len(texts), 1000):
-            ids, _ = fast.encode_batch(texts[i:i + 1000])
-            n_tok += len(ids)
-        raw_s = time.time() - t
-        tps = (n_tok + len(texts)) / raw_s  # + one EOS per document, as the full path counts
-        print(f"raw tiktoken backend (1 process, {label}): {n_tok / 1e6:.1f}M tokens in {raw_s:.1f}s = "
-              f"{tps / 1e6:.2f}M tok/s, {nbytes / raw_s / 1e6:.1f} MB/s")
-        return tps
-
-    raw_tps = [raw_run("before")]
-    sub = texts[::50]
-    sub_bytes = sum(len(x.encode()) for x in sub)
-    ref = spec.reference()
-    t = time.time()
-    for i in range(0, len(sub), 1000):
-        ref.encode_batch(sub[i:i + 1000])
-    hf_s = time.time() - t
-    print(f"raw HF tokenizers encode_batch (all cores) on a 2% sample: {sub_bytes / hf_s / 1e6:.1f} MB/s")
-    del sub
-
-    results = {}
-    for npw in (1, 2):
-        work = os.path.join(a.work, f"gm-work-np{npw}")
-        out = os.path.join(a.work, f"gm-out-np{npw}")
-        shutil.rmtree(work, ignore_errors=True)
-        shutil.rmtree(out, ignore_errors=True)
-        cfg = {"tokenizer": tok_json, "sources": inp, "output": out, "format": "npy", "pack": "padded",
-               "seq_len": a.seq_len}
-        t = time.time()
-        rep = run_tokenize(cfg, np=npw, work_dir=work, progress=False)
-        s = time.time() - t
-        results[npw] = (rep, s)
-        print(f"gristmill tokenize+pack+write np={npw}: {rep['tokens'] / 1e6:.1f}M tokens in {s:.1f}s = "
-              f"{rep['tokens'] / s / 1e6:.2f}M tok/s, {nbytes / s / 1e6:.1f} MB/s "
-              f"(backend {rep['backend']}: {rep['backend_info']['reason']}; phase 1 {rep['tokenize_seconds']:.1f}s, "
-              f"write {rep['write_seconds']:.1f}s)")
-    raw_tps.append(raw_run("after"))
-    del texts
-    raw = sum(raw_tps) / len(raw_tps)
-    r1, s1 = results[1]
-    print(f"  full path np=1 / raw backend: {r1['tokens'] / s1 / raw:.2f}x end to end (target >= 0.9x); "
-          f"phase 1 alone {r1['tokens'] / r1['tokenize_seconds'] / raw:.2f}x")
-    same = open(os.path.join(a.work, "gm-out-np1", "data.npy"), "rb").read() == \
-        open(os.path.join(a.work, "gm-out-np2", "data.npy"), "rb").read()
-    print(f"  np=1 and np=2 outputs byte-identical: {same}")
-
-    if not a.skip_peer and os.path.exists(DT_PY):
-        out = os.path.join(a.work, "dt-out")
-        t = time.time()
-        subprocess.run([DT_PY, PEER, inp, "shard-*.jsonl", tok_json, out, "2"], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        dt_s = time.time() - t
-        r2, s2 = results[2]
-        print(f"datatrove DocumentTokenizer np=2: {dt_s:.1f}s = {nbytes / dt_s / 1e6:.1f} MB/s; "
-              f"gristmill np=2 is {dt_s / s2:.2f}x faster (target >= 5x)")
-    else:
-        print("datatrove: skipped (no /tmp/peers/dt or --skip-peer)")
-
-    # packing utilisation on the real length distribution
-    tok_dir = os.path.join(a.work, "gm-work-np1", "tokenize", "tok")
-    names = sorted(f[:-len(".lens.npy")] for f in os.listdir(tok_dir) if f.endswith(".lens.npy"))
-    lens = np.concatenate(TokenStore(tok_dir, [names]).lens)
-    print(f"packing at seq_len {a.seq_len} over {len(lens)} documents (median {int(np.median(lens))} tokens):")
-    for mode in ("padded", "concat", "bfd"):
-        t = time.time()
-        st = plan_pack(lens, a.seq_len, mode).stats()
-        print(f"  {mode:7s} rows {st['rows']:7d}  non-pad {100 * st['utilisation']:.3f}%  truncated "
-              f"{st['truncated_tokens']}  docs split {st['docs_split_across_rows']}  ({time.time() - t:.2f}s)")
+    tok_json, dirs = prepare(a.work, a.limit)
+    for lang in a.langs.split(","):
+        bench_lang(lang, tok_json, dirs[lang], os.path.join(a.work, f"run-{lang}-{a.limit or 'full'}"), a)
 
 
 if __name__ == "__main__":

@@ -176,10 +176,10 @@ class LocalEngine:
         self.work = os.path.abspath(cfg.work_dir)
         self._outputs: dict[int, list[str]] = {}  # op position -> files its resolve wrote for inspection
 
-    def _read_opts(self, shards_root: str) -> ReadOptions:
+    def _read_opts(self, shards_root: str, text_optional: bool = False) -> ReadOptions:
         return ReadOptions(text_key=self.cfg.text_key, batch_size=self.cfg.batch_size,
                            shard_bytes=self.cfg.shard_bytes, root=shards_root,
-                           params=tuple(sorted(self.cfg.reader_params.items())))
+                           params=tuple(sorted(self.cfg.reader_params.items())), text_optional=text_optional)
 
     def _input_fingerprint(self, shards: list[Shard], opts: ReadOptions) -> str:
         files = sorted({s.source for s in shards} | {f for s in shards for f in s.files})
@@ -197,7 +197,7 @@ class LocalEngine:
         os.makedirs(self.work, exist_ok=True)
         pre = self._read_opts("")
         shards = plan_dataset(cfg.dataset_path, pre, cfg.input_format)
-        opts = self._read_opts(common_root(shards))
+        opts = self._read_opts(common_root(shards), text_optional=bool(ops) and ops[0].creates_text)
         for op in ops:
             op.bind_text_key(cfg.text_key)
         stages = build_stages(ops)

@@ -27,6 +27,7 @@ class ReadOptions:
     shard_bytes: int = 32 << 20  # uncompressed line-based files are split into pieces of about this size
     root: str = ""  # ids are made relative to this directory
     params: tuple = ()  # reader-specific options as sorted (key, value) pairs, e.g. (("txt_mode", "line"),)
+    text_optional: bool = False  # rows without the text field pass (the first op creates it, e.g. chat data)
 
     def param(self, key: str, default=None):
         return dict(self.params).get(key, default)

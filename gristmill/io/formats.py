@@ -48,7 +48,7 @@ def checked_rows(batch: pa.RecordBatch, shard: Shard, opts: ReadOptions, positio
             yield Reject(READ, "WrongFieldType", f"text field {key!r} is {col.type}, expected a string",
                          row={key: v}, source=shard.source, offset=int(p), line=line_of(p) if line_of else None)
         return
-    if col is None or col.null_count:
+    if (col is None or col.null_count) and not opts.text_optional:
         valid = np.zeros(batch.num_rows, bool) if col is None else pc.is_valid(col).to_numpy(zero_copy_only=False)
         msg = f"text field {key!r} missing" if col is None else f"text field {key!r} is missing or null"
         for p in positions[~valid]:

@@ -40,6 +40,7 @@ class Op:
     name: ClassVar[str] = ""  # set by @register
     kind: ClassVar[str] = "op"
     row_local: ClassVar[bool] = True
+    creates_text: ClassVar[bool] = False  # builds the text field from other fields (rows may arrive without one)
     Params: ClassVar[type[Params]] = Params
 
     def __init__(self, **params: Any):

@@ -41,7 +41,10 @@ class ChatTemplateMapper(Mapper):
     Each message becomes ``<|im_start|>{role}\\n{content}<|im_end|>\\n``. Detects OpenAI ``messages``,
     ShareGPT ``conversations``, MOSS ``chat``, Alpaca/BELLE ``instruction/input/output`` and QA fields. A row
     with none of them is an error (it goes to rejects with the reason). Per-row Python: the inputs are
-    nested, variably-shaped lists of dicts, and string formatting per message is the whole job."""
+    nested, variably-shaped lists of dicts, and string formatting per message is the whole job. As the
+    first op of a recipe it lets rows without a text field through the reader (``creates_text``)."""
+
+    creates_text = True
 
     class Params(Params):
         template: str = Field("chatml", description="chatml (alias qwen), llama3, or custom (see message_format).")

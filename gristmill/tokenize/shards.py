@@ -181,7 +181,7 @@ def _write(out, flat, lens, texts, settings: EncodeSettings, res: ShardResult, l
     res.chars += sum(map(len, texts))
     res.special_tokens += len(texts) * ((settings.eos_id is not None) + (settings.bos_id is not None))
     res.tokens += int(flat.size)
-    out.write(flat.astype("<u4", copy=False).tobytes())
+    out.write(memoryview(np.ascontiguousarray(flat, dtype="<u4")).cast("B"))
     lens_all.append(lens)
 
 

@@ -2,8 +2,16 @@
 from __future__ import annotations
 
 import pytest
-
 from tokhelpers import make_docs, train_tokenizer, write_jsonl
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tokenizer_cache(tmp_path_factory):
+    """Keep the fast-path conversion cache of these tests out of the user's ~/.cache."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("GRISTMILL_CACHE", str(tmp_path_factory.mktemp("gm-cache")))
+    yield
+    mp.undo()
 
 
 @pytest.fixture(scope="session")

@@ -5,12 +5,17 @@ import shutil
 
 import numpy as np
 import pytest
-
-from gristmill.tokenize.backends import (TokenizerError, load_tokenizer, packaged_tiktoken, tiktoken_from_hf,
-                                         token_dtype, verify)
-from gristmill.tokenize.run import choose_backend
-
 from tokhelpers import TEXTS, make_docs
+
+from gristmill.tokenize.backends import (
+    TokenizerError,
+    load_tokenizer,
+    packaged_tiktoken,
+    tiktoken_from_hf,
+    token_dtype,
+    verify,
+)
+from gristmill.tokenize.run import choose_backend
 
 
 def test_fast_path_ids_equal_reference(tok_json):
@@ -96,3 +101,17 @@ def test_qwen_tiktoken_from_package():
     assert token_dtype(enc.vocab_size) == np.int32 and token_dtype(600) == np.uint16
     with pytest.raises(TokenizerError):
         load_tokenizer("no-such.tiktoken")
+
+
+def test_fast_path_conversion_is_cached(tok_json, tmp_path, monkeypatch):
+    monkeypatch.setenv("GRISTMILL_CACHE", str(tmp_path))
+    a = load_tokenizer(tok_json)
+    fa = a.fast()  # miss: converts and stores
+    files = list(tmp_path.rglob("*.pkl"))
+    assert len(files) == 1 and a.fingerprint in files[0].name
+    b = load_tokenizer(tok_json)
+    assert "_data" not in b.__dict__  # hit: the JSON is not even parsed
+    assert b.specials == a.specials and b.fast().encode(TEXTS[2]) == fa.encode(TEXTS[2])
+    files[0].write_bytes(b"not a pickle")  # a broken cache entry is ignored
+    c = load_tokenizer(tok_json)
+    assert c.fast().encode(TEXTS[0]) == fa.encode(TEXTS[0])

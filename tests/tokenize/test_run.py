@@ -7,11 +7,10 @@ import struct
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from tokhelpers import write_jsonl
 
 from gristmill.tokenize.formats import read_megatron_idx
 from gristmill.tokenize.run import run_tokenize
-
-from tokhelpers import write_jsonl
 
 SEQ = 64
 W = SEQ + 1
@@ -174,3 +173,35 @@ def test_large_vocab_uses_int32(tmp_path):
     run_tokenize({**cfg, "output": str(tmp_path / "d"), "format": "datatrove"}, np=1, work_dir=str(tmp_path / "w"),
                  progress=False)
     assert open(tmp_path / "d" / "data.ds.metadata").read().startswith("qwen.tiktoken|4")
+
+
+def test_shards_beyond_the_upfront_check_verify_themselves(tok_json, corpus, tmp_path, monkeypatch):
+    """Only the first shard is checked up front (as if the run had more than 64 shards); the others re-check
+    their head against the reference while they are tokenized. Output is the same either way."""
+    import gristmill.tokenize.run as runmod
+    real = runmod._shard_heads
+    monkeypatch.setattr(runmod, "_shard_heads", lambda jobs, lim, per: real(jobs, lim, per, max_shards=1))
+    rep = run(tok_json, corpus, tmp_path / "a", tmp_path / "wa", format="npy", pack="padded")
+    assert rep["backend"] == "tiktoken" and rep["backend_info"]["checked_shards"] == 1
+    tok = tmp_path / "wa" / "tokenize" / "tok"
+    marks = [json.load(open(tok / f"s000-00000{i}.done.json")) for i in range(3)]
+    assert sorted(m["verified_docs"] > 0 for m in marks) == [False, True, True]
+    assert all(m["backend"] == "tiktoken" and not m["fell_back"] for m in marks)
+    monkeypatch.setattr(runmod, "_shard_heads", real)
+    run(tok_json, corpus, tmp_path / "b", tmp_path / "wb", format="npy", pack="padded")
+    assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
+
+
+def test_int32_padded_rows_hold_the_stream(tmp_path):
+    """Padded rows of a large vocabulary are gathered straight into the int32 row buffer."""
+    from gristmill.tokenize.backends import load_tokenizer
+    texts = ["Hello world", "你好，世界", "Packing documents into rows of seq_len + 1 tokens."] * 7
+    write_jsonl(str(tmp_path / "a.jsonl"), texts)
+    run_tokenize({"tokenizer": "qwen.tiktoken", "sources": str(tmp_path / "a.jsonl"), "seq_len": 8, "format": "npy",
+                  "output": str(tmp_path / "o")}, np=1, work_dir=str(tmp_path / "w"), progress=False)
+    enc = load_tokenizer("qwen.tiktoken").reference()
+    stream = [i for t in texts for i in enc.encode(t) + [151643]]
+    arr = np.load(tmp_path / "o" / "data.npy")
+    assert arr.dtype == np.int32 and arr.shape == (-(-len(stream) // 9), 9)
+    flat = arr.ravel().tolist()
+    assert flat[: len(stream)] == stream and set(flat[len(stream):]) <= {151643}
