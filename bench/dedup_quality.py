@@ -178,18 +178,16 @@ def main():
     edges = [0.0, 0.3, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0, 1.0001]
     print("\nper similarity band (variant vs its source; J on word 5-gram sets of the simplified text):")
     print(f"{'Jaccard band':<14} {'pairs':>6} {'theory':>7} {'LSH':>7} {'verified':>9}")
-    print(f"{'':<14} {'':>6} {'':>7} {'(same':>7} {'(not both':>9}")
-    print(f"{'':<14} {'':>6} {'':>7} {'clust.)':>7} {'kept)':>9}")
     for lo, hi in zip(edges[:-1], edges[1:]):
         sel = [(vid, src, s) for vid, (src, s) in truth.items() if lo <= s < hi]
         if not sel:
             continue
         p_lsh = np.mean([lsh.same_cluster(v, src) for v, src, _ in sel])
-        p_ver = np.mean([ver.resolved(v, src) for v, src, _ in sel])
+        p_ver = np.mean([ver.same_cluster(v, src) for v, src, _ in sel])
         theory = np.mean([float(lsh_probability(s, b, r)) for _, _, s in sel])
         band = f"[{lo:.2f},{min(hi, 1):.2f}{']' if hi > 1 else ')'}"
         print(f"{band:<14} {len(sel):6d} {theory:7.3f} {p_lsh:7.3f} {p_ver:9.3f}")
-    print("(theory: mean over the band's pairs of 1 - (1 - s^r)^b)")
+    print("(share of pairs in the same cluster; theory: mean over the band's pairs of 1 - (1 - s^r)^b)")
 
     t = a.threshold
     hi_pairs = [(v, src) for v, (src, s) in truth.items() if s >= t]

@@ -1,8 +1,7 @@
 import pytest
+from deduputil import run_dedup
 
 from gristmill.ops.dedup.exact import DocumentDeduplicator, FieldDeduplicator
-
-from conftest import run_dedup
 
 TEXTS = ["Hello world.", "hello   World", "Hello world.", "  Hello world.\n", "Héllo world", "Other text 1",
          "Other text 2", None, None]

@@ -1,13 +1,16 @@
 import numpy as np
+import pyarrow as pa
+from deduputil import run_dedup
 
 from gristmill.ops.dedup._partition import Spill
 from gristmill.ops.dedup._unionfind import UnionFind
-from gristmill.ops.dedup.lines import (DocumentLineDeduplicator, ParagraphDeduplicator,
-                                       SentenceSpanDeduplicator, join_kept, split_units)
-
-from conftest import run_dedup
-
-import pyarrow as pa
+from gristmill.ops.dedup.lines import (
+    DocumentLineDeduplicator,
+    ParagraphDeduplicator,
+    SentenceSpanDeduplicator,
+    join_kept,
+    split_units,
+)
 
 BOILER = "Copyright 2019 Example Corp. All rights reserved."
 

@@ -2,14 +2,12 @@
 import numpy as np
 import pyarrow as pa
 import pytest
+from deduputil import random_doc, run_dedup
 
-from gristmill.ops.dedup._kernels import shingle_arrays
+from gristmill.ops.dedup._kernels import minhash_signatures, shingle_arrays
 from gristmill.ops.dedup._lsh import optimal_param, permutations
-from gristmill.ops.dedup._kernels import minhash_signatures
 from gristmill.ops.dedup.minhash import DocumentMinhashDeduplicator
 from gristmill.registry import create_op
-
-from conftest import random_doc, run_dedup
 
 
 def edit(rng, text, n):
@@ -124,3 +122,38 @@ def test_dissimilar_documents_all_kept(rng, tmp_path):
     rows = [{"id": i, "text": random_doc(rng, 120)} for i in range(60)]
     res = run_dedup(DocumentMinhashDeduplicator(preset="datatrove"), rows, tmp_path)
     assert res.removed == [] and len(res.kept) == 60
+
+
+def _words(*ranges):
+    """A text of distinct tokens: ranges of (prefix, start, stop)."""
+    return " ".join(f"{p}{i}" for p, a, b in ranges for i in range(a, b))
+
+
+# 1-token shingles and loose LSH (64 bands of 2 rows): every pair below collides, so only the exact
+# verification decides
+LOOSE = dict(tokenization="space", window_size=1, num_permutations=128, num_bands=64, num_rows_per_band=2,
+             jaccard_threshold=0.8)
+
+
+def test_verify_does_not_chain(tmp_path):
+    a = _words(("w", 0, 100))
+    b = _words(("w", 0, 92), ("x", 0, 8))                 # J(a, b) = 92/108 = 0.85
+    c = _words(("w", 0, 84), ("x", 0, 8), ("y", 0, 8))    # J(b, c) = 0.85, J(a, c) = 84/116 = 0.72
+    d = _words(("z", 0, 100))
+    e = _words(("z", 0, 70), ("q", 0, 30))                # J(d, e) = 0.54
+    rows = [{"id": k, "text": t} for k, t in zip("abcde", (a, b, c, d, e))]
+    # LSH alone: a chain a~b~c is one cluster kept at a; d~e collide too
+    assert run_dedup(DocumentMinhashDeduplicator(**LOOSE), rows, tmp_path / "lsh").removed_ids == ["b", "c", "e"]
+    res = run_dedup(DocumentMinhashDeduplicator(verify=True, **LOOSE), rows, tmp_path / "v")
+    # verified: b is similar to both a and c, which are not similar to each other: b is the cluster's kept row
+    assert res.removed_ids == ["a", "c"] and {r["kept_id"] for r in res.removed} == {"b"}
+    assert sorted((c["id"], c["kept_id"], c["kept"]) for c in res.clusters()) == [
+        ("a", "b", False), ("b", "b", True), ("c", "b", False)]
+    assert [r["id"] for r in res.kept] == ["b", "d", "e"]
+
+
+def test_verify_keeps_the_earliest_of_equals(tmp_path):
+    a = _words(("w", 0, 100))
+    rows = [{"id": "a", "text": a}, {"id": "b", "text": a}, {"id": "c", "text": _words(("w", 0, 95), ("v", 0, 5))}]
+    res = run_dedup(DocumentMinhashDeduplicator(verify=True, **LOOSE), rows, tmp_path)
+    assert res.removed_ids == ["b", "c"] and {r["kept_id"] for r in res.removed} == {"a"}

@@ -1,11 +1,10 @@
 import numpy as np
 import pyarrow as pa
 import pytest
+from deduputil import random_doc, run_dedup
 
 from gristmill.ops.dedup._kernels import simhashes
 from gristmill.ops.dedup.simhash import DocumentSimhashDeduplicator, block_masks
-
-from conftest import random_doc, run_dedup
 
 
 def test_block_masks_cover_64_bits():

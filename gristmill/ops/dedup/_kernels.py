@@ -194,8 +194,7 @@ def minhash_batch(data, offsets, cfg, a, b, sig, has):
             x = sh[i]
             for j in range(k):
                 v = a[j] * x + b[j]
-                if v < row[j]:
-                    row[j] = v
+                row[j] = min(row[j], v)
 
 
 @njit(cache=True, nogil=True)

@@ -11,7 +11,7 @@ from functools import lru_cache
 import numpy as np
 
 from ._hashing import GOLDEN, MASK, U64, combine_columns, fmix64
-from ._partition import Spill, runs
+from ._partition import Spill, run_pairs, runs, unique_pairs
 
 MAX64 = np.iinfo(np.uint64).max
 EDGE_DTYPE = np.dtype([("key", "<u8"), ("g", "<i8")])
@@ -34,23 +34,26 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return fmix64(h ^ (band_no * GOLDEN)).reshape(n, bands)
 
 
-def bucket_edges(spill: Spill):
-    """For every bucket (records sharing a key) with more than one row: edges from its first row (in
-    dataset order) to each other row. Yields (u, v) arrays per partition, deduplicated."""
+def bucket_edges(spill: Spill, all_pairs_upto: int = 0):
+    """Candidate edges (u < v) from every bucket (records sharing a key) with more than one row: all pairs
+    of a bucket of at most ``all_pairs_upto`` rows, else its first row (in dataset order) to each other
+    row, which is enough for a transitive closure. Yields (u, v) arrays per partition, deduplicated."""
     for part in spill.partitions():
-        order = np.argsort(part["key"], kind="stable")
+        order = np.argsort(part["key"])
         keys, g = part["key"][order], part["g"][order]
         starts, lens = runs(keys)
         multi = lens > 1
         if not multi.any():
             continue
+        small = multi & (lens <= all_pairs_upto)
+        i, j = run_pairs(starts[small], lens[small])
+        big = multi & ~small
+        first = np.minimum.reduceat(g, starts)  # the run's first row in dataset order
         run_id = np.repeat(np.arange(starts.size), lens)
-        pos = np.arange(keys.size)
-        sel = multi[run_id] & (pos != starts[run_id])
-        u = g[starts[run_id[sel]]]
-        v = g[sel]
-        pair = np.unique(np.stack([u, v], axis=1), axis=0)
-        yield pair[:, 0], pair[:, 1]
+        sel = big[run_id] & (g != first[run_id])
+        u = np.concatenate([np.minimum(g[i], g[j]), first[run_id[sel]]])
+        v = np.concatenate([np.maximum(g[i], g[j]), g[sel]])
+        yield unique_pairs(u, v)
 
 
 def lsh_probability(s, bands: int, rows: int):
@@ -78,5 +81,12 @@ def optimal_param(threshold: float, num_perm: int, fp_weight: float = 0.5,
     return opt
 
 
-__all__ = ["permutations", "band_keys", "bucket_edges", "optimal_param", "lsh_probability",
-           "EDGE_DTYPE", "MASK"]
+__all__ = [
+    "EDGE_DTYPE",
+    "MASK",
+    "band_keys",
+    "bucket_edges",
+    "lsh_probability",
+    "optimal_param",
+    "permutations",
+]

@@ -8,8 +8,8 @@ split again by the next 6 bits of the key before it is returned.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -25,10 +25,9 @@ def _part_of(keys: np.ndarray, level: int) -> np.ndarray:
 def _append_parts(base: Path, rec: np.ndarray, level: int) -> None:
     if not rec.size:
         return
-    part = _part_of(rec["key"], level)
-    order = np.argsort(part, kind="stable")
-    rec = rec[order]
-    bounds = np.searchsorted(part[order], np.arange(FANOUT + 1))
+    part = _part_of(rec["key"], level).astype(np.uint8)
+    rec = rec[np.argsort(part, kind="stable")]  # a radix sort on 8-bit values: O(n), keeps stream order
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(part, minlength=FANOUT))])
     for p in range(FANOUT):
         lo, hi = bounds[p], bounds[p + 1]
         if hi > lo:
@@ -103,3 +102,29 @@ def runs(sorted_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     starts = np.concatenate([[0], brk]).astype(np.int64)
     lengths = np.diff(np.concatenate([starts, [n]])).astype(np.int64)
     return starts, lengths
+
+
+def run_pairs(starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions (i, j), i < j, of every pair of elements inside the same run (start, length)."""
+    multi = lens > 1
+    starts, lens = starts[multi], lens[multi]
+    if not starts.size:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    first = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    pos = np.repeat(starts, lens) + (np.arange(lens.sum()) - np.repeat(first, lens))
+    q = pos - np.repeat(starts, lens)  # position within its run: pairs with the len - 1 - q later ones
+    cnt = np.repeat(lens, lens) - 1 - q
+    i = np.repeat(pos, cnt)
+    first_pair = np.concatenate([[0], np.cumsum(cnt)[:-1]])
+    j = i + 1 + (np.arange(cnt.sum()) - np.repeat(first_pair, cnt))
+    return i, j
+
+
+def unique_pairs(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct (u, v) pairs of non-negative row numbers, sorted."""
+    if u.size and max(int(u.max()), int(v.max())) < (1 << 32):
+        # one 1-D sort of packed pairs instead of numpy's much slower 2-D unique
+        code = np.unique((u.astype(np.uint64) << np.uint64(32)) | v.astype(np.uint64))
+        return (code >> np.uint64(32)).astype(np.int64), (code & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    pair = np.unique(np.stack([u, v], axis=1), axis=0)
+    return pair[:, 0], pair[:, 1]

@@ -8,8 +8,8 @@ every cluster with more than one row (cluster, id, kept_id, kept), and every rem
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from ... import columns as C
 
 CLUSTERS_FILE = "clusters.parquet"
+ROW_GROUP = 1 << 16
 CLUSTER_SCHEMA = pa.schema([("cluster", pa.int64()), ("id", pa.string()), ("kept_id", pa.string()),
                             ("kept", pa.bool_())])
 
@@ -66,6 +67,8 @@ def emit(ctx, roots: np.ndarray, reason: str) -> dict:
     path = clusters_path(ctx)
     tmp = path.with_name(path.name + ".tmp")
     removed = clusters = 0
+    pending: list[pa.RecordBatch] = []  # written in large row groups, not one per input batch
+    pending_rows = 0
     with pq.ParquetWriter(tmp, CLUSTER_SCHEMA) as w:
         for shard, offset, g0, batch in scan(ctx, [C.ID]):
             g = np.arange(g0, g0 + batch.num_rows, dtype=np.int64)
@@ -83,8 +86,12 @@ def emit(ctx, roots: np.ndarray, reason: str) -> dict:
             clusters += int(is_root.sum())
             kept = pa.array([kept_ids[x] for x in r_m.tolist()], pa.string())
             member_ids = ids.take(pa.array(idx))
-            w.write_batch(pa.record_batch([pa.array(r_m), member_ids, kept, pa.array(is_root)],
-                                          schema=CLUSTER_SCHEMA))
+            pending.append(pa.record_batch([pa.array(r_m), member_ids, kept, pa.array(is_root)],
+                                           schema=CLUSTER_SCHEMA))
+            pending_rows += idx.size
+            if pending_rows >= ROW_GROUP:
+                w.write_table(pa.Table.from_batches(pending))
+                pending, pending_rows = [], 0
             gone = ~is_root
             if gone.any():
                 sel = np.flatnonzero(gone)
@@ -96,5 +103,7 @@ def emit(ctx, roots: np.ndarray, reason: str) -> dict:
             np.add.at(remaining, r_m, -1)
             for done in np.unique(r_m[remaining[r_m] == 0]).tolist():
                 kept_ids.pop(done, None)
+        if pending:
+            w.write_table(pa.Table.from_batches(pending))
     tmp.replace(path)
     return {"rows": n, "removed": removed, "clusters": clusters, "clusters_file": str(path)}

@@ -6,7 +6,6 @@ import re
 import pyarrow as pa
 import pyarrow.compute as pc
 
-
 # Data-Juicer's `ignore_non_character` (Python-regex `\s+|\d+|[ASCII punctuation]`, Unicode-aware) in RE2
 NON_CHARACTER = r"[\s\p{Z}]+|\p{Nd}+|[!-/:-@\[-`{-~]"
 

@@ -6,10 +6,12 @@ one streaming pass) go to the same partition, together with its edges. Each part
 memory: an edge survives when |A ∩ B| / |A ∪ B| of the two rows' shingle sets reaches the threshold.
 A partition holds whole components, so memory is bounded by the largest candidate component.
 
-Clusters are then formed without chaining: rows are decided in dataset order, and a row is removed when a
-verified edge links it to an earlier row that is kept (the first such row is its cluster's kept row).
-Every removed row is therefore at least ``jaccard_threshold`` similar to the row that stays, which a
-transitive closure of the edges would not guarantee (A~B and B~C does not make A~C).
+Clusters are then formed without chaining, as stars: the row with the most verified near-duplicates (ties:
+the earliest in dataset order) becomes a cluster's kept row and takes all its verified neighbours not yet in
+a cluster; then the next such row among those left, and so on. Every removed row is therefore at least
+``jaccard_threshold`` similar to the row that stays, which a transitive closure of the edges would not
+guarantee (A~B and B~C does not make A~C), and the kept row is the most central one, so that a cluster's
+near-duplicates are not split just because an early row sits at its edge.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from numba import njit
 
 from . import _resolve as R
 from ._hashing import fmix64
-from ._partition import Spill
+from ._partition import Spill, unique_pairs
 from ._unionfind import UnionFind
 
 # one record per shingle (g >= 0: row g owns shingle v) or per edge (g < 0: edge from row -1-g to row v)
@@ -47,27 +49,42 @@ def jaccard_pairs(sets: dict[int, np.ndarray], u: np.ndarray, v: np.ndarray) -> 
 
 
 @njit(cache=True)
-def _attach_to_kept(rep, u, v):
-    """Edges (u < v) sorted by (v, u): v joins the first kept u it is linked to. When v's edges come up,
-    every row before v is decided, so ``rep[u] == u`` means u is kept for good."""
-    for i in range(u.size):
-        a, b = u[i], v[i]
-        if rep[b] == b and rep[a] == a:
-            rep[b] = a
+def _stars(rep, nodes, indptr, other, order):
+    """Visit nodes in ``order``; a node not yet taken becomes a kept row and takes its free neighbours
+    (``other[indptr[i]:indptr[i + 1]]``, as node indices). Writes the kept row (a global row) to ``rep``."""
+    taken = np.zeros(nodes.size, np.bool_)
+    for i in order:
+        if taken[i]:
+            continue
+        taken[i] = True
+        for k in range(indptr[i], indptr[i + 1]):
+            y = other[k]
+            if not taken[y]:
+                taken[y] = True
+                rep[nodes[y]] = nodes[i]
+
+
+def star_roots(rep: np.ndarray, u: np.ndarray, v: np.ndarray) -> None:
+    """Cluster whole components given by verified edges (u, v) into stars (see the module docstring)."""
+    ends, other = np.concatenate([u, v]), np.concatenate([v, u])
+    nodes, idx = np.unique(ends, return_inverse=True)
+    order = np.argsort(idx, kind="stable")
+    other = np.searchsorted(nodes, other[order])
+    degree = np.bincount(idx, minlength=nodes.size)
+    indptr = np.concatenate([[0], np.cumsum(degree)])
+    _stars(rep, nodes, indptr, other, np.lexsort((nodes, -degree)))
 
 
 def verified_roots(op, ctx, candidates, n: int) -> np.ndarray:
     """The kept row of every row (itself when kept), from candidate edges checked by exact Jaccard."""
     rep = np.arange(n, dtype=np.int64)
     for u, v in verified_edges(op, ctx, candidates, n):
-        lo, hi = np.minimum(u, v), np.maximum(u, v)
-        order = np.lexsort((lo, hi))  # components are whole within a partition: decide them here
-        _attach_to_kept(rep, lo[order], hi[order])
+        star_roots(rep, u, v)  # a partition holds whole components: decide them here
     return rep
 
 
 def verified_edges(op, ctx, candidates, n: int):
-    """Yield, per partition (whole candidate components), the (u, v) arrays of candidate edges whose exact
+    """Yield, per partition (whole candidate components), (u, v) arrays of the candidate edges whose exact
     Jaccard similarity >= op's threshold."""
     threshold = op.params.jaccard_threshold
     edge_dir = ctx.scratch_dir / f"verify-{op.position}"
@@ -108,8 +125,8 @@ def verified_edges(op, ctx, candidates, n: int):
         spill.add(rec)
     for part in spill.partitions():
         is_edge = part["g"] < 0
-        eu = -1 - part["g"][is_edge]
-        ev = part["v"][is_edge].astype(np.int64)
+        # the same pair may come from several bands: count it once (degrees decide the kept rows)
+        eu, ev = unique_pairs(-1 - part["g"][is_edge], part["v"][is_edge].astype(np.int64))
         sh = part[~is_edge]
         order = np.lexsort((sh["v"], sh["g"]))
         g_sorted, v_sorted = sh["g"][order], sh["v"][order]

@@ -102,7 +102,6 @@ class _KeyDedup(Deduplicator):
             run = np.cumsum(new) - 1
             roots[p["g"]] = p["g"][head[run]]
         self.last_stats = R.emit(ctx, roots, self.reason_text)
-        return None
 
     def priority_used(self) -> bool:
         return False

@@ -3,9 +3,10 @@
 Stages (the engine runs them): ``compute_hash`` is row-local and fused into the previous stage: it
 shingles the text, computes the MinHash signature and stores only the LSH band keys (``num_bands`` ×
 8 bytes per row) in a private column. ``resolve`` streams the band keys once into 64 hash partitions on
-disk, groups each partition by key (one partition in memory at a time), unions the rows that share a
-bucket in a numpy union-find over global row numbers, optionally checks candidate pairs by exact Jaccard
-similarity, and removes every row but the first (in dataset order) of each cluster.
+disk, groups each partition by key (one partition in memory at a time) and unions the rows that share a
+bucket in a numpy union-find over global row numbers; every row but the first (in dataset order) of each
+cluster is removed. With ``verify``, candidate pairs are checked by exact Jaccard similarity instead and
+clustered without chaining (``_verify``).
 """
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ from ._text import as_text, remove_pattern
 from ._unionfind import UnionFind
 from ._verify import verified_roots
 
+# with verification, a bucket of up to this many rows yields all its pairs as candidates, so that two rows
+# whose shared bucket starts with a row dissimilar to both are still compared
+VERIFY_ALL_PAIRS_UPTO = 16
+
 PRESETS: dict[str, dict] = {
     # datatrove's MinhashConfig defaults: 5-word shingles of simplified text, 14 bands x 8 rows, 64-bit
     "datatrove": {"tokenization": "whitespace", "simplify": True, "lowercase": True, "window_size": 5,
@@ -44,7 +49,7 @@ class DocumentMinhashDeduplicator(Deduplicator):
     order is kept. With ``verify`` a candidate pair only joins when the exact Jaccard similarity of its
     shingle sets reaches ``jaccard_threshold``. Rows whose text has no token never match anything."""
 
-    version = 1
+    version = 2  # 2: verify clusters as stars (no chaining)
 
     class Params(Params):
         tokenization: Literal["space", "punctuation", "character", "whitespace"] = Field(
@@ -64,7 +69,8 @@ class DocumentMinhashDeduplicator(Deduplicator):
             None, description="Start from datatrove's (5-word shingles, 14x8) or NeMo Curator's (24-char "
                               "shingles, 20x13) configuration; explicitly given params still win.")
         verify: bool = Field(False, description="Check each candidate pair's exact Jaccard similarity of shingle "
-                                                "sets against jaccard_threshold before joining it.")
+                                                "sets against jaccard_threshold, and cluster without chaining: "
+                                                "every removed row is that similar to the row kept for it.")
         seed: int = Field(42, description="Seed of the permutations.")
 
     def __init__(self, **params):
@@ -137,11 +143,10 @@ class DocumentMinhashDeduplicator(Deduplicator):
             spill.add(rec)
             n = g0 + m
         if self.params.verify:
-            roots = verified_roots(self, ctx, bucket_edges(spill), n)
+            roots = verified_roots(self, ctx, bucket_edges(spill, VERIFY_ALL_PAIRS_UPTO), n)
         else:
             uf = UnionFind(n)
             for u, v in bucket_edges(spill):
                 uf.union(u, v)
             roots = uf.roots()
         self.last_stats = R.emit(ctx, roots, "minhash duplicate")
-        return None

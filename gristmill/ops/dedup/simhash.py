@@ -22,7 +22,7 @@ from ..base import Deduplicator, Params
 from . import _resolve as R
 from ._hashing import MASK, U64, fmix64
 from ._kernels import simhashes
-from ._partition import Spill, runs
+from ._partition import Spill, run_pairs, runs
 from ._text import as_text, remove_pattern
 from ._unionfind import UnionFind
 
@@ -36,24 +36,9 @@ def block_masks(num_blocks: int) -> list[int]:
 
 def close_pairs(g: np.ndarray, h: np.ndarray, starts: np.ndarray, lens: np.ndarray, k: int):
     """All pairs inside each run (start, len) of rows whose hashes differ in at most k bits."""
-    multi = lens > 1
-    starts, lens = starts[multi], lens[multi]
-    if not starts.size:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    # position q within its run pairs with the q+1..len-1 later ones
-    pos = _run_positions(starts, lens)
-    q = pos - np.repeat(starts, lens)
-    cnt = np.repeat(lens, lens) - 1 - q
-    i = np.repeat(pos, cnt)
-    first = np.concatenate([[0], np.cumsum(cnt)[:-1]])
-    j = i + 1 + (np.arange(cnt.sum()) - np.repeat(first, cnt))
+    i, j = run_pairs(starts, lens)
     near = np.bitwise_count(h[i] ^ h[j]) <= k
     return g[i[near]], g[j[near]]
-
-
-def _run_positions(starts, lens):
-    first = np.concatenate([[0], np.cumsum(lens)[:-1]])
-    return np.repeat(starts, lens) + (np.arange(lens.sum()) - np.repeat(first, lens))
 
 
 @register("document_simhash_deduplicator")
@@ -128,4 +113,3 @@ class DocumentSimhashDeduplicator(Deduplicator):
             if u.size:
                 uf.union(u, v)
         self.last_stats = R.emit(ctx, uf.roots(), "simhash duplicate")
-        return None
