@@ -10,6 +10,8 @@ too. Prints agreement per filter and lists every disagreement with both sides' r
 datatrove is slow (~10 docs/s on long pages), so its decisions are cached per input file under
 --cache-dir, one JSON line per document with a hash of the text; a rerun only asks datatrove about
 documents the cache does not hold yet. ``--dt-only`` fills the cache and exits (run it in the background).
+``--tokens N`` also compares our spaCy-rule word tokenizer with datatrove's (spaCy) token by token on N
+documents per file spread over it, and prints the most frequent differences.
 """
 from __future__ import annotations
 
@@ -126,6 +128,42 @@ def datatrove_side(texts: list[str], cp: Path, dt_python: str) -> tuple[list[dic
     return recs, time.perf_counter() - t0
 
 
+DT_TOKENS = r'''
+import json, sys
+from datatrove.utils.text import split_into_words
+for line in open(sys.argv[1]):
+    print(json.dumps(split_into_words(json.loads(line), "en")))
+'''
+
+
+def token_check(texts: list[str], n: int, dt_python: str, show: int) -> None:
+    """Token-level agreement of words.spacy_words with datatrove's split_into_words on n spread docs."""
+    import collections
+    import difflib
+
+    from gristmill.ops.text import words as W
+    sel = texts[::max(1, len(texts) // n)][:n]
+    with tempfile.TemporaryDirectory() as td:
+        inp = Path(td) / "t.jsonl"
+        inp.write_text("".join(json.dumps(t) + "\n" for t in sel))
+        (Path(td) / "tok.py").write_text(DT_TOKENS)
+        out = subprocess.run([dt_python, str(Path(td) / "tok.py"), str(inp)], check=True, capture_output=True,
+                             text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"}).stdout.splitlines()
+    diffs = collections.Counter()
+    same = 0
+    for t, line in zip(sel, out):
+        theirs, ours = json.loads(line), W.spacy_words_py(t)
+        if theirs == ours:
+            same += 1
+            continue
+        for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ours, theirs, autojunk=False).get_opcodes():
+            if op != "equal":
+                diffs[(tuple(ours[i1:i2][:4]), tuple(theirs[j1:j2][:4]))] += 1
+    print(f"{'word tokens identical':26s} {same}/{len(sel)} docs = {100 * same / max(1, len(sel)):.3f}%")
+    for (o, d), c in diffs.most_common(show):
+        print(f"    {c}x gristmill {list(o)} | datatrove {list(d)}")
+
+
 def gristmill_side(texts: list[str]) -> tuple[dict, float]:
     from gristmill.ops.base import FusedOp
     from gristmill.registry import create_op
@@ -188,6 +226,7 @@ def main() -> int:
     ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/gristmill/fidelity"))
     ap.add_argument("--dt-only", action="store_true", help="only fill datatrove's cache")
     ap.add_argument("--show", type=int, default=30, help="disagreements to print per filter")
+    ap.add_argument("--tokens", type=int, default=0, help="also compare word tokens on this many docs per file")
     a = ap.parse_args()
     files = [Path(f) for f in a.files] or [f for f in DEFAULT_FILES if f.exists()]
     if not Path(a.dt_python).exists():
@@ -204,6 +243,8 @@ def main() -> int:
         print(f"\n== {path} ({len(texts)} docs; datatrove {dt_s:.1f}s for uncached docs, gristmill {gm_s:.1f}s "
               f"for the {len(FILTERS)} filters)")
         ok, n = compare(path, dt, gm, a.show)
+        if a.tokens:
+            token_check(texts, a.tokens, a.dt_python, a.show)
         total_ok += ok
         total += n
     if total:

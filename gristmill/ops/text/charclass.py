@@ -7,7 +7,10 @@ character classes are exactly those of the peers (datatrove, Data-Juicer), which
 """
 from __future__ import annotations
 
+import hashlib
+import os
 import string
+import sys
 import unicodedata
 from functools import lru_cache
 
@@ -95,9 +98,74 @@ def _emoji_chars() -> set[int]:
     return {ord(e) for e in emoji.EMOJI_DATA if len(e) == 1}
 
 
+def _ranges(spec: str) -> np.ndarray:
+    """Code points of a "3ac-3af 3b1 ..." hex range list."""
+    out = []
+    for part in spec.split():
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo, 16), int(hi or lo, 16) + 1))
+    return np.array(out, np.int64)
+
+
+# spaCy lists Greek and Cyrillic letters by language (Greek, Russian, Ukrainian, Tatar, Macedonian), not the
+# whole blocks; these are the letters it knows, by case
+_GREEK_CYR_LOWER = "3ac-3af 3b1-3c9 3cc-3ce 430-451 453-45a 45c-45d 491 497 4a3 4af 4bb 4d9 4e9"
+_GREEK_CYR_UPPER = "386 388-38a 38c 38e-38f 391-3a9 400-401 403-40a 40c-40d 410-42f 490 496 4a2 4ae 4ba 4d8 4e8"
+# lower-case letters Python knows in the Latin/IPA blocks that spaCy's lists (older Unicode) lack, and
+# unassigned gaps inside its caseless blocks
+_NOT_SPACY_LETTERS = ("aa b5 ba 1c0-1c3 1d26-1d6a 1d78 1d9b-1dbf 2c7c-2c7d 2fe0-2fef a770 a788 a78f a7ba-a7ca "
+                      "a7d0-a7d9 a7f2-a7f9 a7fb-a7ff ab5c-ab5f ab65-ab69 2a6e0-2a6ff")
+
+
+def _spacy_letter_fixes(t: np.ndarray) -> None:
+    """Make LOWER / UPPER / SP_ALPHA exactly spaCy's ALPHA_LOWER / ALPHA_UPPER / ALPHA (checked code point
+    by code point against spaCy 3.8's classes)."""
+    letters = np.uint32(LOWER | UPPER | SP_ALPHA)
+    t[0x370:0x500] &= ~letters
+    t[_ranges(_NOT_SPACY_LETTERS)] &= ~letters
+    t[_ranges(_GREEK_CYR_LOWER)] |= np.uint32(LOWER | SP_ALPHA)
+    t[_ranges(_GREEK_CYR_UPPER)] |= np.uint32(UPPER | SP_ALPHA)
+    t[0x294] |= np.uint32(LOWER)
+
+
+def _table_cache_path() -> str:
+    """Where the built table is kept: keyed by this file, Python's Unicode data and the emoji package."""
+    try:
+        import emoji
+        emoji_v = getattr(emoji, "__version__", "")
+    except ImportError:  # pragma: no cover
+        emoji_v = "-"
+    with open(__file__, "rb") as f:
+        key = hashlib.blake2b(f.read() + f"{unicodedata.unidata_version}|{emoji_v}|{sys.version_info[:2]}".encode(),
+                              digest_size=8).hexdigest()
+    root = os.environ.get("GRISTMILL_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gristmill")
+    return os.path.join(root, "charclass", f"table-{key}.npy")
+
+
 @lru_cache(maxsize=1)
 def table() -> np.ndarray:
-    """The flag table: ``table()[cp] & FLAG``."""
+    """The flag table: ``table()[cp] & FLAG``. Building it takes ~1 s (Python predicates over all code
+    points), so it is stored on disk and loaded by later processes (engine workers included)."""
+    path = _table_cache_path()
+    try:
+        t = np.load(path)
+        if t.shape == (N_CP,) and t.dtype == np.uint32:
+            return t
+    except (OSError, ValueError):
+        pass
+    t = _build_table()
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp.npy"
+        np.save(tmp, t)
+        os.replace(tmp, path)
+    except OSError:  # read-only home: just build it each time
+        pass
+    return t
+
+
+def _build_table() -> np.ndarray:
     chars = [chr(c) if not 0xD800 <= c <= 0xDFFF else " " for c in range(N_CP)]
     t = np.zeros(N_CP, np.uint32)
 
@@ -118,6 +186,7 @@ def table() -> np.ndarray:
     t[low | caseless] |= LOWER
     t[up | caseless] |= UPPER
     t[low | up | caseless | (cased & (t & ALPHA).astype(bool))] |= SP_ALPHA
+    _spacy_letter_fixes(t)
     cats = np.array([unicodedata.category(c) for c in chars])
     t[np.char.startswith(cats, "P")] |= PCAT
     t[cats == "So"] |= ICON

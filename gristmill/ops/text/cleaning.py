@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import sys
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field
@@ -33,8 +32,8 @@ def regex_sub(text: pa.Array, pattern: str, repl: str, flags: int = re.DOTALL) -
 
 @register("whitespace_normalization_mapper")
 class WhitespaceNormalizationMapper(Mapper):
-    """Strip leading/trailing whitespace and turn every Unicode space variant (no-break, em, ideographic,
-    zero-width, ...) into a plain space (Data-Juicer's list); newlines and tabs are kept."""
+    """Strip leading/trailing whitespace and turn every space variant in Data-Juicer's list (tab, no-break,
+    em, ideographic, zero-width, ...) into a plain space; newlines are kept."""
 
     def process_batch(self, batch):
         cmap = self.resource("map", lambda: CharMap({ord(c): " " for c in cc.DJ_WHITESPACES if c != " "}))

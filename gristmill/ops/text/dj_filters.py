@@ -122,38 +122,45 @@ def _line_stats(cps, cpo, tab):
     return lines, longest
 
 
+class _LineLengthFilter(_RangeFilter):
+    """Shared by the two line-length filters: one kernel pass gives line count and longest line."""
+
+    lo_param, hi_param = "min_len", "max_len"
+
+    def compute_stats(self, batch):
+        cps, cpo = _decode(self, batch)
+        lines, longest = _line_stats(cps, cpo, cc.table())
+        return C.with_stats(batch, {self.stat: self.measure(np.diff(cpo), lines, longest)})
+
+
 @register("average_line_length_filter")
-class AverageLineLengthFilter(_RangeFilter):
+class AverageLineLengthFilter(_LineLengthFilter):
     """Keep samples whose average line length (text length / number of lines) is within range."""
 
     stat = "avg_line_length"
-    lo_param, hi_param = "min_len", "max_len"
 
     class Params(Params):
         min_len: int = Field(10, description="Minimum average line length.")
         max_len: int = Field(sys.maxsize, description="Maximum average line length.")
 
-    def compute_stats(self, batch):
-        cps, cpo = _decode(self, batch)
-        lines, _ = _line_stats(cps, cpo, cc.table())
-        return C.with_stats(batch, {self.stat: _ratio(np.diff(cpo), lines)})
+    @staticmethod
+    def measure(lengths, lines, longest):
+        return _ratio(lengths, lines)
 
 
 @register("maximum_line_length_filter")
-class MaximumLineLengthFilter(_RangeFilter):
+class MaximumLineLengthFilter(_LineLengthFilter):
     """Keep samples whose longest line length is within range."""
 
     stat = "max_line_length"
-    lo_param, hi_param = "min_len", "max_len"
 
     class Params(Params):
         min_len: int = Field(10, description="Minimum length of the longest line.")
         max_len: int = Field(sys.maxsize, description="Maximum length of the longest line.")
 
-    def compute_stats(self, batch):
-        cps, cpo = _decode(self, batch)
-        _, longest = _line_stats(cps, cpo, cc.table())
-        return C.with_stats(batch, {self.stat: longest})
+    @staticmethod
+    def measure(lengths, lines, longest):
+        return longest
 
 
 @nb.njit(cache=True)

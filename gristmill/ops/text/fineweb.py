@@ -7,10 +7,10 @@ from pydantic import Field
 
 from ... import columns as C
 from ...registry import register
-from ..base import Filter, Params
+from ..base import Params
 from . import charclass as cc
 from . import words as W
-from .gopher import _div, first_failure
+from .rules import RuleFilter, decoded_words, ratio
 
 
 @nb.njit(cache=True)
@@ -55,7 +55,7 @@ def _fineweb_kernel(cps, cpo, toff, tab, short_len, stop_flag):
 
 
 @register("fineweb_quality_filter")
-class FineWebQualityFilter(Filter):
+class FineWebQualityFilter(RuleFilter):
     """FineWeb rules (datatrove ``FineWebQualityFilter``) over non-blank lines: share of lines ending in
     terminal punctuation, share of short lines, characters in duplicated lines, and newlines per word.
     Documents without a non-blank line are removed as "empty"."""
@@ -72,33 +72,23 @@ class FineWebQualityFilter(Filter):
                   "fineweb_new_line_ratio")
 
     def compute_stats(self, batch):
-        cps, cpo = cc.decode(self.text(batch))
-        _, _, toff = W.spacy_words(cps, cpo)
+        cps, cpo, _, _, toff = decoded_words(self, batch)
         lines, punct, short, dup, chars, nl = _fineweb_kernel(cps, cpo, toff, cc.table(),
                                                               self.params.short_line_length, cc.TERM)
         words = np.diff(toff)
         empty = lines == 0
-        nlr = _div(nl, words)
+        nlr = ratio(nl, words)
         nlr[(words == 0) & ~empty] = np.inf
-        return C.with_stats(batch, {"fineweb_line_punct_ratio": _div(punct, lines),
-                                    "fineweb_short_line_ratio": _div(short, lines),
-                                    "fineweb_char_dup_ratio": _div(dup, chars), "fineweb_new_line_ratio": nlr})
+        return C.with_stats(batch, {"fineweb_line_punct_ratio": ratio(punct, lines),
+                                    "fineweb_short_line_ratio": ratio(short, lines),
+                                    "fineweb_char_dup_ratio": ratio(dup, chars), "fineweb_new_line_ratio": nlr})
 
-    def _reasons(self, batch):
+    def rules(self, g):
         p = self.params
-        g = {k: C.get_stat(batch, k).to_numpy(zero_copy_only=False) for k in self.stats_keys}
         lp = g["fineweb_line_punct_ratio"]
-        rules = [("empty", True, lambda: np.isnan(lp)),
-                 ("line_punct_ratio", True,
-                  lambda: (lp < p.line_punct_thr) & ~((lp == 0) & p.line_punct_exclude_zero)),
-                 ("short_line_ratio", True, lambda: g["fineweb_short_line_ratio"] > p.short_line_thr),
-                 ("char_dup_ratio", True, lambda: g["fineweb_char_dup_ratio"] > p.char_duplicates_ratio),
-                 ("list_ratio", True, lambda: g["fineweb_new_line_ratio"] > p.new_line_ratio)]
-        with np.errstate(invalid="ignore"):
-            return first_failure(len(lp), rules)
-
-    def keep(self, batch):
-        return self._reasons(batch) == ""
-
-    def reason(self, removed):
-        return self._reasons(removed)
+        return [("empty", True, lambda: np.isnan(lp)),
+                ("line_punct_ratio", True,
+                 lambda: (lp < p.line_punct_thr) & ~((lp == 0) & p.line_punct_exclude_zero)),
+                ("short_line_ratio", True, lambda: g["fineweb_short_line_ratio"] > p.short_line_thr),
+                ("char_dup_ratio", True, lambda: g["fineweb_char_dup_ratio"] > p.char_duplicates_ratio),
+                ("list_ratio", True, lambda: g["fineweb_new_line_ratio"] > p.new_line_ratio)]

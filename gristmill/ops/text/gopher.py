@@ -14,9 +14,10 @@ from pydantic import Field
 
 from ... import columns as C
 from ...registry import register
-from ..base import Filter, Params
+from ..base import Params
 from . import charclass as cc
 from . import words as W
+from .rules import RuleFilter, decoded_words, ratio
 
 B = np.uint64(W.HMUL)
 GOPHER_STOP_WORDS = ["the", "be", "to", "of", "and", "that", "have", "with"]
@@ -106,15 +107,8 @@ def _quality_kernel(cps, cpo, ts, te, toff, tab, stop_hashes):
     return n_words, n_ns, ns_len, n_alpha, n_stop, n_hash, n_ell, n_lines, n_bullet, n_end_ell
 
 
-def _div(a, b):
-    a = np.asarray(a, np.float64)
-    b = np.asarray(b, np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(b > 0, a / np.where(b > 0, b, 1), np.nan)
-
-
 @register("gopher_quality_filter")
-class GopherQualityFilter(Filter):
+class GopherQualityFilter(RuleFilter):
     """Gopher quality rules (datatrove ``GopherQualityFilter``): word count and mean word length of
     non-symbol words, '#' and ellipsis to word ratios, share of bullet / ellipsis-ended lines, share of
     words with a letter, and a minimum number of distinct stop words. A threshold of 0/None disables its
@@ -145,63 +139,39 @@ class GopherQualityFilter(Filter):
         self._stop = np.array([W.py_hash(w) for w in dict.fromkeys(sw)], np.int64)
 
     def compute_stats(self, batch):
-        text = self.text(batch)
-        cps, cpo = cc.decode(text)
-        ts, te, toff = W.spacy_words(cps, cpo)
+        cps, cpo, ts, te, toff = decoded_words(self, batch)
         (n_words, n_ns, ns_len, n_alpha, n_stop, n_hash, n_ell, n_lines, n_bullet,
          n_end_ell) = _quality_kernel(cps, cpo, ts, te, toff, cc.table(), self._stop)
         return C.with_stats(batch, {
             "gopher_words": n_words, "gopher_non_symbol_words": n_ns,
-            "gopher_avg_word_length": _div(ns_len, n_ns), "gopher_hash_ratio": _div(n_hash, n_words),
-            "gopher_ellipsis_ratio": _div(n_ell, n_words), "gopher_bullet_lines_ratio": _div(n_bullet, n_lines),
-            "gopher_end_ellipsis_lines_ratio": _div(n_end_ell, n_lines),
-            "gopher_alpha_words_ratio": _div(n_alpha, n_words), "gopher_stop_words": n_stop})
+            "gopher_avg_word_length": ratio(ns_len, n_ns), "gopher_hash_ratio": ratio(n_hash, n_words),
+            "gopher_ellipsis_ratio": ratio(n_ell, n_words), "gopher_bullet_lines_ratio": ratio(n_bullet, n_lines),
+            "gopher_end_ellipsis_lines_ratio": ratio(n_end_ell, n_lines),
+            "gopher_alpha_words_ratio": ratio(n_alpha, n_words), "gopher_stop_words": n_stop})
 
-    def _reasons(self, batch) -> np.ndarray:
+    def rules(self, g):
         p = self.params
-        g = {k: C.get_stat(batch, k).to_numpy(zero_copy_only=False) for k in self.stats_keys}
         ns = g["gopher_non_symbol_words"]
-        with np.errstate(invalid="ignore"):
-            rules = [
-                ("gopher_short_doc", bool(p.min_doc_words), lambda: ns < p.min_doc_words),
-                ("gopher_long_doc", bool(p.max_doc_words), lambda: ns > p.max_doc_words),
-                ("gopher_below_avg_threshold", bool(p.min_avg_word_length),
-                 lambda: g["gopher_avg_word_length"] < p.min_avg_word_length),
-                ("gopher_above_avg_threshold", bool(p.max_avg_word_length),
-                 lambda: g["gopher_avg_word_length"] > p.max_avg_word_length),
-                ("gopher_too_many_hashes", bool(p.max_symbol_word_ratio),
-                 lambda: g["gopher_hash_ratio"] > p.max_symbol_word_ratio),
-                ("gopher_too_many_ellipsis", bool(p.max_symbol_word_ratio),
-                 lambda: g["gopher_ellipsis_ratio"] > p.max_symbol_word_ratio),
-                ("gopher_too_many_bullets", bool(p.max_bullet_lines_ratio),
-                 lambda: g["gopher_bullet_lines_ratio"] > p.max_bullet_lines_ratio),
-                ("gopher_too_many_end_ellipsis", bool(p.max_ellipsis_lines_ratio),
-                 lambda: g["gopher_end_ellipsis_lines_ratio"] > p.max_ellipsis_lines_ratio),
-                ("gopher_below_alpha_threshold", bool(p.max_non_alpha_words_ratio),
-                 lambda: g["gopher_alpha_words_ratio"] < p.max_non_alpha_words_ratio),
-                ("gopher_enough_stop_words", bool(p.min_stop_words),
-                 lambda: g["gopher_stop_words"] < p.min_stop_words),
-            ]
-            return first_failure(len(ns), rules)
-
-    def keep(self, batch):
-        return self._reasons(batch) == ""
-
-    def reason(self, removed):
-        return self._reasons(removed)
-
-
-def first_failure(n: int, rules) -> np.ndarray:
-    """Per row, the name of the first failing rule ("" when all pass), in datatrove's rule order."""
-    out = np.full(n, "", dtype=object)
-    open_ = np.ones(n, bool)
-    for name, enabled, test in rules:
-        if not enabled:
-            continue
-        hit = np.asarray(test(), bool) & open_
-        out[hit] = name
-        open_ &= ~hit
-    return out
+        return [
+            ("gopher_short_doc", bool(p.min_doc_words), lambda: ns < p.min_doc_words),
+            ("gopher_long_doc", bool(p.max_doc_words), lambda: ns > p.max_doc_words),
+            ("gopher_below_avg_threshold", bool(p.min_avg_word_length),
+             lambda: g["gopher_avg_word_length"] < p.min_avg_word_length),
+            ("gopher_above_avg_threshold", bool(p.max_avg_word_length),
+             lambda: g["gopher_avg_word_length"] > p.max_avg_word_length),
+            ("gopher_too_many_hashes", bool(p.max_symbol_word_ratio),
+             lambda: g["gopher_hash_ratio"] > p.max_symbol_word_ratio),
+            ("gopher_too_many_ellipsis", bool(p.max_symbol_word_ratio),
+             lambda: g["gopher_ellipsis_ratio"] > p.max_symbol_word_ratio),
+            ("gopher_too_many_bullets", bool(p.max_bullet_lines_ratio),
+             lambda: g["gopher_bullet_lines_ratio"] > p.max_bullet_lines_ratio),
+            ("gopher_too_many_end_ellipsis", bool(p.max_ellipsis_lines_ratio),
+             lambda: g["gopher_end_ellipsis_lines_ratio"] > p.max_ellipsis_lines_ratio),
+            ("gopher_below_alpha_threshold", bool(p.max_non_alpha_words_ratio),
+             lambda: g["gopher_alpha_words_ratio"] < p.max_non_alpha_words_ratio),
+            ("gopher_enough_stop_words", bool(p.min_stop_words),
+             lambda: g["gopher_stop_words"] < p.min_stop_words),
+        ]
 
 
 # -- repetition ----------------------------------------------------------------------------------
@@ -222,6 +192,32 @@ def _dup_segments(cps, seg_s, seg_e):
         else:
             seen.add(h)
     return n_dup, n_chars
+
+
+@nb.njit(cache=True)
+def _split_newline_runs(cps, a, b, min_run):
+    """Pieces of [a, b) between runs of at least ``min_run`` newlines (re.split(r"\n{min_run,}"))."""
+    ss = np.empty(b - a + 1, np.int64)
+    ee = np.empty(b - a + 1, np.int64)
+    m = 0
+    s = a
+    i = a
+    while i < b:
+        if cps[i] != 10:
+            i += 1
+            continue
+        j = i
+        while j < b and cps[j] == 10:
+            j += 1
+        if j - i >= min_run:
+            ss[m] = s
+            ee[m] = i
+            m += 1
+            s = j
+        i = j
+    ss[m] = s
+    ee[m] = b
+    return ss[:m + 1], ee[:m + 1]
 
 
 @nb.njit(cache=True)
@@ -249,52 +245,14 @@ def _repetition_kernel(cps, cpo, ts, te, toff, tab, top_ns, dup_ns):
             sa += 1
         while sb > sa and (tab[cps[sb - 1]] & cc.SPACE):
             sb -= 1
-        ps = np.empty(sb - sa + 1, np.int64)
-        pe = np.empty(sb - sa + 1, np.int64)
-        m = 0
-        s = sa
-        i = sa
-        while i < sb:
-            if cps[i] == 10 and i + 1 < sb and cps[i + 1] == 10:
-                j = i
-                while j < sb and cps[j] == 10:
-                    j += 1
-                ps[m] = s
-                pe[m] = i
-                m += 1
-                s = j
-                i = j
-            else:
-                i += 1
-        ps[m] = s
-        pe[m] = sb
-        m += 1
-        nd, nc = _dup_segments(cps, ps[:m], pe[:m])
-        out[d, 1] = nd / m
+        ps, pe = _split_newline_runs(cps, sa, sb, 2)
+        nd, nc = _dup_segments(cps, ps, pe)
+        out[d, 1] = nd / len(ps)
         out[d, 2] = nc / L
         # lines: re.split("\n+", text)
-        ls = np.empty(L + 1, np.int64)
-        le = np.empty(L + 1, np.int64)
-        m = 0
-        s = a
-        i = a
-        while i < b:
-            if cps[i] == 10:
-                j = i
-                while j < b and cps[j] == 10:
-                    j += 1
-                ls[m] = s
-                le[m] = i
-                m += 1
-                s = j
-                i = j
-            else:
-                i += 1
-        ls[m] = s
-        le[m] = b
-        m += 1
-        nd, nc = _dup_segments(cps, ls[:m], le[:m])
-        out[d, 3] = nd / m
+        ls, le = _split_newline_runs(cps, a, b, 1)
+        nd, nc = _dup_segments(cps, ls, le)
+        out[d, 3] = nd / len(ls)
         out[d, 4] = nc / L
         # words
         t0, t1 = toff[d], toff[d + 1]
@@ -360,7 +318,7 @@ def _repetition_kernel(cps, cpo, ts, te, toff, tab, top_ns, dup_ns):
 
 
 @register("gopher_repetition_filter")
-class GopherRepetitionFilter(Filter):
+class GopherRepetitionFilter(RuleFilter):
     """Gopher repetition rules (datatrove ``GopherRepetitionFilter``): duplicate paragraph/line fractions
     (by count and by characters), the character share of the most frequent 2/3/4-gram and of all
     duplicated 5..10-grams. Empty documents are removed."""
@@ -384,9 +342,7 @@ class GopherRepetitionFilter(Filter):
             + tuple(f"gopher_dup_{n}_gram_frac" for n, _ in self.params.dup_n_grams)
 
     def compute_stats(self, batch):
-        text = self.text(batch)
-        cps, cpo = cc.decode(text)
-        ts, te, toff = W.spacy_words(cps, cpo)
+        cps, cpo, ts, te, toff = decoded_words(self, batch)
         top = np.array([n for n, _ in self.params.top_n_grams], np.int64)
         dup = np.array([n for n, _ in self.params.dup_n_grams], np.int64)
         out = _repetition_kernel(cps, cpo, ts, te, toff, cc.table(), top, dup)
@@ -398,26 +354,17 @@ class GopherRepetitionFilter(Filter):
             vals[k] = v
         return C.with_stats(batch, vals)
 
-    def _reasons(self, batch):
+    def rules(self, g):
         p = self.params
-        g = {k: C.get_stat(batch, k).to_numpy(zero_copy_only=False) for k in self.stats_keys}
-        first = g["gopher_dup_para_frac"]
-        rules = [("empty", True, lambda: np.isnan(first)),
-                 ("dup_para_frac", bool(p.dup_para_frac), lambda: g["gopher_dup_para_frac"] > p.dup_para_frac),
-                 ("dup_para_char_frac", bool(p.dup_para_char_frac),
-                  lambda: g["gopher_dup_para_char_frac"] > p.dup_para_char_frac),
-                 ("dup_line_frac", bool(p.dup_line_frac), lambda: g["gopher_dup_line_frac"] > p.dup_line_frac),
-                 ("dup_line_char_frac", bool(p.dup_line_char_frac),
-                  lambda: g["gopher_dup_line_char_frac"] > p.dup_line_char_frac)]
+        out = [("empty", True, lambda: np.isnan(g["gopher_dup_para_frac"])),
+               ("dup_para_frac", bool(p.dup_para_frac), lambda: g["gopher_dup_para_frac"] > p.dup_para_frac),
+               ("dup_para_char_frac", bool(p.dup_para_char_frac),
+                lambda: g["gopher_dup_para_char_frac"] > p.dup_para_char_frac),
+               ("dup_line_frac", bool(p.dup_line_frac), lambda: g["gopher_dup_line_frac"] > p.dup_line_frac),
+               ("dup_line_char_frac", bool(p.dup_line_char_frac),
+                lambda: g["gopher_dup_line_char_frac"] > p.dup_line_char_frac)]
         for n, f in p.top_n_grams:
-            rules.append((f"top_{n}_gram", True, lambda n=n, f=f: g[f"gopher_top_{n}_gram_frac"] > f))
+            out.append((f"top_{n}_gram", True, lambda n=n, f=f: g[f"gopher_top_{n}_gram_frac"] > f))
         for n, f in p.dup_n_grams:
-            rules.append((f"duplicated_{n}_n_grams", True, lambda n=n, f=f: g[f"gopher_dup_{n}_gram_frac"] > f))
-        with np.errstate(invalid="ignore"):
-            return first_failure(len(first), rules)
-
-    def keep(self, batch):
-        return self._reasons(batch) == ""
-
-    def reason(self, removed):
-        return self._reasons(removed)
+            out.append((f"duplicated_{n}_n_grams", True, lambda n=n, f=f: g[f"gopher_dup_{n}_gram_frac"] > f))
+        return out

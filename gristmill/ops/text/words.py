@@ -146,14 +146,29 @@ def special_cases() -> dict[str, tuple[int, ...]]:
 
 @lru_cache(maxsize=1)
 def special_table():
-    """The special cases as a numba dict: hash -> packed split points (count | p1<<8 | p2<<16)."""
+    """The special cases as a numba dict: hash -> packed split points (count | p1<<8 | p2<<16), plus, for
+    those spaCy's special-case matcher also looks for across tokens (strings its affix rules split),
+    the number of affix tokens << 32."""
     d = Dict.empty(key_type=types.int64, value_type=types.int64)
+    empty = Dict.empty(key_type=types.int64, value_type=types.int64)
+    tab, units = cc.table(), units_table()
     for w, splits in special_cases().items():
         v = len(splits) + 1
         for k, p in enumerate(splits):
             v |= p << (8 * (k + 1))
+        cps = np.array([ord(c) for c in w], np.int32)
+        buf = [np.empty(len(w) + 8, np.int64) for _ in range(4)]
+        n_aff = tokenize_span(cps, 0, len(cps), tab, empty, units, *buf)
+        if 2 <= n_aff <= 4:
+            v |= n_aff << 32
+            d[np.int64(span_hash(cps, buf[0][0], buf[1][0])) ^ FIRST_SALT] = 0
         d[py_hash(w)] = v
     return d
+
+
+# key offset under which special_table also marks the first affix token of each matcher pattern, so the
+# matcher pass only looks further at tokens that can start one
+FIRST_SALT = 0x5A5A_1F1F_3C3C_7E7E
 
 
 # -- the tokenizer kernel ----------------------------------------------------------------------------
@@ -179,6 +194,11 @@ def _prefix_len(cps, a, b, tab):
         return 1
     if _is(tab, c, cc.AFFIX) or _is(tab, c, cc.ICON):
         return 1
+    # multi-letter currency signs US$, C$, A$
+    if c == 85 and a + 2 < b and cps[a + 1] == 83 and cps[a + 2] == 36:
+        return 3
+    if (c == 67 or c == 65) and a + 1 < b and cps[a + 1] == 36:
+        return 2
     return 0
 
 
@@ -205,6 +225,8 @@ def _suffix_len(cps, a, b, tab, units):
         while k > a and cps[k - 1] == 46:
             k -= 1
         return b - k
+    if last == 0x2026 and n >= 2 and cps[b - 2] == 0x2026:  # "……" is one of spaCy's punctuation marks
+        return 2
     if _is(tab, last, cc.AFFIX) and not _is(tab, last, cc.CURRENCY):
         return 1
     if last == 0x2026 or _is(tab, last, cc.ICON) or last == 0x2014 or last == 0x2013:
@@ -221,8 +243,9 @@ def _suffix_len(cps, a, b, tab, units):
             if n >= 3 and cps[b - 3] == 0xB0 and (prev == 70 or prev == 102 or prev == 67 or prev == 99
                                                   or prev == 75 or prev == 107):
                 return 1
+            # spaCy's look-behind class for "." (its PUNCT alternation pasted into [...] also admits "|")
             if (_is(tab, prev, cc.DIGIT) or _is(tab, prev, cc.LOWER) or prev == 37 or prev == 0xB2 or prev == 45
-                    or prev == 43 or _is(tab, prev, cc.AFFIX)):
+                    or prev == 43 or prev == 124 or (_is(tab, prev, cc.AFFIX) and not _is(tab, prev, cc.CURRENCY))):
                 return 1
             if n >= 3 and _is(tab, prev, cc.UPPER) and _is(tab, cps[b - 3], cc.UPPER):
                 return 1
@@ -241,65 +264,69 @@ def _host_char(c):
 
 
 @nb.njit(cache=True)
-def _is_url(cps, a, b, tab):
-    """spaCy's URL match, in short: [scheme://][user@]label(.label)*.tld[.][:port][/?#rest], the tld 2-63
-    of spaCy's lower-case letters (so "pandas.Series.str" is one token but "abc.Def¶" is not a URL)."""
-    i = a
-    for k in range(a, b - 2):
-        if cps[k] == 58 and cps[k + 1] == 47 and cps[k + 2] == 47:
-            if k - a < 2:
-                return False
-            i = k + 3
+def _host_rest(cps, h, b, tab):
+    """The part of spaCy's URL pattern after the optional scheme and user: (label.)+tld[:port][[/?#]rest]$,
+    labels of host characters (inner "-" / "_" allowed, at most 64 long), the tld 2-63 of spaCy's
+    lower-case letters."""
+    e = h
+    while e < b and (_host_char(cps[e]) or cps[e] == 45 or cps[e] == 95 or cps[e] == 46):
+        e += 1
+    last_dot = -1
+    for k in range(e - 1, h - 1, -1):
+        if cps[k] == 46:
+            last_dot = k
             break
-    for k in range(i, b):
-        c = cps[k]
-        if c == 47 or c == 63 or c == 35:
-            break
-        if c == 64:
-            i = k + 1
-            break
-    labels = 0
-    last_start = i
-    k = i
-    while k < b:
-        c = cps[k]
-        if _host_char(c) or c == 45 or c == 95:
-            k += 1
-            continue
-        if c == 46:
-            if k == last_start:
-                return False
-            labels += 1
-            last_start = k + 1
-            k += 1
-            continue
-        break
-    host_end = k
-    tld_end = host_end
-    if host_end > i and cps[host_end - 1] == 46:  # trailing dot after the tld
-        tld_end = host_end - 1
-        labels -= 1
-        for m in range(tld_end - 1, i - 1, -1):
-            if cps[m] == 46:
-                last_start = m + 1
-                break
-    if labels < 1 or tld_end - last_start < 2 or tld_end - last_start > 63:
+    if last_dot < 0 or not 2 <= e - last_dot - 1 <= 63:
         return False
-    for m in range(last_start, tld_end):
-        c = cps[m]
-        if not (tab[c] & cc.LOWER):
+    for k in range(last_dot + 1, e):
+        if not (tab[cps[k]] & cc.LOWER):
             return False
-    k = host_end
+    s = h
+    for k in range(h, last_dot + 1):
+        if cps[k] == 46:
+            if k == s or k - s > 64 or not _host_char(cps[s]) or not _host_char(cps[k - 1]):
+                return False
+            s = k + 1
+    k = e
     if k < b and cps[k] == 58:
         m = k + 1
         while m < b and 48 <= cps[m] <= 57:
             m += 1
-        if m - k - 1 < 2 or m - k - 1 > 5:
+        if not 2 <= m - k - 1 <= 5:
             return False
         k = m
-    if k == b:
-        return True
-    return cps[k] == 47 or cps[k] == 63 or cps[k] == 35
+    return k == b or cps[k] == 47 or cps[k] == 63 or cps[k] == 35
+
+
+@nb.njit(cache=True)
+def _is_url(cps, a, b, tab):
+    """spaCy's URL match on a chunk: ^[scheme://][user@](label.)+tld[:port][/?#rest]$ (without its IP-address
+    branch), trying every way the optional scheme and user@ parts can be taken, as the regex would."""
+    has_dot = False
+    for k in range(a, b):
+        if cps[k] == 46:
+            has_dot = True
+            break
+    if not has_dot:  # every host has a "." before its tld
+        return False
+    after_scheme = -1
+    for k in range(a, b - 2):
+        c = cps[k]
+        if c == 58 and cps[k + 1] == 47 and cps[k + 2] == 47:
+            if k - a >= 2:
+                after_scheme = k + 3
+            break
+        if not ((tab[c] & cc.ALNUM) or c == 95 or c == 43 or c == 45 or c == 46):
+            break
+    for s0 in (a, after_scheme):
+        if s0 < 0:
+            continue
+        if _host_rest(cps, s0, b, tab):
+            return True
+        for k in range(s0 + 1, b):
+            if cps[k] == 64 and _host_rest(cps, k + 1, b, tab):
+                return True
+    return False
 
 
 @nb.njit(cache=True)
@@ -391,7 +418,6 @@ def _attach(cps, a, b, tab, specials, out_s, out_e, n):
 @nb.njit(cache=True)
 def _split_chunk(cps, a, b, tab, specials, units, out_s, out_e, n, suf_s, suf_e):
     """spaCy's affix loop on one whitespace-free chunk [a, b)."""
-    n0 = n
     ns = 0
     last = -1
     while a < b and (b - a) != last:
@@ -430,31 +456,70 @@ def _split_chunk(cps, a, b, tab, specials, units, out_s, out_e, n, suf_s, suf_e)
     n = _attach(cps, a, b, tab, specials, out_s, out_e, n)
     for k in range(ns - 1, -1, -1):
         n = _emit(out_s, out_e, n, suf_s[k], suf_e[k])
-    if n - n0 > 1:
-        n = _merge_specials(cps, specials, out_s, out_e, n0, n)
     return n
 
 
 @nb.njit(cache=True)
-def _merge_specials(cps, specials, out_s, out_e, n0, n):
-    """spaCy re-applies special cases that span several tokens of one chunk (e.g. "x,d." -> "d." whole)."""
-    tmp_s = out_s[n0:n].copy()
-    tmp_e = out_e[n0:n].copy()
-    m = n - n0
-    w = n0
+def _tokens_hash(cps, ts, te, i, ln):
+    """span_hash of the texts of tokens i..i+ln-1 joined without their gaps."""
+    h = np.uint64(0xCBF29CE484222325)
+    for t in range(i, i + ln):
+        for q in range(ts[t], te[t]):
+            h = h * np.uint64(HMUL) + np.uint64(cps[q] + 1)
+    return np.int64(h)
+
+
+@nb.njit(cache=True)
+def _merge_specials(cps, specials, out_s, out_e, n):
+    """spaCy's special-case matcher over a text's tokens: a special case that the affix rules split into
+    k tokens is re-joined where exactly those tokens follow each other (e.g. "id." -> "i", "d" + "." ->
+    "i", "d."). Tokens separated by one space also match (spaCy keeps a single space on the token), but
+    such a match changes nothing; other whitespace breaks a match. Matches are taken longest first, then
+    leftmost, and one overlapping an earlier match, taken or not, is dropped, as spaCy does."""
+    take = np.zeros(n, np.int64)  # length of the match taken at each start
+    seen = np.zeros(n, np.bool_)
+    cand = np.zeros(n, np.bool_)
+    any_cand = False
+    for i in range(n - 1):
+        if (span_hash(cps, out_s[i], out_e[i]) ^ FIRST_SALT) in specials:
+            cand[i] = True
+            any_cand = True
+    if not any_cand:
+        return n
+    for ln in range(4, 1, -1):
+        for i in range(n - ln + 1):
+            if not cand[i]:
+                continue
+            joined = True
+            ok = True
+            for t in range(i, i + ln - 1):
+                gap = out_s[t + 1] - out_e[t]
+                if gap == 1 and cps[out_e[t]] == 32:
+                    joined = False
+                elif gap != 0:
+                    ok = False
+                    break
+            if not ok:
+                continue
+            h = _tokens_hash(cps, out_s, out_e, i, ln)
+            if h in specials and (specials[h] >> 32) == ln:
+                if joined and not seen[i] and not seen[i + ln - 1]:
+                    take[i] = ln
+                for q in range(i, i + ln):
+                    seen[q] = True
+    src_s = out_s[:n].copy()
+    src_e = out_e[:n].copy()
+    w = 0
     i = 0
-    while i < m:
-        done = False
-        for ln in range(min(4, m - i), 1, -1):
-            h = span_hash(cps, tmp_s[i], tmp_e[i + ln - 1])
-            if h in specials:
-                w = _emit_special(out_s, out_e, w, tmp_s[i], tmp_e[i + ln - 1], specials[h])
-                i += ln
-                done = True
-                break
-        if not done:
-            out_s[w] = tmp_s[i]
-            out_e[w] = tmp_e[i]
+    while i < n:
+        ln = take[i]
+        if ln:
+            h = span_hash(cps, src_s[i], src_e[i + ln - 1])
+            w = _emit_special(out_s, out_e, w, src_s[i], src_e[i + ln - 1], specials[h])
+            i += ln
+        else:
+            out_s[w] = src_s[i]
+            out_e[w] = src_e[i]
             w += 1
             i += 1
     return w
@@ -475,6 +540,8 @@ def tokenize_span(cps, a, b, tab, specials, units, out_s, out_e, suf_s, suf_e):
         if j > i:
             n = _split_chunk(cps, i, j, tab, specials, units, out_s, out_e, n, suf_s, suf_e)
         i = j
+    if n > 1:
+        n = _merge_specials(cps, specials, out_s, out_e, n)
     return n
 
 
