@@ -37,20 +37,25 @@ def _sha(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _shard_heads(jobs: list[ShardJob], limit_bytes: int, per_shard_bytes: int,
-                 max_shards: int = 64) -> dict[str, list[str]]:
-    """Real documents for checking the fast backend: the first documents of up to ``max_shards`` shards
-    spread evenly over ``jobs`` (all of them in most runs), ``per_shard_bytes`` each but no more than
-    ``limit_bytes`` in all (at least 4 KB a shard). Keyed by shard name."""
+def _check_sample(jobs: list[ShardJob], max_shards: int = 64) -> list[ShardJob]:
+    """The shards whose first documents check the fast backend: up to ``max_shards`` spread evenly over
+    ``jobs`` (all of them in most runs). Depends only on the job list, so a resumed run checks the same."""
+    if not jobs:
+        return []
+    pick = sorted(set(np.linspace(0, len(jobs) - 1, min(max_shards, len(jobs))).round().astype(int).tolist()))
+    return [jobs[j] for j in pick]
+
+
+def _shard_heads(pick: list[ShardJob], limit_bytes: int, per_shard_bytes: int) -> dict[str, list[str]]:
+    """Real documents for checking the fast backend: the first documents of each shard in ``pick``,
+    ``per_shard_bytes`` each but no more than ``limit_bytes`` in all (at least 4 KB a shard)."""
     from ..io.formats import read_shard
     from ..ops.base import Reject
-    if not jobs or limit_bytes <= 0:
+    if not pick or limit_bytes <= 0:
         return {}
-    pick = sorted(set(np.linspace(0, len(jobs) - 1, min(max_shards, len(jobs))).round().astype(int).tolist()))
     budget = max(min(per_shard_bytes, limit_bytes // len(pick)), 4096)
     out: dict[str, list[str]] = {}
-    for j in pick:
-        job = jobs[j]
+    for job in pick:
         texts: list[str] = []
         got = 0
         for item in read_shard(job.shard, job.read_opts):
@@ -140,31 +145,45 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
     todo = sorted((j for j in jobs if done[j.name] is None), key=lambda j: -_shard_size(j.shard))  # LPT
 
     settings = EncodeSettings(spec=spec, backend=cfg.backend, eos_id=eos_id, bos_id=bos_id)
-    pool = _Pool(min(nproc, len(todo)) - 1, settings) if todo and nproc > 1 else None  # start while we verify
-    try:
-        t_setup = time.time()
-        checked: set[str] = set()
-        if todo:
-            heads = _shard_heads(todo, cfg.verify_bytes, cfg.shard_verify_bytes) \
-                if spec.kind == "hf" and cfg.backend != "hf" else {}
-            backend, backend_info = choose_backend(spec, cfg.backend, [t for v in heads.values() for t in v])
-            if backend == "tiktoken":
-                checked = set(heads)
-            backend_info["checked_shards"] = len(heads)
-            del heads
-        else:
-            used = sorted({r.backend for r in done.values() if r is not None})
-            backend, backend_info = ",".join(used), {"reason": "all shards already tokenized (resumed)"}
-        t_setup = time.time() - t_setup + (t_setup - t0)
-
-        t1 = time.time()
-        results: dict[str, ShardResult] = {k: v for k, v in done.items() if v is not None}
-        overrides = {j.name: {"fingerprint": fps[j.name], "backend": backend,
-                              "verify_bytes": 0 if j.name in checked else cfg.shard_verify_bytes} for j in todo}
-        new = _run_phase1(todo, settings, overrides, tok_dir, pool, progress)
-    finally:
-        if pool is not None:
-            pool.close()
+    results: dict[str, ShardResult] = {k: v for k, v in done.items() if v is not None}
+    check_jobs = _check_sample(jobs) if spec.kind == "hf" and cfg.backend != "hf" else []
+    checked = {j.name for j in check_jobs}
+    # With backend auto the fast path starts at once and its check runs alongside (a thread: both
+    # tokenizers release the GIL while encoding); should the check fail, every shard the fast path
+    # tokenized is redone with the reference. A passed check is stored; until one is, a rerun checks again
+    # (the sample depends only on the job list), so shards of an interrupted run are never trusted unchecked.
+    check_file = os.path.join(tok_dir, f"fastpath-check-{_sha([spec.fingerprint, [fps[n] for n in sorted(checked)]])}.json")
+    passed = _load_json(check_file) if check_jobs else None
+    fast_used = any(r.backend == "tiktoken" for r in results.values())
+    concurrent = (cfg.backend == "auto" and bool(check_jobs) and passed is None and (bool(todo) or fast_used)
+                  and spec.fast() is not None)
+    new: dict[str, ShardResult] = {}
+    t_setup = time.time()
+    if concurrent:
+        check = _BackgroundCheck(spec, cfg, check_jobs)
+        backend, backend_info = "tiktoken", {}
+    elif passed is not None:
+        backend, backend_info = "tiktoken", {**passed, "checked": "by an earlier run"}
+    elif todo:
+        heads = _shard_heads(check_jobs, cfg.verify_bytes, cfg.shard_verify_bytes)
+        backend, backend_info = choose_backend(spec, cfg.backend, [t for v in heads.values() for t in v])
+        del heads
+    else:
+        used = sorted({r.backend for r in done.values() if r is not None})
+        backend, backend_info = ",".join(used), {"reason": "all shards already tokenized (resumed)"}
+    t_setup = time.time() - t_setup + (t_setup - t0)
+    t1 = time.time()
+    if todo:
+        new = _phase1(todo, settings, fps, backend, checked if backend == "tiktoken" else set(), cfg, nproc,
+                      tok_dir, progress)
+    if concurrent:
+        backend, backend_info = check.result()
+        if backend == "tiktoken":
+            write_json(check_file, backend_info)
+        else:  # the fast path disagreed with the reference: redo everything it tokenized
+            redo = [j for j in jobs if (new.get(j.name) or results[j.name]).backend == "tiktoken"]
+            new.update(_phase1(redo, settings, fps, backend, set(), cfg, nproc, tok_dir, progress))
+    backend_info["checked_shards"] = len(checked)
     results.update(new)
     t_tok = time.time() - t1
 
@@ -191,6 +210,52 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
     }
     write_json(os.path.join(cfg.output, "report.json"), report)
     return report
+
+
+def _phase1(todo, settings, fps, backend, checked, cfg, nproc, tok_dir, progress) -> dict[str, ShardResult]:
+    """Tokenize ``todo`` with ``backend`` over ``nproc`` processes (the parent included); shards outside
+    ``checked`` re-check their first documents against the reference in the worker."""
+    pool = _Pool(min(nproc, len(todo)) - 1, settings) if nproc > 1 else None
+    try:
+        overrides = {j.name: {"fingerprint": fps[j.name], "backend": backend,
+                              "verify_bytes": 0 if j.name in checked else cfg.shard_verify_bytes} for j in todo}
+        return _run_phase1(todo, settings, overrides, tok_dir, pool, progress)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+class _BackgroundCheck:
+    """Reads the sample shards' first documents and compares the fast backend with the reference, in a
+    thread, while the shards are being tokenized."""
+
+    def __init__(self, spec, cfg, check_jobs):
+        import threading
+        self._out: tuple | BaseException | None = None
+
+        def run():
+            try:
+                heads = _shard_heads(check_jobs, cfg.verify_bytes, cfg.shard_verify_bytes)
+                self._out = choose_backend(spec, cfg.backend, [t for v in heads.values() for t in v])
+            except BaseException as e:  # noqa: BLE001 (re-raised in the caller's thread)
+                self._out = e
+        self._thread = threading.Thread(target=run, name="gristmill-tokenizer-check", daemon=True)
+        self._thread.start()
+
+    def result(self) -> tuple[str, dict]:
+        self._thread.join()
+        if isinstance(self._out, BaseException):
+            raise self._out
+        backend, info = self._out
+        return backend, {**info, "checked": "while tokenizing"}
+
+
+def _load_json(path: str) -> dict | None:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
 
 
 def _shard_size(shard) -> int:

@@ -179,15 +179,15 @@ def test_shards_beyond_the_upfront_check_verify_themselves(tok_json, corpus, tmp
     """Only the first shard is checked up front (as if the run had more than 64 shards); the others re-check
     their head against the reference while they are tokenized. Output is the same either way."""
     import gristmill.tokenize.run as runmod
-    real = runmod._shard_heads
-    monkeypatch.setattr(runmod, "_shard_heads", lambda jobs, lim, per: real(jobs, lim, per, max_shards=1))
+    real = runmod._check_sample
+    monkeypatch.setattr(runmod, "_check_sample", lambda jobs: real(jobs, max_shards=1))
     rep = run(tok_json, corpus, tmp_path / "a", tmp_path / "wa", format="npy", pack="padded")
     assert rep["backend"] == "tiktoken" and rep["backend_info"]["checked_shards"] == 1
     tok = tmp_path / "wa" / "tokenize" / "tok"
     marks = [json.load(open(tok / f"s000-00000{i}.done.json")) for i in range(3)]
     assert sorted(m["verified_docs"] > 0 for m in marks) == [False, True, True]
     assert all(m["backend"] == "tiktoken" and not m["fell_back"] for m in marks)
-    monkeypatch.setattr(runmod, "_shard_heads", real)
+    monkeypatch.setattr(runmod, "_check_sample", real)
     run(tok_json, corpus, tmp_path / "b", tmp_path / "wb", format="npy", pack="padded")
     assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
 
@@ -205,3 +205,28 @@ def test_int32_padded_rows_hold_the_stream(tmp_path):
     assert arr.dtype == np.int32 and arr.shape == (-(-len(stream) // 9), 9)
     flat = arr.ravel().tolist()
     assert flat[: len(stream)] == stream and set(flat[len(stream):]) <= {151643}
+
+
+def test_failed_concurrent_check_redoes_the_fast_shards(tok_json, corpus, tmp_path, monkeypatch):
+    """The fast path starts before its check ends; when the check finds differing ids, every shard the fast
+    path tokenized is redone with the reference and the output equals a reference-only run. A run that died
+    before its check ended (no stored pass) is checked again on resume, even with every shard done."""
+    import gristmill.tokenize.run as runmod
+    real = runmod.choose_backend
+    ref = run(tok_json, corpus, tmp_path / "r", tmp_path / "wr", format="npy", pack="padded", backend="hf")
+    assert ref["backends_used"] == ["hf"]
+    reject = lambda spec, want, sample: ("hf", {"reason": "fast path rejected: test"})  # noqa: E731
+    monkeypatch.setattr(runmod, "choose_backend", reject)
+    rep = run(tok_json, corpus, tmp_path / "a", tmp_path / "wa", format="npy", pack="padded")
+    assert rep["backend"] == "hf" and rep["backends_used"] == ["hf"]
+    assert _digest(tmp_path / "a") == _digest(tmp_path / "r")
+    monkeypatch.setattr(runmod, "choose_backend", real)
+    rep = run(tok_json, corpus, tmp_path / "b", tmp_path / "wb", format="npy", pack="padded")
+    assert rep["backends_used"] == ["tiktoken"]
+    stored = glob.glob(str(tmp_path / "wb" / "tokenize" / "tok" / "fastpath-check-*.json"))
+    assert len(stored) == 1
+    os.remove(stored[0])  # as if the run had been killed before its check finished
+    monkeypatch.setattr(runmod, "choose_backend", reject)
+    rep = run(tok_json, corpus, tmp_path / "b", tmp_path / "wb", format="npy", pack="padded")
+    assert rep["shards_skipped"] == rep["shards"] and rep["backends_used"] == ["hf"]
+    assert _digest(tmp_path / "b") == _digest(tmp_path / "r")
