@@ -40,7 +40,7 @@ class Recipe(BaseModel):
     removed_sample: int = Field(100, ge=0, description="Removed rows kept per op for inspection.")
     export_shard_size: int = Field(0, ge=0, description="Split the export into files of about this many bytes.")
     batch_size: int = Field(1000, ge=1)
-    shard_size_mb: int = Field(32, ge=1, description="Split big plain JSONL/text inputs into shards of this size.")
+    shard_size_mb: int = Field(16, ge=1, description="Split big plain JSONL/text inputs into shards of this size.")
     input_format: str | None = Field(None, description="Force a reader (jsonl, json, parquet, csv, txt, arrow...).")
     txt_mode: str = Field("file", description="Plain text: one document per 'file' or per 'line'.")
     reader_params: dict = Field(default_factory=dict,

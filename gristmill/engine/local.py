@@ -43,7 +43,7 @@ class RunConfig:
     np: int = 1
     text_key: str = "text"
     batch_size: int = 1000
-    shard_bytes: int = 32 << 20
+    shard_bytes: int = 16 << 20
     keep_stats_in_res_ds: bool = False
     keep_removed: bool = False
     removed_sample: int = 100

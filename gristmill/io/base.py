@@ -24,7 +24,7 @@ COMPRESSIONS = (".gz", ".zst", ".zstd", ".bz2", ".xz", ".lz4")
 class ReadOptions:
     text_key: str = "text"
     batch_size: int = 1000
-    shard_bytes: int = 32 << 20  # uncompressed line-based files are split into pieces of about this size
+    shard_bytes: int = 16 << 20  # uncompressed line-based files are split into pieces of about this size
     root: str = ""  # ids are made relative to this directory
     params: tuple = ()  # reader-specific options as sorted (key, value) pairs, e.g. (("txt_mode", "line"),)
     text_optional: bool = False  # rows without the text field pass (the first op creates it, e.g. chat data)
@@ -89,6 +89,13 @@ def _load_plugins():
 def reader_options() -> dict[str, str]:
     """Every reader option any reader understands (recipes validate ``reader_params`` against it)."""
     return {k: f"{r.name}: {d}" for r in readers().values() for k, d in r.options.items()}
+
+
+def byte_ranges(size: int, max_bytes: int) -> list[tuple[int, int]]:
+    """Split ``size`` bytes into the fewest ranges of at most ``max_bytes``, all of (nearly) equal length,
+    so that workers get even shares (32 + 32 + 4 MB would leave one worker doing the tail alone)."""
+    n = max(1, -(-size // max_bytes))
+    return [(k * size // n, (k + 1) * size // n) for k in range(n)]
 
 
 def strip_compression(path: str) -> tuple[str, str]:

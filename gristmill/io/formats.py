@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from .. import columns as C
 from ..ops.base import Reject
-from .base import ReadOptions, Reader, Shard, register_reader, strip_compression, with_ids
+from .base import byte_ranges, ReadOptions, Reader, Shard, register_reader, strip_compression, with_ids
 from .streams import TruncatedInput, iter_decompressed, line_chunks, read_all
 
 READ = "read"
@@ -210,8 +210,7 @@ class JsonlReader(Reader):
         size = os.path.getsize(path)
         if comp or size <= opts.shard_bytes:
             return [Shard(source=path, reader=self.name)]
-        return [Shard(source=path, reader=self.name, start=s, end=min(s + opts.shard_bytes, size))
-                for s in range(0, size, opts.shard_bytes)]
+        return [Shard(source=path, reader=self.name, start=s, end=e) for s, e in byte_ranges(size, opts.shard_bytes)]
 
     def read(self, shard, opts):
         _, comp = strip_compression(shard.source)
@@ -504,9 +503,8 @@ class TextReader(Reader):
     def plan(self, path, opts):
         _, comp = strip_compression(path)
         if opts.param("txt_mode", "file") == "line" and not comp and os.path.getsize(path) > opts.shard_bytes:
-            size = os.path.getsize(path)
-            return [Shard(source=path, reader=self.name, start=s, end=min(s + opts.shard_bytes, size))
-                    for s in range(0, size, opts.shard_bytes)]
+            return [Shard(source=path, reader=self.name, start=s, end=e)
+                    for s, e in byte_ranges(os.path.getsize(path), opts.shard_bytes)]
         return [Shard(source=path, reader=self.name)]
 
 
