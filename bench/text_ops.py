@@ -56,7 +56,10 @@ MORE_OPS = [("c4_quality_filter", {}), ("c4_paragraph_filter", {}), ("c4_line_cl
             ("character_repetition_filter", {}), ("word_repetition_filter", {}), ("special_characters_filter", {}),
             ("stopwords_filter", {}), ("flagged_words_filter", {}), ("punctuation_normalization_mapper", {}),
             ("clean_email_mapper", {}), ("clean_ip_mapper", {}), ("clean_links_mapper", {}),
-            ("remove_long_words_mapper", {"max_len": 30}), ("clean_copyright_mapper", {})]
+            ("remove_long_words_mapper", {"max_len": 30}), ("clean_copyright_mapper", {}),
+            ("pii_redaction_mapper", {}), ("clean_html_mapper", {}), ("remove_repeat_sentences_mapper", {}),
+            ("remove_table_text_mapper", {}), ("sentence_split_mapper", {"lang": "en"}),
+            ("text_chunk_mapper", {"max_len": 2000, "split_pattern": None}), ("c4_badwords_filter", {})]
 
 DT_PIPELINE = r'''
 import sys, time
