@@ -160,14 +160,16 @@ def cold_start(shard: Path) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def run_gristmill(inp: Path, out: Path, np_: int, shard_bytes: int) -> tuple[float, int]:
+def run_gristmill(inp: Path, out: Path, np_: int) -> tuple[float, int]:
+    """The recipe through the engine with its default sharding (files split into equal pieces of at most
+    16 MB), as a user would run it."""
     from gristmill.dataset import Dataset
     from gristmill.registry import create_op
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     t0 = time.perf_counter()
     Dataset.load(str(inp)).process([create_op(n, p) for n, p in RECIPE]).export(
-        str(out / "kept.jsonl"), np=np_, work_dir=str(out / "work"), shard_bytes=shard_bytes)
+        str(out / "kept.jsonl"), np=np_, work_dir=str(out / "work"))
     s = time.perf_counter() - t0
     return s, sum(1 for _ in open(out / "kept.jsonl"))
 
@@ -223,8 +225,7 @@ def main() -> int:
         print(f"{'':22s} {'wall s':>8s} {'docs/s':>9s} {'MB/s':>8s} {'kept':>7s}")
         have_peer = not a.skip_peer and Path(a.dt_python).exists()
         for n in a.np:
-            # about 2 shards per worker so both sides split the work the same way
-            s, kept = run_gristmill(td / "in", td / f"gm{n}", n, max(1 << 20, nbytes // (2 * max(n, 2))))
+            s, kept = run_gristmill(td / "in", td / f"gm{n}", n)
             print(f"{'gristmill np=' + str(n):22s} {s:8.1f} {docs / s:9.0f} {mb / s:8.2f} {kept:7d}")
             if have_peer:
                 ds, dkept = run_datatrove(a.dt_python, td / "in", td / f"dt{n}", n)

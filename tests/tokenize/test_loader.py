@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from tokhelpers import make_docs, write_jsonl
+from tokhelpers import first_input_ids, make_docs, write_jsonl
 
 from gristmill.tokenize.run import run_tokenize
 
@@ -73,11 +73,7 @@ def test_resume_with_workers(outputs):
     full = [b["input_ids"] for b in ResumableLoader(PackedDataset(path, seed=1, epochs=2), batch_size=4)]
     ds = PackedDataset(path, seed=1, epochs=2)
     dl = ResumableLoader(ds, batch_size=4, num_workers=2)
-    got = []
-    for i, b in enumerate(dl):
-        got.append(b["input_ids"])
-        if i == 2:
-            break
+    got = first_input_ids(dl, 3)
     state = dl.state_dict()
     assert state == {"consumed_samples": 12}
     ds2 = PackedDataset(path, seed=1, epochs=2)

@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 import pytest
-from tokhelpers import TEXTS, make_docs, write_jsonl
+from tokhelpers import TEXTS, first_input_ids, make_docs, write_jsonl
 
 from gristmill.cli import main as cli_main
 from gristmill.tokenize.backends import load_tokenizer, packaged_tiktoken
@@ -46,11 +46,7 @@ def test_stateful_dataloader_resumes(tok_json, tmp_path):
                                       collate_fn=collate_packed)
     full = [b["input_ids"] for b in loader(0)]
     dl = loader(2)
-    got = []
-    for i, b in enumerate(dl):
-        got.append(b["input_ids"])
-        if i == 2:
-            break
+    got = first_input_ids(dl, 3)
     state = dl.state_dict()
     dl2 = loader(2)
     dl2.load_state_dict(state)

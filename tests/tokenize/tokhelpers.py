@@ -46,3 +46,13 @@ def make_docs(n: int, seed: int) -> list[str]:
     import random
     r = random.Random(seed)
     return [" ".join(r.choice(TEXTS) for _ in range(r.randint(1, 12))) for _ in range(n)]
+
+
+def first_input_ids(loader, n: int) -> list:
+    """The ``input_ids`` of a loader's first ``n`` batches, leaving it mid-epoch (to take its state)."""
+    got = []
+    for b in loader:
+        got.append(b["input_ids"])
+        if len(got) == n:
+            break
+    return got
