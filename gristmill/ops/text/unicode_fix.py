@@ -136,6 +136,23 @@ _WIDTH = 7  # the longest match of ftfy's badness regex (checked in tables())
 _SEP = "\n\x00\n"
 
 
+def _join_windows(cps: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[str, np.ndarray]:
+    """One string of the code-point windows [lo, hi) joined by _SEP, built with numpy gathers (no
+    per-window Python); returns it with each window's start in it."""
+    lengths = (hi - lo).astype(np.int64)
+    starts = np.zeros(len(lengths), np.int64)
+    starts[1:] = np.cumsum(lengths[:-1] + len(_SEP))
+    total = int(starts[-1] + lengths[-1])
+    buf = np.empty(total, np.uint32)
+    before = np.repeat(np.cumsum(lengths) - lengths, lengths)  # offset of each gathered char's window
+    inner = np.arange(int(lengths.sum()), dtype=np.int64) - before
+    buf[np.repeat(starts, lengths) + inner] = cps[np.repeat(lo, lengths) + inner]
+    gaps = starts[:-1] + lengths[:-1]
+    for j, ch in enumerate(_SEP):
+        buf[gaps + j] = ord(ch)
+    return buf.tobytes().decode("utf-32-le"), starts
+
+
 def _bad_rows(text: pa.Array, cps, cpo, rows: np.ndarray, trig: np.ndarray, bad: re.Pattern) -> np.ndarray:
     """Which of ``rows`` ftfy's badness regex could match. Every match contains a trigger character and is
     at most _WIDTH long, so only windows around trigger characters are searched, all rows in one regex
@@ -156,17 +173,7 @@ def _bad_rows(text: pa.Array, cps, cpo, rows: np.ndarray, trig: np.ndarray, bad:
     new = np.r_[True, (lo[1:] > hi[:-1]) | (doc[1:] != doc[:-1])]
     idx = np.nonzero(new)[0]
     gl, gh, gd = lo[idx], np.maximum.reduceat(hi, idx), doc[idx]
-    parts, starts, cur, k = [], [], None, 0
-    for a, b, d in zip(gl.tolist(), gh.tolist(), gd.tolist()):
-        if d != cur:
-            cur, s = d, text[d].as_py()
-            base = int(cpo[d])
-        starts.append(k)
-        piece = s[a - base:b - base]
-        parts.append(piece)
-        k += len(piece) + len(_SEP)
-    joined = _SEP.join(parts)
-    starts = np.array(starts)
+    joined, starts = _join_windows(cps, gl, gh)
     for m in bad.finditer(joined):
         out[gd[np.searchsorted(starts, m.start(), side="right") - 1]] = True
     return out
