@@ -84,6 +84,17 @@ class _UnitDedup(Deduplicator):
     def column(self) -> str:
         return self.tmp_column("units")
 
+    def _units_to_check(self, batch, state, key: str):
+        """(resolved keys, units, unit hashes, eligible mask) for ``finalize``; None when the resolve
+        state cannot change this batch (no state, no rows, or no keys resolved)."""
+        if state is None or batch.num_rows == 0:
+            return None
+        keys = _lookup(state[key])
+        if keys.size == 0:
+            return None
+        units = self.units(self.text(batch))
+        return (keys, units, *self.unit_hashes(units))
+
     def compute_hash(self, batch):
         units = self.units(self.text(batch))
         h, ok = self.unit_hashes(units)
@@ -175,13 +186,10 @@ class DocumentLineDeduplicator(_UnitDedup):
         return {"frequent": self._save(ctx, "frequent_lines.npy", arr)}
 
     def finalize(self, batch, state):
-        if state is None or batch.num_rows == 0:
+        found = self._units_to_check(batch, state, "frequent")
+        if found is None:
             return batch
-        frequent = _lookup(state["frequent"])
-        if frequent.size == 0:
-            return batch
-        units = self.units(self.text(batch))
-        h, ok = self.unit_hashes(units)
+        frequent, units, h, ok = found
         drop = ok & _member(frequent, h)
         if not drop.any():
             return batch
@@ -253,13 +261,10 @@ class _FirstOccurrence(_UnitDedup):
         return {"drop": self._save(ctx, f"{self.name}_drop.npy", arr)}
 
     def finalize(self, batch, state):
-        if state is None or batch.num_rows == 0:
+        found = self._units_to_check(batch, state, "drop")
+        if found is None:
             return batch
-        drop_keys = _lookup(state["drop"])
-        if drop_keys.size == 0:
-            return batch
-        units = self.units(self.text(batch))
-        h, ok = self.unit_hashes(units)
+        drop_keys, units, h, ok = found
         parent = pc.list_parent_indices(units).to_numpy()
         start = units.offsets.to_numpy()[:-1] - units.offsets[0].as_py()
         unit = np.arange(h.size) - start[parent]
