@@ -240,7 +240,7 @@ def assemble(fragments: list[list[str]], export_path: str, shard_size: int = 0) 
     if fmt == "jsonl":
         pieces = _split_jsonl(flat, comp, shard_size, export_path)
     else:
-        pieces = _split_parquet(flat, shard_size, export_path)
+        pieces = _write_pieces(flat, _unified_schema(flat), shard_size, export_path, _ParquetPiece)
     names = shard_names(export_path, len(pieces))
     for tmp, name in zip(pieces, names):  # numbered names need the count: rename once all are written
         atomic_rename(tmp, name)
@@ -298,15 +298,41 @@ def _split_jsonl(fragments: list[str], comp: str, shard_size: int, export_path: 
     return pieces
 
 
-def _split_parquet(parts: list[str], shard_size: int, export_path: str) -> list[str]:
-    """Parquet files of about ``shard_size`` Arrow bytes each (one file when 0), cut between batches."""
-    schema = _unified_schema(parts)
+class _ParquetPiece:
+    def __init__(self, path: str, schema: pa.Schema):
+        self._w = pq.ParquetWriter(path, schema, compression="zstd")
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self._w.write_batch(batch, row_group_size=max(batch.num_rows, 1))
+
+    def close(self) -> None:
+        self._w.close()
+
+
+class _ArrowStreamPiece:
+    """An Arrow stream file, the format of a `save_to_disk` directory's data files."""
+
+    def __init__(self, path: str, schema: pa.Schema):
+        self._sink = pa.OSFile(path, "wb")
+        self._w = ipc.new_stream(self._sink, schema)
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self._w.write_batch(batch)
+
+    def close(self) -> None:
+        self._w.close()
+        self._sink.close()
+
+
+def _write_pieces(parts: list[str], schema: pa.Schema, shard_size: int, base: str, piece) -> list[str]:
+    """Stream the IPC parts into temporary ``piece(path, schema)`` files of about ``shard_size`` Arrow
+    bytes each (one file when 0; an empty one when there are no rows), cut between batches."""
     pieces, w, acc = [], None, 0
     for b in read_shard_parts(parts):
         if w is None:
-            pieces.append(_piece_name(export_path, len(pieces)))
-            w, acc = pq.ParquetWriter(pieces[-1], schema, compression="zstd"), 0
-        w.write_batch(align(b, schema) or b.cast(schema), row_group_size=max(b.num_rows, 1))
+            pieces.append(_piece_name(base, len(pieces)))
+            w, acc = piece(pieces[-1], schema), 0
+        w.write(align(b, schema) or b.cast(schema))
         acc += b.nbytes
         if shard_size > 0 and acc >= shard_size:
             w.close()
@@ -314,8 +340,8 @@ def _split_parquet(parts: list[str], shard_size: int, export_path: str) -> list[
     if w is not None:
         w.close()
     if not pieces:
-        pieces.append(_piece_name(export_path, 0))
-        pq.ParquetWriter(pieces[0], schema, compression="zstd").close()
+        pieces.append(_piece_name(base, 0))
+        piece(pieces[0], schema).close()
     return pieces
 
 
@@ -334,28 +360,7 @@ def _assemble_hf(parts: list[str], out_dir: str, shard_size: int) -> list[str]:
     `datasets.load_from_disk` reads it; files of about ``shard_size`` Arrow bytes, cut between batches."""
     os.makedirs(out_dir, exist_ok=True)
     schema = _unified_schema(parts)
-    pieces, sink, w, acc = [], None, None, 0
-
-    def close():
-        w.close()
-        sink.close()
-
-    for b in read_shard_parts(parts):
-        if w is None:
-            pieces.append(_piece_name(os.path.join(out_dir, "data"), len(pieces)))
-            sink = pa.OSFile(pieces[-1], "wb")
-            w, acc = ipc.new_stream(sink, schema), 0
-        w.write_batch(align(b, schema) or b.cast(schema))
-        acc += b.nbytes
-        if shard_size > 0 and acc >= shard_size:
-            close()
-            w = None
-    if w is not None:
-        close()
-    if not pieces:
-        pieces.append(_piece_name(os.path.join(out_dir, "data"), 0))
-        with pa.OSFile(pieces[0], "wb") as sink, ipc.new_stream(sink, schema):
-            pass
+    pieces = _write_pieces(parts, schema, shard_size, os.path.join(out_dir, "data"), _ArrowStreamPiece)
     n = len(pieces)
     files = [os.path.join(out_dir, f"data-{i:05d}-of-{n:05d}.arrow") for i in range(n)]
     for tmp, final in zip(pieces, files):
