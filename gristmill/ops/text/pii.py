@@ -182,8 +182,8 @@ class PiiRedactionMapper(Mapper):
             text = text.combine_chunks()
         n = len(text)
         enabled = [k for k in KINDS if getattr(p, f"mask_{k}")]
-        if p.mask_secrets:
-            enabled.insert(1, "secret_values")
+        if p.mask_secrets:  # key=value secrets have their own pre-filter ("password", "token"...)
+            enabled.append("secret_values")
         hits = {k: pc.fill_null(pc.match_substring_regex(text, PREFILTER[k]), False).to_numpy(zero_copy_only=False)
                 for k in enabled}  # per kind, so a row only runs the expressions of the kinds it may hold
         cand = np.ones(n, bool) if p.extra_patterns else np.logical_or.reduce([*hits.values(), np.zeros(n, bool)])

@@ -153,7 +153,7 @@ def _join_windows(cps: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[str,
     return buf.tobytes().decode("utf-32-le"), starts
 
 
-def _bad_rows(text: pa.Array, cps, cpo, rows: np.ndarray, trig: np.ndarray, bad: re.Pattern) -> np.ndarray:
+def _bad_rows(cps, cpo, rows: np.ndarray, trig: np.ndarray, bad: re.Pattern) -> np.ndarray:
     """Which of ``rows`` ftfy's badness regex could match. Every match contains a trigger character and is
     at most _WIDTH long, so only windows around trigger characters are searched, all rows in one regex
     scan (windows joined by a separator; a match across it only costs a needless slow-path row)."""
@@ -198,11 +198,11 @@ def fix_unicode(text: pa.Array, normalization: str = "NFC", fast: bool = True) -
     fixed = cmap.apply(text, crlf_to_lf=True) if mapped.any() else text
     trg = max_class(cps, cpo, trig).astype(bool) & ~slow
     if trg.any():
-        slow |= _bad_rows(text, cps, cpo, np.nonzero(trg)[0], trig, bad)
+        slow |= _bad_rows(cps, cpo, np.nonzero(trg)[0], trig, bad)
         both = trg & mapped & ~slow
         if both.any():
             fcps, fcpo = cc.decode(fixed)
-            slow |= _bad_rows(fixed, fcps, fcpo, np.nonzero(both)[0], trig, bad)
+            slow |= _bad_rows(fcps, fcpo, np.nonzero(both)[0], trig, bad)
     # rows with combining marks / jamo: fast only when already normalised
     for i in np.nonzero((klass == 2) & ~slow)[0]:
         v = fixed[int(i)].as_py()
