@@ -158,7 +158,6 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
     concurrent = (cfg.backend == "auto" and bool(check_jobs) and passed is None and (bool(todo) or fast_used)
                   and spec.fast() is not None)
     new: dict[str, ShardResult] = {}
-    t_setup = time.time()
     if concurrent:
         check = _BackgroundCheck(spec, cfg, check_jobs)
         backend, backend_info = "tiktoken", {}
@@ -171,7 +170,7 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
     else:
         used = sorted({r.backend for r in done.values() if r is not None})
         backend, backend_info = ",".join(used), {"reason": "all shards already tokenized (resumed)"}
-    t_setup = time.time() - t_setup + (t_setup - t0)
+    t_setup = time.time() - t0
     t1 = time.time()
     if todo:
         new = _phase1(todo, settings, fps, backend, checked if backend == "tiktoken" else set(), cfg, nproc,
@@ -272,9 +271,8 @@ def _shard_size(shard) -> int:
 
 
 class _Pool:
-    """``n`` spawned worker processes, started at once so that their start-up overlaps the parent's
-    backend check. The parent tokenizes too: every process claims the next shard from one shared counter
-    (jobs go largest first), so ``np`` processes are busy in all."""
+    """``n`` spawned worker processes. The parent tokenizes too: every process claims the next shard from
+    one shared counter (jobs go largest first), so ``np`` processes are busy in all."""
 
     def __init__(self, n: int, settings: EncodeSettings):
         import multiprocessing as mp
