@@ -32,18 +32,23 @@ def register(name: str):
     return deco
 
 
+def _op_modules():
+    """Every public (not ``_``-prefixed) module and subpackage under OP_PACKAGES, as pkgutil infos."""
+    import pkgutil
+    for pkg_name in OP_PACKAGES:
+        pkg = importlib.import_module(pkg_name)
+        for info in pkgutil.walk_packages(pkg.__path__, pkg_name + "."):
+            if not info.name.rsplit(".", 1)[-1].startswith("_"):
+                yield info
+
+
 def _load_all() -> None:
     global _LOADED
     if _LOADED:
         return
     _LOADED = True
-    import pkgutil
-    for pkg_name in OP_PACKAGES:
-        pkg = importlib.import_module(pkg_name)
-        for info in pkgutil.walk_packages(pkg.__path__, pkg_name + "."):
-            if info.name.rsplit(".", 1)[-1].startswith("_"):
-                continue
-            importlib.import_module(info.name)
+    for info in _op_modules():
+        importlib.import_module(info.name)
 
 
 _REGISTER = re.compile(r'^@register\("([A-Za-z0-9_]+)"\)', re.M)
@@ -55,19 +60,16 @@ def _index() -> dict[str, str]:
     extractors, costs ~0.5 s per process)."""
     global _INDEX
     if _INDEX is None:
-        import pkgutil
         _INDEX = {}
-        for pkg_name in OP_PACKAGES:
-            pkg = importlib.import_module(pkg_name)
-            for info in pkgutil.walk_packages(pkg.__path__, pkg_name + "."):
-                if info.name.rsplit(".", 1)[-1].startswith("_") or info.ispkg:
-                    continue
-                try:
-                    src = importlib.util.find_spec(info.name).loader.get_source(info.name) or ""
-                except (ImportError, AttributeError, OSError):
-                    src = ""
-                for name in _REGISTER.findall(src):
-                    _INDEX.setdefault(name, info.name)
+        for info in _op_modules():
+            if info.ispkg:
+                continue
+            try:
+                src = importlib.util.find_spec(info.name).loader.get_source(info.name) or ""
+            except (ImportError, AttributeError, OSError):
+                src = ""
+            for name in _REGISTER.findall(src):
+                _INDEX.setdefault(name, info.name)
     return _INDEX
 
 
