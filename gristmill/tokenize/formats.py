@@ -268,6 +268,15 @@ def read_litgpt_header(path: str) -> tuple[np.dtype, int]:
     return np.dtype(LITGPT_CODES[code]), chunk
 
 
+def read_json(path: str) -> dict | None:
+    """A small JSON file (a marker or manifest), or None when it is missing or unreadable."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
 def write_json(path: str, obj) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w") as f:

@@ -15,7 +15,7 @@ import numpy as np
 
 from .backends import TokenizerError, TokenizerSpec, load_tokenizer, verify
 from .config import TokenizeConfig
-from .formats import make_writer, write_json
+from .formats import make_writer, read_json, write_json
 from .mixing import blend
 from .packing import plan_pack
 from .shards import (
@@ -153,7 +153,7 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
     # tokenized is redone with the reference. A passed check is stored; until one is, a rerun checks again
     # (the sample depends only on the job list), so shards of an interrupted run are never trusted unchecked.
     check_file = os.path.join(tok_dir, f"fastpath-check-{_sha([spec.fingerprint, [fps[n] for n in sorted(checked)]])}.json")
-    passed = _load_json(check_file) if check_jobs else None
+    passed = read_json(check_file) if check_jobs else None
     fast_used = any(r.backend == "tiktoken" for r in results.values())
     concurrent = (cfg.backend == "auto" and bool(check_jobs) and passed is None and (bool(todo) or fast_used)
                   and spec.fast() is not None)
@@ -247,14 +247,6 @@ class _BackgroundCheck:
             raise self._out
         backend, info = self._out
         return backend, {**info, "checked": "while tokenizing"}
-
-
-def _load_json(path: str) -> dict | None:
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
 
 
 def _shard_size(shard) -> int:

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from .backends import Backend, TokenizerSpec, verify
+from .formats import read_json
 
 
 @dataclass
@@ -187,13 +188,8 @@ def _write(out, flat, lens, texts, settings: EncodeSettings, res: ShardResult, l
 
 def load_done(tok_dir: str, name: str, fingerprint: str) -> ShardResult | None:
     """The shard's result when its marker exists, matches this run's settings and its files are intact."""
-    p = os.path.join(tok_dir, f"{name}.done.json")
-    if not os.path.exists(p):
-        return None
-    try:
-        with open(p) as f:
-            d = json.load(f)
-    except (OSError, ValueError):
+    d = read_json(os.path.join(tok_dir, f"{name}.done.json"))
+    if d is None:
         return None
     if d.pop("fingerprint", None) != fingerprint:
         return None
