@@ -11,7 +11,7 @@ import zstandard
 
 from gristmill import Dataset
 from gristmill.io.base import ReadOptions
-from gristmill.io.formats import read_shard
+from gristmill.io.formats import read_shard, read_texts
 from gristmill.io.planner import plan_dataset
 from gristmill.ops.base import Reject
 
@@ -135,3 +135,34 @@ def test_missing_path_and_unknown_extension(tmp_path):
     (tmp_path / "x.weird").write_text("?")
     with pytest.raises(ValueError, match="cannot tell the format"):
         Dataset.load(str(tmp_path / "x.weird")).head()
+
+
+def read_all_texts(path, **kw):
+    opts = ReadOptions(root=os.path.dirname(str(path)), **kw)
+    texts, rejects = [], []
+    for s in plan_dataset(str(path), opts):
+        for item in read_texts(s, opts):
+            (rejects.append(item) if isinstance(item, Reject) else texts.extend(item))
+    return texts, rejects
+
+
+@pytest.mark.parametrize("name,data", [
+    ("clean.jsonl", b"".join(json.dumps(r).encode() + b"\n" for r in GOOD) + b"\n  \n"),
+    ("bad.jsonl", b"\n".join(corrupt_lines()) + b"\n"),
+    ("crlf.jsonl", b"\r\n".join(json.dumps(r).encode() for r in GOOD[:5]) + b"\r\n"),
+    ("nullable.jsonl", b'{"text": "a"}\n{"text": null}\n{"text": ""}\n'),
+    ("big.jsonl.gz", gzip.compress(b"".join(json.dumps({"text": f"t{i} é"}).encode() + b"\n" for i in range(3000)))),
+])
+def test_text_path_reads_what_the_row_path_reads(tmp_path, name, data):
+    """read_texts (orjson straight to str) gives read_shard's texts and rejects; the only difference allowed
+    is a row whose other fields are mistyped, which the text path keeps."""
+    p = tmp_path / name
+    p.write_bytes(data)
+    rows, rejects = read_all(p, shard_bytes=4096)
+    texts, t_rejects = read_all_texts(p, shard_bytes=4096)
+    want_texts = [r["text"] for r in rows]
+    if name == "bad.jsonl":  # line 20: {"text": "x", "n": "nineteen"}, rejected by the row path for "n"
+        want_texts.insert([r.get("n") for r in rows].index(20), "x")
+    assert texts == want_texts
+    want = sorted((r.line, r.error_type) for r in rejects if not (r.error_type == "WrongFieldType" and r.line == 20))
+    assert sorted((r.line, r.error_type) for r in t_rejects) == want

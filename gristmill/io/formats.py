@@ -13,7 +13,6 @@ from typing import Iterator
 
 import numpy as np
 import orjson
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -122,6 +121,7 @@ def _safe_decompressed(path, compression):
 
 
 def _parse_fast(data: bytes) -> pa.Table | None:
+    import polars as pl  # here, not at the top: a tokenize worker reading JSONL texts never needs it
     try:
         df = pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
     except Exception:  # noqa: BLE001 - any parse problem sends the chunk to the careful path
@@ -197,6 +197,25 @@ def _careful_jsonl(data: bytes, base: int, shard: Shard, counter: LineCounter):
     return table, good_pos, rejects
 
 
+def _texts_fast(data: bytes, key: str) -> list[str] | None:
+    """The string ``key`` of every line of ``data``, or None when a line is blank, is not a JSON object
+    or lacks a string ``key`` (the caller then takes the general path). Per-row Python by design: the
+    consumer needs one Python string per row, and orjson makes it straight from the bytes."""
+    loads = orjson.loads
+    out = []
+    add = out.append
+    try:
+        for line in data.split(b"\n"):
+            if line:
+                v = loads(line)[key]
+                if type(v) is not str:
+                    return None
+                add(v)
+    except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
+        return None
+    return out
+
+
 @register_reader
 class JsonlReader(Reader):
     """JSON lines (.jsonl/.ndjson, and .json files holding one object per line); plain files are split
@@ -225,6 +244,48 @@ class JsonlReader(Reader):
                 yield Reject(READ, "TruncatedInput", str(e), source=shard.source)
                 break
             yield from self._chunk(chunk.data, chunk.offset, shard, opts, counter)
+
+    def texts(self, shard, opts) -> Iterator[list[str] | Reject]:
+        """Only the text field of each row, as Python strings (what a tokenizer takes), parsed with orjson
+        line by line: about 2.5x faster than building Arrow columns and converting them back. A chunk with
+        anything unusual (a line that does not parse, a missing, null or non-string text) sends that line
+        through :meth:`read` 's path, so it gets the same reject. One difference: only the text is read, so
+        a row whose *other* fields have types unlike the rest of the file (which ``read`` must reject to
+        build typed columns) is kept."""
+        _, comp = strip_compression(shard.source)
+        counter = LineCounter(shard.source, comp)
+        chunks = line_chunks(shard.source, comp, shard.start, shard.end)
+        key = opts.text_key
+        while True:
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                break
+            except TruncatedInput as e:
+                yield Reject(READ, "TruncatedInput", str(e), source=shard.source)
+                break
+            got = _texts_fast(chunk.data, key)
+            if got is not None:
+                yield got
+                continue
+            # line by line: a line the fast path cannot take goes alone through ``read`` 's path, so it
+            # gets exactly that path's reject (or row)
+            got, pos = [], chunk.offset
+            for line in chunk.data.split(b"\n"):
+                off, pos = pos, pos + len(line) + 1
+                if not line.strip():
+                    continue
+                one = _texts_fast(line, key)
+                if one is not None:
+                    got += one
+                    continue
+                for item in self._chunk(line, off, shard, opts, counter):
+                    if isinstance(item, Reject):
+                        yield item
+                    else:
+                        got += item.column(key).to_pylist()
+            if got:
+                yield got
 
     def _chunk(self, data, base, shard, opts, counter):
         table = _parse_fast(data)
@@ -568,3 +629,16 @@ def read_shard(shard: Shard, opts: ReadOptions) -> Iterator[pa.RecordBatch | Rej
     """Stream one shard with the reader that planned it."""
     from .base import readers
     return readers()[shard.reader].read(shard, opts)
+
+
+def read_texts(shard: Shard, opts: ReadOptions) -> Iterator[list[str] | Reject]:
+    """Stream only the text field of one shard's rows, as lists of Python strings, and its rejects: the
+    rows of :func:`read_shard`, through the reader's faster text path where it has one (see
+    ``JsonlReader.texts`` for the one way they may differ)."""
+    from .base import readers
+    reader = readers()[shard.reader]
+    if hasattr(reader, "texts"):
+        yield from reader.texts(shard, opts)
+        return
+    for item in reader.read(shard, opts):
+        yield item if isinstance(item, Reject) else item.column(opts.text_key).to_pylist()

@@ -318,11 +318,25 @@ class TokenizerSpec:
         d.pop("_ref", None)
         d.pop("_fast", None)
         d.pop("_data", None)
+        d.pop("_vocab", None)
         return d
 
     @property
     def vocab_size(self) -> int:
-        return self.reference().vocab_size
+        """Highest token id + 1 (what the id dtype must hold). For a tokenizer.json it is read from the
+        JSON, so choosing an output dtype never builds the (slow to load) reference tokenizer."""
+        if self.kind != "hf":
+            return self.reference().vocab_size
+        if self.__dict__.get("_fast"):  # built from the same vocabulary: the same figure, no parse
+            return self._fast[0].vocab_size
+        cache = self.__dict__.setdefault("_vocab", [])
+        if not cache:
+            d = self.data()
+            vocab = (d.get("model") or {}).get("vocab") or {}
+            ids = range(len(vocab)) if isinstance(vocab, list) else vocab.values()  # Unigram: a list
+            added = [t.get("id", -1) for t in d.get("added_tokens") or []]
+            cache.append(max([-1, *ids, *added]) + 1)
+        return cache[0]
 
 
 def _sha(data: bytes) -> str:

@@ -13,6 +13,9 @@ import time
 
 import numpy as np
 
+from ..io.base import ReadOptions
+from ..io.formats import read_shard
+from ..io.planner import plan_dataset
 from .backends import TokenizerError, TokenizerSpec, load_tokenizer, verify
 from .config import TokenizeConfig
 from .formats import make_writer, read_json, write_json
@@ -49,7 +52,6 @@ def _check_sample(jobs: list[ShardJob], max_shards: int = 64) -> list[ShardJob]:
 def _shard_heads(pick: list[ShardJob], limit_bytes: int, per_shard_bytes: int) -> dict[str, list[str]]:
     """Real documents for checking the fast backend: the first documents of each shard in ``pick``,
     ``per_shard_bytes`` each but no more than ``limit_bytes`` in all (at least 4 KB a shard)."""
-    from ..io.formats import read_shard
     from ..ops.base import Reject
     if not pick or limit_bytes <= 0:
         return {}
@@ -108,12 +110,19 @@ def _resolve_id(spec: TokenizerSpec, name: str | None, what: str) -> int | None:
 def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", progress: bool = True) -> dict:
     """Run the tokenize section ``config`` with ``np`` worker processes; returns the run report (also
     written, with the stats, next to the output)."""
-    from ..io.base import ReadOptions
-    from ..io.planner import plan_dataset
-
     t0 = time.time()
     cfg = config if isinstance(config, TokenizeConfig) else TokenizeConfig(**config)
     nproc = max(1, int(np))
+    # workers start first: their interpreter start and imports overlap the parent's setup
+    pool = _Pool(nproc - 1) if nproc > 1 else None
+    try:
+        return _run(cfg, nproc, pool, work_dir, progress, t0)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def _run(cfg: TokenizeConfig, nproc: int, pool: _Pool | None, work_dir: str, progress: bool, t0: float) -> dict:
     spec = load_tokenizer(cfg.tokenizer, cfg.pattern, cfg.special_tokens, cfg.preset)
     eos_name = spec.default_eos() if cfg.eos == "auto" else cfg.eos
     if cfg.eos == "auto" and eos_name is None:
@@ -145,6 +154,8 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
     todo = sorted((j for j in jobs if done[j.name] is None), key=lambda j: -_shard_size(j.shard))  # LPT
 
     settings = EncodeSettings(spec=spec, backend=cfg.backend, eos_id=eos_id, bos_id=bos_id)
+    if pool is not None and todo:
+        pool.configure(settings)  # workers build their backend while the parent finishes setting up
     results: dict[str, ShardResult] = {k: v for k, v in done.items() if v is not None}
     check_jobs = _check_sample(jobs) if spec.kind == "hf" and cfg.backend != "hf" else []
     checked = {j.name for j in check_jobs}
@@ -173,7 +184,7 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
     t_setup = time.time() - t0
     t1 = time.time()
     if todo:
-        new = _phase1(todo, settings, fps, backend, checked if backend == "tiktoken" else set(), cfg, nproc,
+        new = _phase1(todo, settings, fps, backend, checked if backend == "tiktoken" else set(), cfg, pool,
                       tok_dir, progress)
     if concurrent:
         backend, backend_info = check.result()
@@ -181,7 +192,14 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
             write_json(check_file, backend_info)
         else:  # the fast path disagreed with the reference: redo everything it tokenized
             redo = [j for j in jobs if (new.get(j.name) or results[j.name]).backend == "tiktoken"]
-            new.update(_phase1(redo, settings, fps, backend, set(), cfg, nproc, tok_dir, progress))
+            redo_pool = _Pool(nproc - 1) if nproc > 1 else None
+            if redo_pool is not None:
+                redo_pool.configure(settings)
+            try:
+                new.update(_phase1(redo, settings, fps, backend, set(), cfg, redo_pool, tok_dir, progress))
+            finally:
+                if redo_pool is not None:
+                    redo_pool.close()
     backend_info["checked_shards"] = len(checked)
     results.update(new)
     t_tok = time.time() - t1
@@ -211,17 +229,12 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
     return report
 
 
-def _phase1(todo, settings, fps, backend, checked, cfg, nproc, tok_dir, progress) -> dict[str, ShardResult]:
-    """Tokenize ``todo`` with ``backend`` over ``nproc`` processes (the parent included); shards outside
-    ``checked`` re-check their first documents against the reference in the worker."""
-    pool = _Pool(min(nproc, len(todo)) - 1, settings) if nproc > 1 else None
-    try:
-        overrides = {j.name: {"fingerprint": fps[j.name], "backend": backend,
-                              "verify_bytes": 0 if j.name in checked else cfg.shard_verify_bytes} for j in todo}
-        return _run_phase1(todo, settings, overrides, tok_dir, pool, progress)
-    finally:
-        if pool is not None:
-            pool.close()
+def _phase1(todo, settings, fps, backend, checked, cfg, pool, tok_dir, progress) -> dict[str, ShardResult]:
+    """Tokenize ``todo`` with ``backend`` in this process and ``pool`` 's workers (one round per pool);
+    shards outside ``checked`` re-check their first documents against the reference."""
+    overrides = {j.name: {"fingerprint": fps[j.name], "backend": backend,
+                          "verify_bytes": 0 if j.name in checked else cfg.shard_verify_bytes} for j in todo}
+    return _run_phase1(todo, settings, overrides, tok_dir, pool, progress)
 
 
 class _BackgroundCheck:
@@ -263,33 +276,38 @@ def _shard_size(shard) -> int:
 
 
 class _Pool:
-    """``n`` spawned worker processes. The parent tokenizes too: every process claims the next shard from
-    one shared counter (jobs go largest first), so ``np`` processes are busy in all."""
+    """``n`` spawned worker processes for one round of shards. The parent tokenizes too: every process
+    claims the next shard from one shared counter (jobs go largest first), so ``np`` processes are busy in
+    all. Workers are started before the tokenizer is even loaded and get their settings and then the shard
+    list through a queue (whose feeder thread sends them without blocking the parent)."""
 
-    def __init__(self, n: int, settings: EncodeSettings):
+    def __init__(self, n: int):
         import multiprocessing as mp
 
         from .shards import worker_main
         ctx = mp.get_context("spawn")  # no fork: readers and tokenizers run threads
         self.counter = ctx.Value("q", 0)
         self.next_index = ctx.Value("q", 0)
-        self.start_q = ctx.Queue()
         self.result_q = ctx.Queue()
+        self.start_qs = [ctx.Queue() for _ in range(max(0, n))]  # one per worker: its messages stay in order
         self.procs = [ctx.Process(target=worker_main, daemon=True,
-                                  args=(settings, self.counter, self.next_index, self.start_q, self.result_q))
-                      for _ in range(max(0, n))]
+                                  args=(self.counter, self.next_index, q, self.result_q)) for q in self.start_qs]
         for p in self.procs:
             p.start()
 
+    def configure(self, settings: EncodeSettings) -> None:
+        for q in self.start_qs:
+            q.put(settings)
+
     def go(self, todo, overrides, tok_dir) -> None:
-        for _ in self.procs:
-            self.start_q.put((todo, overrides, tok_dir))
+        for q in self.start_qs:
+            q.put((todo, overrides, tok_dir))
 
     def close(self):
-        for p in self.procs:
+        for p, q in zip(self.procs, self.start_qs):
             if p.is_alive():
-                self.start_q.put(None)  # a worker still waiting for the go (an error came first) exits
-        self.start_q.cancel_join_thread()
+                q.put(None)  # a worker still waiting for its settings or the go (an error came first) exits
+            q.cancel_join_thread()
         for p in self.procs:
             p.join(timeout=5)
             if p.is_alive():

@@ -16,7 +16,6 @@ import time
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-import pyarrow as pa
 
 from .backends import Backend, TokenizerSpec, verify
 from .formats import read_json
@@ -97,31 +96,25 @@ def _prefetch(it, depth: int = 2):
 
 def tokenize_shard(job: ShardJob, settings: EncodeSettings, tok_dir: str, progress=None) -> ShardResult:
     """Tokenize ``job.shard`` into ``tok_dir/<name>.*``; returns the shard's counts (also in its marker)."""
-    from ..io.formats import read_shard  # the lead's readers
+    from ..io.formats import read_texts
     from ..ops.base import Reject
 
     t0 = time.time()
     run, ref = _backends(settings)
     res = ShardResult(name=job.name, source=job.source, backend=run.name)
-    text_key = job.read_opts.text_key
     ids_tmp = os.path.join(tok_dir, f"{job.name}.ids.tmp")
     lens_all: list[np.ndarray] = []
     checked = 0
     batches = []  # only while spot-checking the fast path, so a mismatch can redo the shard with the reference
     with open(ids_tmp, "wb") as out:
-        for item in _prefetch(read_shard(job.shard, job.read_opts)):
+        for item in _prefetch(read_texts(job.shard, job.read_opts)):
             if isinstance(item, Reject):
                 res.rejects += 1
                 if len(res.reject_samples) < 5:
                     res.reject_samples.append(item.to_dict())
                 continue
-            batch: pa.RecordBatch = item
-            if text_key not in batch.schema.names:
-                res.rejects += batch.num_rows
-                continue
-            col = batch.column(text_key)
-            texts = [t for t in col.to_pylist() if t]
-            res.empty += batch.num_rows - len(texts)
+            texts = [t for t in item if t]
+            res.empty += len(item) - len(texts)
             if not texts:
                 continue
             flat, lens = run.encode_batch(texts, settings.bos_id, settings.eos_id)
@@ -209,12 +202,14 @@ def claim(next_index) -> int:
     return i
 
 
-def worker_main(settings: EncodeSettings, counter, next_index, start_q, result_q) -> None:
-    """A phase-1 worker: build the fast backend while the parent checks it, wait for the go (the shard
-    list and per-shard settings), then claim shards until none is left. Results and errors go back on
-    ``result_q``."""
+def worker_main(counter, next_index, start_q, result_q) -> None:
+    """A phase-1 worker: import what reading needs, take the settings and build the fast backend while
+    the parent finishes its setup, wait for the go (the shard list and per-shard settings), then claim
+    shards until none is left. Results and errors go back on ``result_q``; None instead of the settings
+    or the go means there is nothing to do."""
     import traceback
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from ..io import formats  # noqa: F401 (imported now, while the parent is busy)
 
     def count(n: int):
         if n:
@@ -222,6 +217,9 @@ def worker_main(settings: EncodeSettings, counter, next_index, start_q, result_q
                 counter.value += n
 
     try:
+        settings = start_q.get()
+        if settings is None:
+            return
         if settings.spec.kind == "hf" and settings.backend != "hf":
             settings.spec.fast()
         go = start_q.get()
