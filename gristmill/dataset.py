@@ -28,8 +28,11 @@ class Dataset:
 
     @classmethod
     def load(cls, path, text_key: str = "text", format: str | None = None, **reader_params) -> "Dataset":
-        """Any supported file, directory, glob, HF `save_to_disk` dir, or weighted list "w1 p1 w2 p2"."""
-        return cls(source=path, text_key=text_key, input_format=format, reader_params=reader_params)
+        """Any supported file, directory, glob, HF `save_to_disk` dir, or weighted list "w1 p1 w2 p2";
+        ``reader_params`` are reader options (``gristmill formats`` lists them; unknown ones raise)."""
+        from .io.base import check_reader_params
+        return cls(source=path, text_key=text_key, input_format=format,
+                   reader_params=check_reader_params(reader_params))
 
     @classmethod
     def from_table(cls, table: pa.Table, text_key: str = "text") -> "Dataset":

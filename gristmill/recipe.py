@@ -53,13 +53,8 @@ class Recipe(BaseModel):
     @field_validator("reader_params")
     @classmethod
     def _reader_params(cls, v):
-        from .io.base import reader_options
-        known = reader_options()
-        bad = [k for k in v if k not in known]
-        if bad:
-            raise ValueError("; ".join(f"unknown reader option {k!r}{closest(k, known)}" for k in bad)
-                             + f" (known: {', '.join(sorted(known))})")
-        return {k: tuple(x) if isinstance(x, list) else x for k, x in v.items()}
+        from .io.base import check_reader_params
+        return check_reader_params(v)
 
     @field_validator("txt_mode")
     @classmethod

@@ -91,6 +91,18 @@ def reader_options() -> dict[str, str]:
     return {k: f"{r.name}: {d}" for r in readers().values() for k, d in r.options.items()}
 
 
+def check_reader_params(params: dict) -> dict:
+    """``params`` with list values as tuples, or ValueError naming each unknown option and the closest
+    known one (the recipe, ``Dataset.load`` and ``gristmill head -p`` all check through here)."""
+    from ..registry import closest
+    known = reader_options()
+    bad = [k for k in params if k not in known]
+    if bad:
+        raise ValueError("; ".join(f"unknown reader option {k!r}{closest(k, known)}" for k in bad)
+                         + f" (known: {', '.join(sorted(known))})")
+    return {k: tuple(x) if isinstance(x, list) else x for k, x in params.items()}
+
+
 def byte_ranges(size: int, max_bytes: int) -> list[tuple[int, int]]:
     """Split ``size`` bytes into the fewest ranges of at most ``max_bytes``, all of (nearly) equal length,
     so that workers get even shares (32 + 32 + 4 MB would leave one worker doing the tail alone)."""

@@ -82,3 +82,16 @@ def test_recipe_reader_params_reach_the_reader(tmp_path):
     assert report["rows_read"] > 16 and len(rows) == report["rows_out"]
     with pytest.raises(RecipeError, match=r"reader_params.*unknown reader option 'mime_type'.*mime_types"):
         parse_recipe({"dataset_path": "x.warc.gz", "reader_params": {"mime_type": "*"}})
+
+
+def test_dataset_load_and_head_check_reader_params(tmp_path, capsys):
+    """Dataset.load and `gristmill head -p` refuse an unknown reader option, naming the closest known one."""
+    from gristmill import Dataset
+    from gristmill.cli import main
+    p = tmp_path / "a.jsonl"
+    p.write_text('{"text": "x"}\n')
+    with pytest.raises(ValueError, match=r"unknown reader option 'mime_type'.*did you mean 'mime_types'"):
+        Dataset.load(str(p), mime_type="*")
+    assert Dataset.load(str(p), txt_mode="line").reader_params == {"txt_mode": "line"}
+    assert main(["head", str(p), "-p", "warc_type=response"]) == 2
+    assert "unknown reader option 'warc_type'" in capsys.readouterr().err
