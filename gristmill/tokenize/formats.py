@@ -78,6 +78,21 @@ class NpyWriter(Writer):
         self.f.write(memoryview(np.ascontiguousarray(rows, dtype=self.dtype.newbyteorder("<"))).cast("B"))
         self.written += len(rows)
 
+    def fill_rows(self, copy_stream, pad_id: int) -> None:
+        """All rows at once when they are the token stream cut every ``width`` tokens: ``copy_stream(fd,
+        offset)`` writes the stream's little-endian 4-byte tokens there and returns the bytes written; the
+        rest of the last row is padded here."""
+        assert self.written == 0 and self.dtype.itemsize == 4
+        self.f.flush()
+        fd, start = self.f.fileno(), self.f.tell()
+        n = copy_stream(fd, start)
+        total = self.n_rows * self.width * 4
+        if n > total or n % 4:
+            raise ValueError(f"token stream of {n} bytes does not fit {self.n_rows} rows of {self.width}")
+        os.pwrite(fd, np.full((total - n) // 4, pad_id, self.dtype.newbyteorder("<")).tobytes(), start + n)
+        self.f.seek(start + total)
+        self.written = self.n_rows
+
     def close(self):
         self.f.close()
         assert self.written == self.n_rows, (self.written, self.n_rows)
@@ -148,6 +163,14 @@ class ParquetWriter(Writer):
         return self.finish()
 
 
+def _fill(f, copy_stream, dtype) -> None:
+    """Let ``copy_stream(fd, offset)`` append a token stream to the open file ``f`` (nothing buffered)."""
+    assert np.dtype(dtype).itemsize == 4
+    f.flush()
+    start = f.tell()
+    f.seek(start + copy_stream(f.fileno(), start))
+
+
 class MegatronWriter(Writer):
     kind = "stream"
 
@@ -158,6 +181,11 @@ class MegatronWriter(Writer):
 
     def write_pieces(self, tokens, lengths):
         self.bin.write(memoryview(np.ascontiguousarray(tokens, dtype=self.dtype.newbyteorder("<"))).cast("B"))
+        self.lengths.append(np.asarray(lengths, np.int64))
+
+    def fill_pieces(self, copy_stream, lengths) -> None:
+        """All pieces at once (4-byte dtype): ``copy_stream(fd, offset)`` writes their tokens there."""
+        _fill(self.bin, copy_stream, self.dtype)
         self.lengths.append(np.asarray(lengths, np.int64))
 
     def close(self):
@@ -191,6 +219,12 @@ class DatatroveWriter(Writer):
 
     def write_pieces(self, tokens, lengths):
         self.ds.write(memoryview(np.ascontiguousarray(tokens, dtype=self.dtype.newbyteorder("<"))).cast("B"))
+        self.ends.append(self.pos + np.cumsum(lengths, dtype=np.int64))
+        self.pos += int(np.sum(lengths))
+
+    def fill_pieces(self, copy_stream, lengths) -> None:
+        """All pieces at once (4-byte dtype): ``copy_stream(fd, offset)`` writes their tokens there."""
+        _fill(self.ds, copy_stream, self.dtype)
         self.ends.append(self.pos + np.cumsum(lengths, dtype=np.int64))
         self.pos += int(np.sum(lengths))
 

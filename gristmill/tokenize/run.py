@@ -431,8 +431,14 @@ def _phase2(cfg: TokenizeConfig, spec: TokenizerSpec, names, results, tok_dir, p
         src_base = np.concatenate([[0], np.cumsum([len(x) for x in store.lens])]).astype(np.int64)
         p_vstart = doc_starts[src_base[p_src] + b.doc[plan.piece_doc]] + plan.piece_off
     piece_start = plan.piece_start
-    if writer.kind == "stream":
+    if writer.kind == "stream" and hasattr(writer, "fill_pieces") and writer.dtype.itemsize == 4:
+        writer.fill_pieces(lambda fd, off: store.copy_to(p_src, p_vstart, plan.piece_len, fd, off), plan.piece_len)
+    elif writer.kind == "stream":
         _write_stream(writer, store, p_src, p_vstart, plan.piece_len)
+    elif plan.mode == "padded" and hasattr(writer, "fill_rows") and writer.dtype.itemsize == 4:
+        # rows are consecutive slices of the stream and ids < 2**31 read the same as int32: the kernel
+        # copies the pieces straight from the token files into place
+        writer.fill_rows(lambda fd, off: store.copy_to(p_src, p_vstart, plan.piece_len, fd, off), pad_id)
     else:
         _write_rows(writer, store, plan, p_src, p_vstart, piece_start, pad_id)
     files = writer.close()
@@ -512,15 +518,6 @@ def _write_rows(writer, store: TokenStore, plan, p_src, p_vstart, piece_start, p
         vs = p_vstart[i0:i1] + (s - piece_start[i0:i1])
         starts = plan.row_start[r0:r1] - a
         lens = plan.row_len[r0:r1]
-        if plan.mode == "padded" and writer.dtype.itemsize == 4:
-            # rows are consecutive slices of the stream: gather straight into the row buffer (ids < 2**31,
-            # so the uint32 view of an int32 array holds them unchanged), then pad the tail
-            rows = np.empty((r1 - r0, W), dtype=writer.dtype)
-            flat = rows.reshape(-1).view(np.uint32)
-            store.gather(p_src[i0:i1], vs, e - s, flat[: z - a])
-            flat[z - a:] = pad_id
-            writer.write_rows(rows)
-            continue
         buf = np.empty(z - a, np.uint32)
         store.gather(p_src[i0:i1], vs, e - s, buf)
         rows = np.full((r1 - r0, W), pad_id, dtype=writer.dtype)

@@ -1,8 +1,9 @@
 """Random access to the per-shard token files written by phase 1.
 
 Each source is a virtual token stream: its shards' ``.ids`` files back to back, in shard order. Documents
-are addressed as (source, index within source); reads copy a virtual range into a caller's buffer from
-memory-mapped shard files, so memory stays bounded by the buffer, not the corpus.
+are addressed as (source, index within source); reads copy a virtual range straight from the shard files
+into a caller's buffer (``preadv``: one copy, no page mapping), so memory stays bounded by the buffer, not
+the corpus.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ class TokenStore:
         self.lens: list[np.ndarray] = []
         self.doc_start: list[np.ndarray] = []
         self.shard_start: list[np.ndarray] = []  # virtual offset of each shard's first token (+ total at end)
-        self._maps: dict[str, np.ndarray] = {}
+        self._fds: dict[str, int] = {}
         for names in sources:
             ls = [np.load(os.path.join(tok_dir, f"{n}.lens.npy")) for n in names]
             lens = np.concatenate(ls).astype(np.int64) if ls else np.zeros(0, np.int64)
@@ -28,32 +29,37 @@ class TokenStore:
             sizes = [int(x.sum()) for x in ls]
             self.shard_start.append(np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64))
 
-    def _map(self, name: str) -> np.ndarray:
-        m = self._maps.get(name)
-        if m is None:
-            path = os.path.join(self.tok_dir, f"{name}.ids")
-            m = np.memmap(path, dtype="<u4", mode="r") if os.path.getsize(path) else np.zeros(0, "<u4")
-            self._maps[name] = m
-        return m
+    def _fd(self, name: str) -> int:
+        fd = self._fds.get(name)
+        if fd is None:
+            fd = self._fds[name] = os.open(os.path.join(self.tok_dir, f"{name}.ids"), os.O_RDONLY)
+        return fd
 
-    def read(self, src: int, start: int, stop: int, out: np.ndarray) -> None:
-        """Copy tokens [start, stop) of source ``src``'s virtual stream into ``out`` (len stop-start)."""
+    def _pread(self, name: str, first: int, out: np.ndarray) -> None:
+        """Tokens ``first .. first + len(out)`` of shard ``name`` into ``out`` (contiguous uint32)."""
+        view = memoryview(out).cast("B")
+        fd, pos, done = self._fd(name), 4 * first, 0
+        while done < len(view):
+            n = os.preadv(fd, [view[done:]], pos + done)
+            if n <= 0:
+                raise OSError(f"{name}.ids is shorter than its marker says")
+            done += n
+
+    def _shard_ranges(self, src: int, start: int, stop: int):
+        """(shard name, first token in the shard, tokens) covering [start, stop) of source ``src``'s stream."""
         ss = self.shard_start[src]
         k = int(np.searchsorted(ss, start, side="right")) - 1
-        pos = 0
         while start < stop:
             while ss[k + 1] <= start:
                 k += 1
             a = start - ss[k]
             b = min(stop, ss[k + 1]) - ss[k]
-            m = self._map(self.names[src][k])
-            out[pos:pos + (b - a)] = m[a:b]
-            pos += b - a
+            yield self.names[src][k], int(a), int(b - a)
             start = ss[k] + b
 
-    def gather(self, src: np.ndarray, vstart: np.ndarray, length: np.ndarray, out: np.ndarray) -> None:
-        """Copy pieces (source, virtual start, length) back to back into ``out``; adjacent pieces that are
-        contiguous in their source are copied as one run."""
+    def segments(self, src: np.ndarray, vstart: np.ndarray, length: np.ndarray):
+        """(shard name, first token in the shard, tokens) for pieces (source, virtual start, length) laid
+        back to back; adjacent pieces that are contiguous in their source come out as one segment."""
         n = len(src)
         if n == 0:
             return
@@ -62,11 +68,39 @@ class TokenStore:
         brk[1:] = (src[1:] != src[:-1]) | (vstart[1:] != vend[:-1])
         run_first = np.flatnonzero(brk)
         run_last = np.concatenate([run_first[1:], [n]]) - 1
-        pos = 0
         for f, l in zip(run_first.tolist(), run_last.tolist()):
-            a, b = int(vstart[f]), int(vend[l])
-            self.read(int(src[f]), a, b, out[pos:pos + b - a])
-            pos += b - a
+            yield from self._shard_ranges(int(src[f]), int(vstart[f]), int(vend[l]))
+
+    def gather(self, src: np.ndarray, vstart: np.ndarray, length: np.ndarray, out: np.ndarray) -> None:
+        """Copy pieces (source, virtual start, length) back to back into ``out``."""
+        pos = 0
+        for name, first, count in self.segments(src, vstart, length):
+            self._pread(name, first, out[pos:pos + count])
+            pos += count
+
+    def copy_to(self, src: np.ndarray, vstart: np.ndarray, length: np.ndarray, fd: int, offset: int) -> int:
+        """Copy pieces back to back into file ``fd`` from byte ``offset`` (4-byte tokens, unchanged) inside
+        the kernel (copy_file_range: no user-space buffer to fill, which on a VM means fresh pages to
+        fault in); returns the bytes written."""
+        pos = offset
+        for name, first, count in self.segments(src, vstart, length):
+            _copy_range(self._fd(name), 4 * first, fd, pos, 4 * count)
+            pos += 4 * count
+        return pos - offset
 
     def close(self):
-        self._maps.clear()
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+
+def _copy_range(src: int, src_off: int, dst: int, dst_off: int, n: int) -> None:
+    done = 0
+    while done < n:
+        try:
+            k = os.copy_file_range(src, dst, n - done, src_off + done, dst_off + done)
+        except OSError:  # e.g. a file system or kernel without it: plain positioned reads and writes
+            k = os.pwrite(dst, os.pread(src, min(n - done, 16 << 20), src_off + done), dst_off + done)
+        if k <= 0:
+            raise OSError("token file shorter than its marker says")
+        done += k
