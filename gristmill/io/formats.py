@@ -245,16 +245,16 @@ class JsonlReader(Reader):
                 break
             yield from self._chunk(chunk.data, chunk.offset, shard, opts, counter)
 
-    def texts(self, shard, opts) -> Iterator[list[str] | Reject]:
+    def texts(self, shard, opts, chunk_bytes: int = 8 << 20) -> Iterator[list[str] | Reject]:
         """Only the text field of each row, as Python strings (what a tokenizer takes), parsed with orjson
         line by line: about 2.5x faster than building Arrow columns and converting them back. A chunk with
         anything unusual (a line that does not parse, a missing, null or non-string text) sends that line
         through :meth:`read` 's path, so it gets the same reject. One difference: only the text is read, so
         a row whose *other* fields have types unlike the rest of the file (which ``read`` must reject to
-        build typed columns) is kept."""
+        build typed columns) is kept. Lists hold the rows of about ``chunk_bytes`` of input."""
         _, comp = strip_compression(shard.source)
         counter = LineCounter(shard.source, comp)
-        chunks = line_chunks(shard.source, comp, shard.start, shard.end)
+        chunks = line_chunks(shard.source, comp, shard.start, shard.end, chunk_size=chunk_bytes)
         key = opts.text_key
         while True:
             try:
@@ -631,14 +631,15 @@ def read_shard(shard: Shard, opts: ReadOptions) -> Iterator[pa.RecordBatch | Rej
     return readers()[shard.reader].read(shard, opts)
 
 
-def read_texts(shard: Shard, opts: ReadOptions) -> Iterator[list[str] | Reject]:
+def read_texts(shard: Shard, opts: ReadOptions, chunk_bytes: int = 8 << 20) -> Iterator[list[str] | Reject]:
     """Stream only the text field of one shard's rows, as lists of Python strings, and its rejects: the
     rows of :func:`read_shard`, through the reader's faster text path where it has one (see
-    ``JsonlReader.texts`` for the one way they may differ)."""
+    ``JsonlReader.texts`` for the one way they may differ; there a list holds about ``chunk_bytes`` of
+    input, so a small value reads just the head of a shard)."""
     from .base import readers
     reader = readers()[shard.reader]
     if hasattr(reader, "texts"):
-        yield from reader.texts(shard, opts)
+        yield from reader.texts(shard, opts, chunk_bytes)
         return
     for item in reader.read(shard, opts):
         yield item if isinstance(item, Reject) else item.column(opts.text_key).to_pylist()

@@ -343,11 +343,11 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
-def _read_json_text(path: str) -> str:
+def _read_json_bytes(path: str) -> bytes:
     if path.endswith(".gz"):
-        with gzip.open(path, "rt", encoding="utf-8") as f:
+        with gzip.open(path, "rb") as f:
             return f.read()
-    with open(path, encoding="utf-8") as f:
+    with open(path, "rb") as f:
         return f.read()
 
 
@@ -402,8 +402,9 @@ def load_tokenizer(path: str, pattern: str | None = None, special_tokens: dict[s
         fp = _sha(raw + json.dumps([pattern, sorted(specials.items()), nfc]).encode())
         return TokenizerSpec(path=path, kind="tiktoken", fingerprint=fp, tiktoken_path=path, pattern=pattern,
                              specials=specials, nfc=nfc, config=config)
-    js = _read_json_text(path)
-    fp = _sha(js.encode())
+    raw = _read_json_bytes(path)
+    fp = _sha(raw)
+    js = raw.decode("utf-8")  # one decode of the whole file: faster than a text-mode read
     cached = _cache_load(fp)
     if cached is not None and not isinstance(cached[0], str):
         specials = cached[1]  # the conversion's specials are the tokenizer.json's added tokens

@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from ..io.base import ReadOptions
-from ..io.formats import read_shard
+from ..io.formats import read_texts
 from ..io.planner import plan_dataset
 from .backends import TokenizerError, TokenizerSpec, load_tokenizer, verify
 from .config import TokenizeConfig
@@ -60,16 +60,17 @@ def _shard_heads(pick: list[ShardJob], limit_bytes: int, per_shard_bytes: int) -
     for job in pick:
         texts: list[str] = []
         got = 0
-        for item in read_shard(job.shard, job.read_opts):
-            if isinstance(item, Reject) or job.read_opts.text_key not in item.schema.names:
+        # a chunk of twice the budget: never parse more of the shard than its head
+        for item in read_texts(job.shard, job.read_opts, chunk_bytes=2 * budget):
+            if isinstance(item, Reject):
                 continue
-            for t in item.column(job.read_opts.text_key).slice(0, 256).to_pylist():
+            for t in item[:256]:
                 if t:
                     texts.append(t)
                     got += len(t.encode("utf-8", "surrogatepass"))
                 if got >= budget:
                     break
-            break  # the first batch is enough: never parse more of the shard than its first chunk
+            break
         out[job.name] = head_within(texts, budget)
     return out
 
