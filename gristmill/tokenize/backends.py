@@ -279,17 +279,27 @@ class TokenizerSpec:
                 return cand
         return None
 
+    def text(self) -> str:
+        """The tokenizer.json text. Not pickled: a worker that needs it (the reference, rarely) reads the
+        file again, and refuses it if it changed since the run started."""
+        if self.json_str is None:
+            raw = _read_json_bytes(self.path)
+            if _sha(raw) != self.fingerprint:
+                raise TokenizerError(f"{self.path} changed while the run was using it")
+            self.json_str = raw.decode("utf-8")
+        return self.json_str
+
     def data(self) -> dict:
         """The parsed tokenizer.json (parsed once per process; not pickled)."""
         cache = self.__dict__.setdefault("_data", [])
         if not cache:
-            cache.append(orjson.loads(self.json_str))
+            cache.append(orjson.loads(self.text()))
         return cache[0]
 
     def reference(self) -> Backend:
         cache = self.__dict__.setdefault("_ref", [])
         if not cache:
-            cache.append(HFBackend(self.json_str) if self.kind == "hf" else self._tiktoken())
+            cache.append(HFBackend(self.text()) if self.kind == "hf" else self._tiktoken())
         return cache[0]
 
     def fast(self) -> Backend | None:
@@ -319,6 +329,7 @@ class TokenizerSpec:
         d.pop("_fast", None)
         d.pop("_data", None)
         d.pop("_vocab", None)
+        d["json_str"] = None  # 11 MB for Qwen: see text()
         return d
 
     @property

@@ -256,3 +256,12 @@ def test_kernel_copy_equals_buffered_write(tmp_path, monkeypatch, fmt, pack):
             if hasattr(cls, attr):
                 monkeypatch.delattr(cls, attr)
     assert out("slow") == fast
+
+
+def test_workers_with_the_reference_backend(tok_json, corpus, tmp_path):
+    """backend: hf at np=3: each of the two workers rebuilds the reference from the file (the spec is sent
+    without the JSON text) and the output equals np=1's."""
+    a = run(tok_json, corpus, tmp_path / "a", tmp_path / "wa", 1, backend="hf")
+    b = run(tok_json, corpus, tmp_path / "b", tmp_path / "wb", 3, backend="hf")
+    assert a["backends_used"] == b["backends_used"] == ["hf"] and b["np"] == 3
+    assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
