@@ -2,7 +2,7 @@
 np=1 and np=2 next to the raw tokenizer backend on the same texts with the same number of processes, next
 to datatrove's DocumentTokenizer, plus the utilisation of the three packing modes at --seq-len.
 
-usage: python bench/tokenize_bench.py [--limit ROWS] [--langs en,zh] [--skip-peer] [--work /tmp/bench-tok]
+usage: python bench/tokenize_bench.py [--limit ROWS] [--repeat N] [--langs en,zh] [--skip-peer] [--work /tmp/bench-tok]
 
 Inputs (built once under --work, 4 JSONL shards per language):
 - en: /tmp/corpus/corpus.jsonl (bash ../shared/bench/make-corpus.sh /tmp/corpus) without its Chinese pages,
@@ -141,13 +141,15 @@ def _write_shards(texts: list[str], inp: str) -> None:
         o.close()
 
 
-def prepare(work: str, limit: int | None) -> tuple[str, dict[str, str]]:
-    """(tokenizer.json path, {lang: input dir}) — built once per --work and --limit."""
+def prepare(work: str, limit: int | None, repeat: int = 1) -> tuple[str, dict[str, str]]:
+    """(tokenizer.json path, {lang: input dir}) — built once per --work, --limit and --repeat (the
+    documents written ``repeat`` times over: a bigger input of the same real text, to show how the fixed
+    costs of a run weigh less as inputs grow; tiktoken keeps no cache, so repeats cost what new text does)."""
     tok = os.path.join(work, "tokenizer.json")
     if not os.path.exists(tok):
         with gzip.open(TOKENIZER_GZ, "rt", encoding="utf-8") as f, open(tok, "w", encoding="utf-8") as g:
             g.write(f.read())
-    tag = f"limit{limit}" if limit else "full"
+    tag = (f"limit{limit}" if limit else "full") + (f"x{repeat}" if repeat > 1 else "")
     dirs = {lang: os.path.join(work, f"in-{lang}-{tag}") for lang in ("en", "zh")}
     if all(os.path.isdir(d) for d in dirs.values()):
         return tok, dirs
@@ -159,7 +161,7 @@ def prepare(work: str, limit: int | None) -> tuple[str, dict[str, str]]:
     zh += debian_zh_docs(work)
     for lang, texts in (("en", en), ("zh", zh)):
         if not os.path.isdir(dirs[lang]):
-            _write_shards(texts[:limit] if limit else texts, dirs[lang])
+            _write_shards((texts[:limit] if limit else texts) * repeat, dirs[lang])
     return tok, dirs
 
 
@@ -284,14 +286,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", default="/tmp/bench-tok")
     ap.add_argument("--limit", type=int, default=None, help="documents per language (default: all)")
+    ap.add_argument("--repeat", type=int, default=1, help="write the documents this many times over")
     ap.add_argument("--langs", default="en,zh")
     ap.add_argument("--skip-peer", action="store_true")
     ap.add_argument("--seq-len", type=int, default=2048)
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
-    tok_json, dirs = prepare(a.work, a.limit)
+    tok_json, dirs = prepare(a.work, a.limit, a.repeat)
     for lang in a.langs.split(","):
-        bench_lang(lang, tok_json, dirs[lang], os.path.join(a.work, f"run-{lang}-{a.limit or 'full'}"), a)
+        bench_lang(lang, tok_json, dirs[lang], os.path.join(a.work, f"run-{lang}-{a.limit or 'full'}x{a.repeat}"), a)
 
 
 if __name__ == "__main__":
