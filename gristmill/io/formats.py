@@ -231,19 +231,27 @@ class JsonlReader(Reader):
             return [Shard(source=path, reader=self.name)]
         return [Shard(source=path, reader=self.name, start=s, end=e) for s, e in byte_ranges(size, opts.shard_bytes)]
 
-    def read(self, shard, opts):
+    @staticmethod
+    def _chunks(shard, chunk_bytes: int = 8 << 20):
+        """The shard's line-aligned chunks, then a reject if a compressed file ends early."""
         _, comp = strip_compression(shard.source)
-        counter = LineCounter(shard.source, comp)
-        chunks = line_chunks(shard.source, comp, shard.start, shard.end)
+        chunks = line_chunks(shard.source, comp, shard.start, shard.end, chunk_size=chunk_bytes)
         while True:
             try:
-                chunk = next(chunks)
+                yield next(chunks)
             except StopIteration:
-                break
+                return
             except TruncatedInput as e:
                 yield Reject(READ, "TruncatedInput", str(e), source=shard.source)
-                break
-            yield from self._chunk(chunk.data, chunk.offset, shard, opts, counter)
+                return
+
+    def read(self, shard, opts):
+        counter = LineCounter(shard.source, strip_compression(shard.source)[1])
+        for chunk in self._chunks(shard):
+            if isinstance(chunk, Reject):
+                yield chunk
+            else:
+                yield from self._chunk(chunk.data, chunk.offset, shard, opts, counter)
 
     def texts(self, shard, opts, chunk_bytes: int = 8 << 20) -> Iterator[list[str] | Reject]:
         """Only the text field of each row, as Python strings (what a tokenizer takes), parsed with orjson
@@ -252,18 +260,12 @@ class JsonlReader(Reader):
         through :meth:`read` 's path, so it gets the same reject. One difference: only the text is read, so
         a row whose *other* fields have types unlike the rest of the file (which ``read`` must reject to
         build typed columns) is kept. Lists hold the rows of about ``chunk_bytes`` of input."""
-        _, comp = strip_compression(shard.source)
-        counter = LineCounter(shard.source, comp)
-        chunks = line_chunks(shard.source, comp, shard.start, shard.end, chunk_size=chunk_bytes)
+        counter = LineCounter(shard.source, strip_compression(shard.source)[1])
         key = opts.text_key
-        while True:
-            try:
-                chunk = next(chunks)
-            except StopIteration:
-                break
-            except TruncatedInput as e:
-                yield Reject(READ, "TruncatedInput", str(e), source=shard.source)
-                break
+        for chunk in self._chunks(shard, chunk_bytes):
+            if isinstance(chunk, Reject):
+                yield chunk
+                continue
             got = _texts_fast(chunk.data, key)
             if got is not None:
                 yield got
