@@ -2,7 +2,7 @@
 each recipe op alone.
 
 usage: python bench/text_ops.py [--corpus /tmp/corpus/corpus.jsonl] [--limit N] [--np 1 2] [--skip-peer]
-                                [--skip-per-op] [--all-ops]
+                                [--skip-per-op] [--all-ops] [--check-ftfy]
 
 Recipe: fix_unicode -> whitespace_normalization -> gopher_quality -> gopher_repetition -> c4_quality ->
 fineweb_quality -> language_id_score. Both sides read the same rows (the corpus, or its first --limit rows)
@@ -17,8 +17,11 @@ start, model loading, reading, writing) at the same worker count:
 
 Both C4 steps use filter_no_terminal_punct=False (as ../shared/bench/peers/dt_filters.py), both language
 filters keep any language scoring above 0.65. The per-op table runs each recipe op alone in-process
-(FusedOp over 1000-row batches, stats computed) after a warm-up; the cold-start line is the first
-recipe batch in a fresh process (imports, table builds, numba cache loads, model load).
+(FusedOp over 1000-row batches, stats computed) after a warm-up; the recipe profile runs the recipe
+in-process op after op as FusedOp chains them and reports each op's CPU seconds (the filters share word
+tokens there, as in the engine); the cold-start line is the first recipe batch in a fresh process
+(imports, table builds, numba cache loads, model load). ``--check-ftfy`` compares fix_unicode_mapper with
+``ftfy.fix_text`` on every row that leaves the fast path and on every 20th other row.
 """
 from __future__ import annotations
 
@@ -139,6 +142,41 @@ def run_ops(table: pa.Table, ops_spec) -> tuple[float, int]:
     return time.perf_counter() - t0, kept
 
 
+def recipe_profile(table: pa.Table) -> tuple[list[float], int]:
+    """CPU seconds per recipe op, the ops applied one after another to each 1000-row batch as FusedOp
+    does (each op sees the previous op's kept rows)."""
+    from gristmill.ops.base import FusedOp
+    from gristmill.registry import create_op
+    ops = [FusedOp([create_op(n, p)]) for n, p in RECIPE]
+    secs, kept = [0.0] * len(ops), 0
+    for b in table.to_batches(max_chunksize=1000):
+        for i, op in enumerate(ops):
+            t0 = time.process_time()
+            b = op.run_batch(b).batch
+            secs[i] += time.process_time() - t0
+        kept += b.num_rows
+    return secs, kept
+
+
+def check_ftfy(table: pa.Table) -> None:
+    """fix_unicode_mapper against ftfy.fix_text: all rows the fast path cannot prove, every 20th other."""
+    import ftfy
+    import numpy as np
+    from gristmill.ops.text import unicode_fix as U
+    n_slow = n_checked = bad = 0
+    for k, b in enumerate(table.to_batches(max_chunksize=1000)):
+        text = b.column(b.schema.get_field_index("text"))
+        _, slow = U._fast(text, "NFC")
+        pick = slow | (np.arange(len(text)) % 20 == k % 20)
+        idx = pa.array(np.nonzero(pick)[0])
+        ours = U.fix_unicode(text)[0].take(idx).to_pylist()
+        ref = [None if t is None else ftfy.fix_text(t) for t in text.take(idx).to_pylist()]
+        n_slow += int(slow.sum())
+        n_checked += len(ref)
+        bad += sum(a != r for a, r in zip(ours, ref))
+    print(f"fix_unicode vs ftfy.fix_text: {n_checked} rows checked ({n_slow} off the fast path), {bad} mismatches")
+
+
 COLD = r'''
 import sys, time
 t0 = time.perf_counter()
@@ -199,6 +237,7 @@ def main() -> int:
     ap.add_argument("--skip-peer", action="store_true")
     ap.add_argument("--skip-per-op", action="store_true")
     ap.add_argument("--all-ops", action="store_true", help="per-op table: also the other text ops")
+    ap.add_argument("--check-ftfy", action="store_true", help="compare fix_unicode with ftfy.fix_text")
     ap.add_argument("--dt-python", default="/tmp/peers/dt/bin/python")
     a = ap.parse_args()
     table = load(a.corpus, a.limit)
@@ -220,6 +259,13 @@ def main() -> int:
                 s, kept = run_ops(table, [(name, params)])
                 label = name + (f" {params}" if params else "")
                 print(f"{label[:52]:52s} {docs / s:9.0f} {mb / s:8.2f}  {kept}")
+            secs, kept = recipe_profile(table)
+            print(f"\n{'recipe profile (in-process, CPU s)':52s} {'cpu s':>9s} {'share':>8s}")
+            for (name, _), sec in zip(RECIPE, secs):
+                print(f"{name:52s} {sec:9.2f} {sec / sum(secs):8.0%}")
+            print(f"{'total':52s} {sum(secs):9.2f} {'':8s}  kept {kept}; {sum(secs) / docs * 1e3:.2f} ms/doc")
+        if a.check_ftfy:
+            check_ftfy(table)
 
         print("\nrecipe:", " -> ".join(n.rsplit("_", 1)[0] for n, _ in RECIPE))
         print(f"{'':22s} {'wall s':>8s} {'docs/s':>9s} {'MB/s':>8s} {'kept':>7s}")

@@ -2,7 +2,7 @@
 import ftfy
 import pyarrow as pa
 import pytest
-from conftest import run, stats
+from gm_textops import run, stats
 
 from gristmill.ops.text.unicode_fix import fix_unicode
 

@@ -1,7 +1,7 @@
 """Gopher / C4 / FineWeb filters: exact stats on small hand-checked inputs (decisions and cleaned text
 also checked against datatrove 0.10.1 on the same inputs)."""
 import pytest
-from conftest import run, stats
+from gm_textops import run, stats
 
 D1 = "The cat sat on the mat. It was happy, and so was the dog!\n- item one\n- item two..."
 

@@ -21,6 +21,7 @@ from ...registry import register
 from ..base import Filter, Mapper, Params
 from . import charclass as cc
 from . import words as W
+from .nbutil import unmanaged
 
 POLICY = ["terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies"]
 
@@ -66,9 +67,14 @@ def _starts_with(cps, i, b, pat):
 
 
 @nb.njit(cache=True)
-def _c4_kernel(cps, cpo, tab, specials, units, opts, p0, p1, p2, p3, p4, p5):
+def _c4_kernel(cps, cpo, tab, specials, units, opts, scratch, p0, p1, p2, p3, p4, p5):
     """opts: remove_citations, filter_no_terminal_punct, min_num_sentences, min_words_per_line,
-    max_word_length, filter_lorem_ipsum, filter_javascript, filter_curly_bracket, filter_policy."""
+    max_word_length, filter_lorem_ipsum, filter_javascript, filter_curly_bracket, filter_policy.
+    ``scratch`` is ``_scratch``'s: with it and the arguments owned by the caller, the loops use views
+    without reference counting (see nbutil)."""
+    cps, tab, specials, units, scratch = unmanaged(cps), unmanaged(tab), unmanaged(specials), unmanaged(units), \
+        unmanaged(scratch)
+    p0, p1, p2, p3, p4, p5 = unmanaged(p0), unmanaged(p1), unmanaged(p2), unmanaged(p3), unmanaged(p4), unmanaged(p5)
     remove_cit, no_term, min_sent, min_words, max_wlen = opts[0], opts[1], opts[2], opts[3], opts[4]
     f_lorem, f_js, f_curly, f_policy, stop_on_flag = opts[5], opts[6], opts[7], opts[8], opts[9]
     policies = (p0, p1, p2, p3, p4, p5)
@@ -79,11 +85,7 @@ def _c4_kernel(cps, cpo, tab, specials, units, opts, p0, p1, p2, p3, p4, p5):
     n_sent = np.zeros(n, np.int64)
     n_removed = np.zeros(n, np.int64)
     k = 0
-    buf = np.empty(1024, np.int32)
-    ts = np.empty(1024, np.int64)
-    te = np.empty(1024, np.int64)
-    suf_s = np.empty(1024, np.int64)
-    suf_e = np.empty(1024, np.int64)
+    buf, ts, te, suf_s, suf_e = scratch[0], scratch[1], scratch[2], scratch[3], scratch[4]
     for d in range(n):
         a, b = cpo[d], cpo[d + 1]
         doc_start = k
@@ -126,8 +128,6 @@ def _c4_kernel(cps, cpo, tab, specials, units, opts, p0, p1, p2, p3, p4, p5):
                 n_removed[d] += 1
                 continue
             # citation removal into buf
-            if lb - la + 1 > len(buf):
-                buf = np.empty(2 * (lb - la + 1), np.int32)
             m = 0
             j = la
             while j < lb:
@@ -190,11 +190,6 @@ def _c4_kernel(cps, cpo, tab, specials, units, opts, p0, p1, p2, p3, p4, p5):
                     n_removed[d] += 1
                     continue
             if min_sent != -1:
-                if m + 8 > len(ts):
-                    ts = np.empty(2 * m + 8, np.int64)
-                    te = np.empty(2 * m + 8, np.int64)
-                    suf_s = np.empty(2 * m + 8, np.int64)
-                    suf_e = np.empty(2 * m + 8, np.int64)
                 nt = W.tokenize_span(buf, 0, m, tab, specials, units, ts, te, suf_s, suf_e)
                 n_sent[d] += _sentences(buf, ts, te, nt, tab)
             if not first_line:
@@ -273,6 +268,25 @@ class _C4Params(Params):
     filter_policy: bool = Field(True, description="Drop lines with cookie / terms-of-use phrases.")
 
 
+@nb.njit(cache=True)
+def _longest_line(cps, cpo, tab):
+    longest = 0
+    for d in range(len(cpo) - 1):
+        s = cpo[d]
+        for i in range(cpo[d], cpo[d + 1]):
+            if tab[cps[i]] & cc.LINEBREAK:
+                longest = max(longest, i - s)
+                s = i + 1
+        longest = max(longest, cpo[d + 1] - s)
+    return longest
+
+
+def _scratch(cps, cpo) -> np.ndarray:
+    """Per-line working rows for the kernel (the line's code points, token bounds, suffix stack), as
+    long as the batch's longest line."""
+    return np.empty((5, _longest_line(cps, cpo, cc.table()) + 8), np.int64)
+
+
 def run_c4(op, text: pa.Array, min_num_sentences: int, stop_on_flag: bool = True):
     p = op.params
     if not p.split_paragraph:
@@ -282,7 +296,7 @@ def run_c4(op, text: pa.Array, min_num_sentences: int, stop_on_flag: bool = True
                      p.max_word_length, p.filter_lorem_ipsum, p.filter_javascript, p.filter_curly_bracket,
                      p.filter_policy, stop_on_flag], np.int64)
     out, off, code, n_sent, n_removed = _c4_kernel(cps, cpo, cc.table(), W.special_table(), W.units_table(), opts,
-                                                   *_POLICY)
+                                                   _scratch(cps, cpo), *_POLICY)
     cleaned = cc.encode_spans(out, off[:-1], off[1:], np.arange(len(off)), text)
     return cleaned, code, n_sent, n_removed
 

@@ -213,7 +213,7 @@ def _build_table() -> np.ndarray:
 
 # -- UTF-8 <-> code points --------------------------------------------------------------------------
 
-def _buffers(arr: pa.Array):
+def buffers(arr: pa.Array):
     """(offsets int64, data uint8) of a string/large_string array, nulls read as empty strings."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
@@ -260,7 +260,7 @@ def _decode(offs, data):
 
 def decode(arr: pa.Array):
     """Code points of a whole string column: (cps int32, per-row start offsets int64 of length n+1)."""
-    offs, data = _buffers(arr)
+    offs, data = buffers(arr)
     return _decode(offs, data)
 
 

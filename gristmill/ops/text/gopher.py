@@ -17,6 +17,7 @@ from ...registry import register
 from ..base import Params
 from . import charclass as cc
 from . import words as W
+from .nbutil import unmanaged
 from .rules import RuleFilter, decoded_words, ratio
 
 B = np.uint64(W.HMUL)
@@ -176,29 +177,65 @@ class GopherQualityFilter(RuleFilter):
 
 # -- repetition ----------------------------------------------------------------------------------
 
+# An open-addressing hash table in one (slots, 4) array, a row per slot: key, generation stamp, count,
+# first position. Bumping the generation empties it in O(1), and each document uses only as many slots as
+# it needs (a power of two, at least twice its keys), so small documents stay in cache. The n-gram passes
+# make ~10 lookups per word; numba's typed dict/set cost several times more per lookup.
+KEY, GEN, CNT, FIRST = 0, 1, 2, 3
+
+
+def _table(n_keys: int) -> np.ndarray:
+    """A table for up to ``n_keys`` keys at a time."""
+    return np.zeros((_slots(n_keys), 4), np.int64)
+
+
+@nb.njit(cache=True, inline="always")
+def _slots(n_keys):
+    cap = 64
+    while cap < 2 * n_keys:
+        cap *= 2
+    return cap
+
+
+@nb.njit(cache=True, inline="always")
+def _slot(tbl, mask, gen, h):
+    """The slot holding key ``h`` in generation ``gen``, or the free slot where it would go."""
+    m = np.uint64(h) * np.uint64(0x9E3779B97F4A7C15)
+    i = np.int64(m ^ (m >> np.uint64(32))) & mask
+    while tbl[i, GEN] == gen and tbl[i, KEY] != h:
+        i = (i + 1) & mask
+    return i
+
+
 @nb.njit(cache=True)
-def _dup_segments(cps, seg_s, seg_e):
+def _powers(n):
+    pw = np.ones(n, np.uint64)
+    for k in range(1, n):
+        pw[k] = pw[k - 1] * B
+    return pw
+
+
+@nb.njit(cache=True)
+def _dup_segments(cps, seg_s, seg_e, tbl, mask, gen):
     """datatrove find_duplicates: (number of repeated elements, their total length)."""
-    seen = set()
-    seen.add(np.int64(0))
-    seen.clear()
     n_dup = 0
     n_chars = 0
     for k in range(len(seg_s)):
         h = W.span_hash(cps, seg_s[k], seg_e[k])
-        if h in seen:
+        i = _slot(tbl, mask, gen, h)
+        if tbl[i, GEN] == gen:
             n_dup += 1
             n_chars += seg_e[k] - seg_s[k]
         else:
-            seen.add(h)
+            tbl[i, GEN] = gen
+            tbl[i, KEY] = h
     return n_dup, n_chars
 
 
 @nb.njit(cache=True)
-def _split_newline_runs(cps, a, b, min_run):
-    """Pieces of [a, b) between runs of at least ``min_run`` newlines (re.split(r"\n{min_run,}"))."""
-    ss = np.empty(b - a + 1, np.int64)
-    ee = np.empty(b - a + 1, np.int64)
+def _split_newline_runs(cps, a, b, min_run, ss, ee):
+    """Pieces of [a, b) between runs of at least ``min_run`` newlines (re.split(r"\n{min_run,}")), written
+    to ``ss``/``ee``; returns their number."""
     m = 0
     s = a
     i = a
@@ -217,7 +254,7 @@ def _split_newline_runs(cps, a, b, min_run):
         i = j
     ss[m] = s
     ee[m] = b
-    return ss[:m + 1], ee[:m + 1]
+    return m + 1
 
 
 @nb.njit(cache=True)
@@ -228,45 +265,61 @@ def _poly(cps, a, b):
     return h
 
 
+def _scratch(cps, cpo, toff, top_ns):
+    """The repetition kernel's working arrays, sized for the batch's largest row: a hash table, powers of
+    the hash base, segment bounds, n-gram prefix hashes and lengths."""
+    lines = np.bincount(np.searchsorted(cpo, np.flatnonzero(cps == 10), side="right") - 1,
+                        minlength=len(cpo) - 1) + 1
+    most = int(max(np.max(lines, initial=1), np.max(np.diff(toff), initial=1)))
+    longest = int(np.max(np.diff(cpo), initial=0))
+    return (_table(most), _powers(longest + int(np.max(top_ns, initial=0)) + 2), np.empty((2, most + 1), np.int64),
+            np.empty((2, most + 1), np.uint64), np.empty(most + 1, np.int64))
+
+
 @nb.njit(cache=True)
-def _repetition_kernel(cps, cpo, ts, te, toff, tab, top_ns, dup_ns):
+def _repetition_kernel(cps, cpo, ts, te, toff, tab, top_ns, dup_ns, tbl, pw, seg, pre, plen):
+    """Per row: length, then the paragraph / line / top n-gram / duplicated n-gram fractions. ``tbl`` ..
+    ``plen`` are ``_scratch``'s: the caller owns them, so the hot loops can use views without reference
+    counting (see nbutil)."""
+    cps, ts, te, tab = unmanaged(cps), unmanaged(ts), unmanaged(te), unmanaged(tab)
+    tbl, pw, seg, pre, plen = unmanaged(tbl), unmanaged(pw), unmanaged(seg), unmanaged(pre), unmanaged(plen)
+    ss, ee, pc, psp = seg[0], seg[1], pre[0], pre[1]
     n = len(cpo) - 1
     out = np.zeros((n, 5 + len(top_ns) + len(dup_ns)), np.float64)
-    pw = np.ones(1, np.uint64)
+    gen = 0
     for d in range(n):
         a, b = cpo[d], cpo[d + 1]
         L = b - a
         out[d, 0] = L
         if L == 0:
             continue
+        t0, t1 = toff[d], toff[d + 1]
+        nw = t1 - t0
+        # lines: re.split("\n+", text)
+        m = _split_newline_runs(cps, a, b, 1, ss, ee)
+        mask = _slots(max(m, nw)) - 1  # no pass below has more keys than lines or words
+        gen += 1
+        nd, nc = _dup_segments(cps, ss[:m], ee[:m], tbl, mask, gen)
+        out[d, 3] = nd / m
+        out[d, 4] = nc / L
         # paragraphs: re.split(r"\n{2,}", text.strip())
         sa, sb = a, b
         while sa < sb and (tab[cps[sa]] & cc.SPACE):
             sa += 1
         while sb > sa and (tab[cps[sb - 1]] & cc.SPACE):
             sb -= 1
-        ps, pe = _split_newline_runs(cps, sa, sb, 2)
-        nd, nc = _dup_segments(cps, ps, pe)
-        out[d, 1] = nd / len(ps)
+        m = _split_newline_runs(cps, sa, sb, 2, ss, ee)
+        gen += 1
+        nd, nc = _dup_segments(cps, ss[:m], ee[:m], tbl, mask, gen)
+        out[d, 1] = nd / m
         out[d, 2] = nc / L
-        # lines: re.split("\n+", text)
-        ls, le = _split_newline_runs(cps, a, b, 1)
-        nd, nc = _dup_segments(cps, ls, le)
-        out[d, 3] = nd / len(ls)
-        out[d, 4] = nc / L
         # words
-        t0, t1 = toff[d], toff[d + 1]
-        nw = t1 - t0
         if nw == 0:
             continue
-        if len(pw) < L + 2:
-            pw = np.ones(L + 2, np.uint64)
-            for k in range(1, L + 2):
-                pw[k] = pw[k - 1] * B
         # prefix hashes: concatenated (pc) and space-prefixed (psp), plus prefix lengths
-        pc = np.zeros(nw + 1, np.uint64)
-        psp = np.zeros(nw + 1, np.uint64)
-        plen = np.zeros(nw + 1, np.int64)
+        pc[0] = 0
+        psp[0] = 0
+        plen[0] = 0
         for k in range(nw):
             ta, tb = ts[t0 + k], te[t0 + k]
             h = _poly(cps, ta, tb)
@@ -277,40 +330,42 @@ def _repetition_kernel(cps, cpo, ts, te, toff, tab, top_ns, dup_ns):
         col = 5
         for n_ in top_ns:
             if nw >= n_:
-                cnt = dict()
-                first = dict()
+                # the most frequent n-gram; ties go to the one that occurs first
+                gen += 1
+                best_c = 0
+                best_k = 0
                 for k in range(nw - n_ + 1):
                     ln = plen[k + n_] - plen[k]
                     h = np.int64(psp[k + n_] - psp[k] * pw[ln + n_])
-                    if h in cnt:
-                        cnt[h] += 1
+                    i = _slot(tbl, mask, gen, h)
+                    if tbl[i, GEN] == gen:
+                        tbl[i, CNT] += 1
                     else:
-                        cnt[h] = 1
-                        first[h] = k
-                best_c = 0
-                best_k = 0
-                for h, c in cnt.items():
-                    k = first[h]
-                    if c > best_c or (c == best_c and k < best_k):
+                        tbl[i, GEN] = gen
+                        tbl[i, KEY] = h
+                        tbl[i, CNT] = 1
+                        tbl[i, FIRST] = k
+                    c = tbl[i, CNT]
+                    if c > best_c or (c == best_c and tbl[i, FIRST] < best_k):
                         best_c = c
-                        best_k = k
+                        best_k = tbl[i, FIRST]
                 ln = plen[best_k + n_] - plen[best_k] + n_ - 1
                 out[d, col] = best_c * ln / L
             col += 1
         for n_ in dup_ns:
-            seen = set()
-            seen.add(np.int64(0))
-            seen.clear()
+            gen += 1
             rep = 0
             k = 0
             while k < nw - n_ + 1:
                 ln = plen[k + n_] - plen[k]
                 h = np.int64(pc[k + n_] - pc[k] * pw[ln])
-                if h in seen:
+                i = _slot(tbl, mask, gen, h)
+                if tbl[i, GEN] == gen:
                     rep += ln
                     k += n_
                 else:
-                    seen.add(h)
+                    tbl[i, GEN] = gen
+                    tbl[i, KEY] = h
                     k += 1
             out[d, col] = rep / L
             col += 1
@@ -345,7 +400,7 @@ class GopherRepetitionFilter(RuleFilter):
         cps, cpo, ts, te, toff = decoded_words(self, batch)
         top = np.array([n for n, _ in self.params.top_n_grams], np.int64)
         dup = np.array([n for n, _ in self.params.dup_n_grams], np.int64)
-        out = _repetition_kernel(cps, cpo, ts, te, toff, cc.table(), top, dup)
+        out = _repetition_kernel(cps, cpo, ts, te, toff, cc.table(), top, dup, *_scratch(cps, cpo, toff, top))
         empty = out[:, 0] == 0
         vals = {}
         for j, k in enumerate(self.stats_keys):

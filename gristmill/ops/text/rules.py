@@ -7,7 +7,7 @@ import numpy as np
 from ... import columns as C
 from ..base import Filter
 from . import charclass as cc
-from . import words as W
+from . import token_memo
 
 
 def ratio(a, b) -> np.ndarray:
@@ -33,9 +33,11 @@ def first_failure(n: int, rules) -> np.ndarray:
 
 def decoded_words(op, batch):
     """(code points, row offsets, token starts, token ends, row token offsets) of the op's text column,
-    with datatrove's (spaCy-rule) English word tokens."""
-    cps, cpo = cc.decode(op.text(batch))
-    ts, te, toff = W.spacy_words(cps, cpo)
+    with datatrove's (spaCy-rule) English word tokens; rows whose text the previous call tokenized reuse
+    its tokens (``token_memo``)."""
+    text = op.text(batch)
+    cps, cpo = cc.decode(text)
+    ts, te, toff = token_memo.spacy_words(text, cps, cpo)
     return cps, cpo, ts, te, toff
 
 

@@ -10,10 +10,16 @@ control characters) and (d) Unicode normalisation. A text goes through the fast 
   fixers map to ASCII; texts with combining marks / Hangul jamo must pass ``unicodedata.is_normalized``,
 - when it contains a character of ftfy's mojibake vocabulary, ftfy's badness regex (made multi-line, a
   superset of ftfy's per-line test) matches neither the text nor the text after the character fixes.
+  The regex runs in pyarrow's RE2 kernel on windows around those characters, translated exactly from
+  Python's parse of it (``re2_exact``); Python's ``re`` is the fallback should a future pattern not
+  translate.
 
 Then ftfy's result equals the text with the per-character fixes applied, which one compiled kernel does
-for the whole column. All other rows go through ``ftfy.fix_text`` itself. bench/text_ops.py checks
-the identity on real corpora.
+for the whole column. ``fix_text`` itself works segment by segment (each line, up to its "\n"; a "<"
+turns HTML unescaping off for the rest of the text), so the other rows are split the same way and the
+fast path is applied per segment: ``ftfy.fix_and_explain`` runs, with fix_text's settings, only on the
+segments that need it (a long page with one bad line costs one line of ftfy, not the page).
+``bench/text_ops.py --check-ftfy`` checks the identity on real corpora.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
+import numba as nb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,6 +37,7 @@ from ... import columns as C
 from ...registry import register
 from ..base import Mapper, Params
 from . import charclass as cc
+from .re2_exact import to_re2
 from .translate import CharMap, max_class
 
 ENTITY_RE2 = r"&#?[0-9A-Za-z]{1,24};"
@@ -80,7 +88,7 @@ def _regex_width(pattern: str, flags: int) -> int:
 @lru_cache(maxsize=4)
 def tables(normalization: str):
     """(class table: 0 keep / 1 char-fixed / 2 mark (check normalisation) / 3 needs ftfy, trigger table,
-    CharMap, badness regex)."""
+    CharMap, badness regex (Python, made multi-line), the same in RE2 syntax or None)."""
     import ftfy.fixes as fx
     from ftfy import chardata as cd
     from ftfy.badness import BADNESS_RE
@@ -129,7 +137,11 @@ def tables(normalization: str):
     if width > _WIDTH:
         raise RuntimeError(f"ftfy's badness regex matches up to {width} chars; fast path assumes {_WIDTH}")
     del t
-    return cls, trig, CharMap(mapping), bad
+    try:
+        bad_re2 = to_re2(bad.pattern, bad.flags)
+    except NotImplementedError:  # a future ftfy pattern RE2 cannot run: Python's re scans the windows
+        bad_re2 = None
+    return cls, trig, CharMap(mapping), bad, bad_re2
 
 
 _WIDTH = 7  # the longest match of ftfy's badness regex (checked in tables())
@@ -153,41 +165,49 @@ def _join_windows(cps: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[str,
     return buf.tobytes().decode("utf-32-le"), starts
 
 
-def _bad_rows(cps, cpo, rows: np.ndarray, trig: np.ndarray, bad: re.Pattern) -> np.ndarray:
+@nb.njit(cache=True)
+def _windows(cps, cpo, rows, trig, width):
+    """(starts, ends, row) of the merged windows [p - width, p + width] around each trigger character
+    p of the given rows, clipped to the row."""
+    lo = np.empty(len(cps), np.int64)
+    hi = np.empty(len(cps), np.int64)
+    row = np.empty(len(cps), np.int64)
+    m = 0
+    for r in rows:
+        a, b = cpo[r], cpo[r + 1]
+        for p in range(a, b):
+            if trig[cps[p]]:
+                s, e = max(p - width, a), min(p + width + 1, b)
+                if m and row[m - 1] == r and s <= hi[m - 1]:
+                    hi[m - 1] = e
+                else:
+                    lo[m], hi[m], row[m] = s, e, r
+                    m += 1
+    return lo[:m].copy(), hi[:m].copy(), row[:m].copy()
+
+
+def _bad_rows(cps, cpo, rows: np.ndarray, trig: np.ndarray, bad: re.Pattern, bad_re2: str | None) -> np.ndarray:
     """Which of ``rows`` ftfy's badness regex could match. Every match contains a trigger character and is
-    at most _WIDTH long, so only windows around trigger characters are searched, all rows in one regex
-    scan (windows joined by a separator; a match across it only costs a needless slow-path row)."""
+    at most _WIDTH long, so only windows around trigger characters are searched: as one string column in
+    pyarrow's RE2 kernel (``bad_re2``, the exact translation of ``bad``), else in one Python regex scan
+    (windows joined by a separator; a match across it only costs a needless slow-path row)."""
     out = np.zeros(len(cpo) - 1, bool)
-    if not len(rows):
+    gl, gh, gd = _windows(cps, cpo, np.asarray(rows, np.int64), trig, _WIDTH)
+    if not len(gl):
         return out
-    sel = np.zeros(len(cpo) - 1, bool)
-    sel[rows] = True
-    pos = np.nonzero(trig[cps])[0]
-    doc = np.searchsorted(cpo, pos, side="right") - 1
-    keep = sel[doc]
-    pos, doc = pos[keep], doc[keep]
-    if not len(pos):
+    if bad_re2 is not None:
+        windows = cc.encode_spans(cps, gl, gh, np.arange(len(gl) + 1), pa.array([], pa.string()))
+        out[gd[pc.match_substring_regex(windows, bad_re2).to_numpy(zero_copy_only=False)]] = True
         return out
-    lo = np.maximum(pos - _WIDTH, cpo[doc])
-    hi = np.minimum(pos + _WIDTH + 1, cpo[doc + 1])
-    new = np.r_[True, (lo[1:] > hi[:-1]) | (doc[1:] != doc[:-1])]
-    idx = np.nonzero(new)[0]
-    gl, gh, gd = lo[idx], np.maximum.reduceat(hi, idx), doc[idx]
     joined, starts = _join_windows(cps, gl, gh)
     for m in bad.finditer(joined):
         out[gd[np.searchsorted(starts, m.start(), side="right") - 1]] = True
     return out
 
 
-def fix_unicode(text: pa.Array, normalization: str = "NFC", fast: bool = True) -> tuple[pa.Array, int]:
-    """ftfy.fix_text over a column; returns (fixed column, number of rows that needed ftfy itself)."""
-    import ftfy
-    if isinstance(text, pa.ChunkedArray):
-        text = text.combine_chunks()
-    if not fast:
-        out = [None if t is None else ftfy.fix_text(t, normalization=normalization) for t in text.to_pylist()]
-        return pa.array(out, text.type), len(text)
-    cls, trig, cmap, bad = tables(normalization)
+def _fast(text: pa.Array, normalization: str) -> tuple[pa.Array, np.ndarray]:
+    """(column with the fast path applied, mask of the rows the fast path cannot prove equal to ftfy)."""
+    cls, trig, cmap, bad, bad_re2 = tables(normalization)
     cps, cpo = cc.decode(text)
     klass = max_class(cps, cpo, cls)
     slow = klass >= 3
@@ -198,32 +218,102 @@ def fix_unicode(text: pa.Array, normalization: str = "NFC", fast: bool = True) -
     fixed = cmap.apply(text, crlf_to_lf=True) if mapped.any() else text
     trg = max_class(cps, cpo, trig).astype(bool) & ~slow
     if trg.any():
-        slow |= _bad_rows(cps, cpo, np.nonzero(trg)[0], trig, bad)
+        slow |= _bad_rows(cps, cpo, np.nonzero(trg)[0], trig, bad, bad_re2)
         both = trg & mapped & ~slow
         if both.any():
             fcps, fcpo = cc.decode(fixed)
-            slow |= _bad_rows(fcps, fcpo, np.nonzero(both)[0], trig, bad)
+            slow |= _bad_rows(fcps, fcpo, np.nonzero(both)[0], trig, bad, bad_re2)
     # rows with combining marks / jamo: fast only when already normalised
     for i in np.nonzero((klass == 2) & ~slow)[0]:
         v = fixed[int(i)].as_py()
         if v is not None and not unicodedata.is_normalized(normalization, v):
             slow[i] = True
+    return fixed, slow
+
+
+@nb.njit(cache=True)
+def _segments(offs, data, max_len):
+    """ftfy.fix_text's segments of each row (pieces ending after each "\n"), as byte offsets into
+    ``data``, with per row the offset of its first segment, per segment whether a "<" occurs in its row up
+    to its end (which turns fix_text's HTML unescaping off), and per row whether a segment is longer
+    than ``max_len`` bytes (fix_text would cut it by length: such rows go to fix_text whole)."""
+    n = len(offs) - 1
+    seg = np.empty(offs[n] - offs[0] + n + 1, np.int64)
+    lt = np.zeros(len(seg), np.bool_)
+    row_seg = np.zeros(n + 1, np.int64)
+    too_long = np.zeros(n, np.bool_)
+    k = 0
+    for d in range(n):
+        a, b = offs[d], offs[d + 1]
+        seen = False
+        s = a
+        for i in range(a, b):
+            if data[i] == 60:
+                seen = True
+            if data[i] == 10 or i == b - 1:
+                if i + 1 - s > max_len:
+                    too_long[d] = True
+                seg[k] = s
+                lt[k] = seen
+                k += 1
+                s = i + 1
+        row_seg[d + 1] = k
+    seg[k] = offs[n]
+    return seg[:k + 1], lt[:k], row_seg, too_long
+
+
+def _ftfy_rows(text: pa.Array, normalization: str) -> pa.Array:
+    """ftfy.fix_text of every row, doing per segment (line) what fix_text does: the fast path where it
+    is proven, ``ftfy.fix_and_explain`` with fix_text's settings for the rest. Slow rows are usually long
+    pages with one bad line, so this calls ftfy on a few lines instead of thousands."""
+    import ftfy
+    text = text.fill_null("")
+    offs, data = cc.buffers(text)
+    cfg = ftfy.TextFixerConfig(explain=False, normalization=normalization)
+    seg, lt, row_seg, too_long = _segments(offs, data, cfg.max_decode_length)
+    segs = pa.Array.from_buffers(pa.large_string(), len(seg) - 1,
+                                 [None, pa.py_buffer(seg), text.buffers()[2]])
+    fixed, slow = _fast(segs, normalization)
+    out = fixed.to_pylist()
+    for i in np.nonzero(slow)[0]:
+        c = cfg._replace(unescape_html=False) if lt[i] else cfg
+        out[i] = ftfy.fix_and_explain(segs[int(i)].as_py(), c).text
+    rows = pc.binary_join(pa.LargeListArray.from_arrays(pa.array(row_seg), pa.array(out, pa.large_string())),
+                          pa.scalar("", pa.large_string()))
+    if too_long.any():
+        rows = rows.to_pylist()
+        for d in np.nonzero(too_long)[0]:
+            rows[d] = ftfy.fix_text(text[int(d)].as_py(), normalization=normalization)
+        rows = pa.array(rows, pa.large_string())
+    return rows
+
+
+def fix_unicode(text: pa.Array, normalization: str = "NFC", fast: bool = True) -> tuple[pa.Array, int]:
+    """ftfy.fix_text over a column; returns (fixed column, number of rows the fast path could not prove
+    whole)."""
+    import ftfy
+    if isinstance(text, pa.ChunkedArray):
+        text = text.combine_chunks()
+    if not fast:
+        out = [None if t is None else ftfy.fix_text(t, normalization=normalization) for t in text.to_pylist()]
+        return pa.array(out, text.type), len(text)
+    fixed, slow = _fast(text, normalization)
     if slow.any():
         idx = np.nonzero(slow)[0]
-        vals = text.take(pa.array(idx)).to_pylist()
-        full = [None] * len(text)
-        for i, v in zip(idx, vals):
-            full[i] = None if v is None else ftfy.fix_text(v, normalization=normalization)
-        fixed = pc.if_else(pa.array(slow), pa.array(full, fixed.type), fixed)
+        redone = _ftfy_rows(text.take(pa.array(idx)), normalization)
+        full = np.full(len(text), -1, np.int64)
+        full[idx] = np.arange(len(idx))
+        scattered = redone.take(pa.array(full, mask=full < 0)).cast(fixed.type)
+        fixed = pc.if_else(pa.array(slow), scattered, fixed)
     return fixed, int(slow.sum())
 
 
 @register("fix_unicode_mapper")
 class FixUnicodeMapper(Mapper):
     """Fix mojibake and other Unicode problems with ftfy, then normalise (Data-Juicer's
-    ``fix_unicode_mapper``). Rows that provably need no ftfy work beyond per-character fixes are done by a
-    vectorised kernel with identical output; the rest (mojibake suspects, HTML entities, combining marks)
-    call ftfy per row."""
+    ``fix_unicode_mapper``). Text that provably needs no ftfy work beyond per-character fixes is done by a
+    vectorised kernel with identical output; only the lines that do (mojibake suspects, HTML entities,
+    unnormalised combining marks) go through ftfy."""
 
     class Params(Params):
         normalization: str | None = Field(None, description="Unicode normalisation: NFC (default), NFKC, NFD, NFKD.")

@@ -22,6 +22,7 @@ from numba import types
 from numba.typed import Dict
 
 from . import charclass as cc
+from .nbutil import unmanaged
 
 M64 = (1 << 64) - 1
 HMUL = 0x100000001B3  # FNV prime, used as the polynomial base
@@ -41,6 +42,39 @@ def span_hash(cps, a, b):
     for i in range(a, b):
         h = h * np.uint64(HMUL) + np.uint64(cps[i] + 1)
     return np.int64(h)
+
+
+# -- int64 -> int64 lookup tables ----------------------------------------------------------------------
+# The tokenizer looks up several substrings per token. A numba typed Dict is reference counted, and the
+# atomic reference-count updates around each lookup cost more than the lookup itself, so the tables are
+# plain arrays: row 0 keys, row 1 values, row 2 occupied (open addressing, at most half full).
+
+def hash_map(items: dict) -> np.ndarray:
+    """A lookup table for ``hm_find`` from an {int64: int64} dict."""
+    cap = 16
+    while cap < 2 * len(items):
+        cap *= 2
+    m = np.zeros((3, cap), np.int64)
+    for k, v in items.items():
+        i = _hm_slot(m, np.int64(k))
+        m[0, i], m[1, i], m[2, i] = k, v, 1
+    return m
+
+
+@nb.njit(cache=True, inline="always")
+def _hm_slot(m, h):
+    mask = m.shape[1] - 1
+    i = np.int64((np.uint64(h) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)) & mask
+    while m[2, i] and m[0, i] != h:
+        i = (i + 1) & mask
+    return i
+
+
+@nb.njit(cache=True, inline="always")
+def hm_find(m, h):
+    """The column of key ``h`` in table ``m`` (its value is ``m[1, i]``), or -1."""
+    i = _hm_slot(m, h)
+    return i if m[2, i] else -1
 
 
 # -- spaCy-style English special cases ---------------------------------------------------------------
@@ -146,11 +180,11 @@ def special_cases() -> dict[str, tuple[int, ...]]:
 
 @lru_cache(maxsize=1)
 def special_table():
-    """The special cases as a numba dict: hash -> packed split points (count | p1<<8 | p2<<16), plus, for
+    """The special cases as a ``hash_map`` table: hash -> packed split points (count | p1<<8 | p2<<16), plus, for
     those spaCy's special-case matcher also looks for across tokens (strings its affix rules split),
     the number of affix tokens << 32."""
-    d = Dict.empty(key_type=types.int64, value_type=types.int64)
-    empty = Dict.empty(key_type=types.int64, value_type=types.int64)
+    d: dict[int, int] = {}
+    empty = hash_map({})
     tab, units = cc.table(), units_table()
     for w, splits in special_cases().items():
         v = len(splits) + 1
@@ -161,9 +195,9 @@ def special_table():
         n_aff = tokenize_span(cps, 0, len(cps), tab, empty, units, *buf)
         if 2 <= n_aff <= 4:
             v |= n_aff << 32
-            d[np.int64(span_hash(cps, buf[0][0], buf[1][0])) ^ FIRST_SALT] = 0
+            d[int(span_hash(cps, buf[0][0], buf[1][0])) ^ FIRST_SALT] = 0
         d[py_hash(w)] = v
-    return d
+    return hash_map(d)
 
 
 # key offset under which special_table also marks the first affix token of each matcher pattern, so the
@@ -209,10 +243,7 @@ _UNITS = ["km", "km²", "km³", "m", "m²", "m³", "dm", "dm²", "dm³", "cm", "
 
 @lru_cache(maxsize=1)
 def units_table():
-    d = Dict.empty(key_type=types.int64, value_type=types.int64)
-    for u in _UNITS:
-        d[py_hash(u)] = len(u)
-    return d
+    return hash_map({py_hash(u): len(u) for u in _UNITS})
 
 
 @nb.njit(cache=True)
@@ -253,7 +284,7 @@ def _suffix_len(cps, a, b, tab, units):
         # units after a number: the longest known unit that ends the chunk and follows a digit
         for ln in range(min(5, n - 1), 0, -1):
             if _is(tab, cps[b - ln - 1], cc.DIGIT):
-                if span_hash(cps, b - ln, b) in units:
+                if hm_find(units, span_hash(cps, b - ln, b)) >= 0:
                     return ln
     return 0
 
@@ -393,9 +424,9 @@ def _attach(cps, a, b, tab, specials, out_s, out_e, n):
     """Emit the core [a, b) of a chunk: special case, URL, or split at infixes."""
     if a >= b:
         return n
-    h = span_hash(cps, a, b)
-    if h in specials:
-        return _emit_special(out_s, out_e, n, a, b, specials[h])
+    j = hm_find(specials, span_hash(cps, a, b))
+    if j >= 0:
+        return _emit_special(out_s, out_e, n, a, b, specials[1, j])
     if _is_url(cps, a, b, tab):
         return _emit(out_s, out_e, n, a, b)
     start = a
@@ -421,16 +452,16 @@ def _split_chunk(cps, a, b, tab, specials, units, out_s, out_e, n, suf_s, suf_e)
     ns = 0
     last = -1
     while a < b and (b - a) != last:
-        if span_hash(cps, a, b) in specials:
+        if hm_find(specials, span_hash(cps, a, b)) >= 0:
             break
         last = b - a
         pl = _prefix_len(cps, a, b, tab)
-        if pl and a + pl < b and span_hash(cps, a + pl, b) in specials:
+        if pl and a + pl < b and hm_find(specials, span_hash(cps, a + pl, b)) >= 0:
             n = _emit(out_s, out_e, n, a, a + pl)
             a += pl
             break
         sl = _suffix_len(cps, a + pl, b, tab, units) if a + pl < b else 0
-        if sl and a < b - sl and span_hash(cps, a, b - sl) in specials:
+        if sl and a < b - sl and hm_find(specials, span_hash(cps, a, b - sl)) >= 0:
             suf_s[ns] = b - sl
             suf_e[ns] = b
             ns += 1
@@ -451,7 +482,7 @@ def _split_chunk(cps, a, b, tab, specials, units, out_s, out_e, n, suf_s, suf_e)
             suf_e[ns] = b
             ns += 1
             b -= sl
-        if a < b and span_hash(cps, a, b) in specials:
+        if a < b and hm_find(specials, span_hash(cps, a, b)) >= 0:
             break
     n = _attach(cps, a, b, tab, specials, out_s, out_e, n)
     for k in range(ns - 1, -1, -1):
@@ -481,7 +512,7 @@ def _merge_specials(cps, specials, out_s, out_e, n):
     cand = np.zeros(n, np.bool_)
     any_cand = False
     for i in range(n - 1):
-        if (span_hash(cps, out_s[i], out_e[i]) ^ FIRST_SALT) in specials:
+        if hm_find(specials, span_hash(cps, out_s[i], out_e[i]) ^ FIRST_SALT) >= 0:
             cand[i] = True
             any_cand = True
     if not any_cand:
@@ -502,7 +533,8 @@ def _merge_specials(cps, specials, out_s, out_e, n):
             if not ok:
                 continue
             h = _tokens_hash(cps, out_s, out_e, i, ln)
-            if h in specials and (specials[h] >> 32) == ln:
+            j = hm_find(specials, h)
+            if j >= 0 and (specials[1, j] >> 32) == ln:
                 if joined and not seen[i] and not seen[i + ln - 1]:
                     take[i] = ln
                 for q in range(i, i + ln):
@@ -514,8 +546,8 @@ def _merge_specials(cps, specials, out_s, out_e, n):
     while i < n:
         ln = take[i]
         if ln:
-            h = span_hash(cps, src_s[i], src_e[i + ln - 1])
-            w = _emit_special(out_s, out_e, w, src_s[i], src_e[i + ln - 1], specials[h])
+            v = specials[1, hm_find(specials, span_hash(cps, src_s[i], src_e[i + ln - 1]))]
+            w = _emit_special(out_s, out_e, w, src_s[i], src_e[i + ln - 1], v)
             i += ln
         else:
             out_s[w] = src_s[i]
@@ -529,6 +561,9 @@ def _merge_specials(cps, specials, out_s, out_e, n):
 def tokenize_span(cps, a, b, tab, specials, units, out_s, out_e, suf_s, suf_e):
     """Tokens of cps[a:b] (whitespace dropped, as datatrove strips them); returns the token count.
     ``out_s``/``out_e`` must hold at least b - a entries."""
+    # the helpers below run per character and per chunk: no reference counting there (see nbutil)
+    cps, tab, specials, units = unmanaged(cps), unmanaged(tab), unmanaged(specials), unmanaged(units)
+    out_s, out_e, suf_s, suf_e = unmanaged(out_s), unmanaged(out_e), unmanaged(suf_s), unmanaged(suf_e)
     n = 0
     i = a
     while i < b:
@@ -546,7 +581,9 @@ def tokenize_span(cps, a, b, tab, specials, units, out_s, out_e, suf_s, suf_e):
 
 
 @nb.njit(cache=True)
-def _tokenize_all(cps, cpo, tab, specials, units):
+def _tokenize_all(cps, cpo, tab, specials, units, src, old_cpo, old_ts, old_te, old_toff):
+    """Tokens of every row. Where ``src`` (empty, or one entry per row) names a row of an earlier
+    tokenization with the same text (``old_*``), that row's tokens are copied and shifted instead."""
     n_docs = len(cpo) - 1
     out_s = np.empty(len(cps) + 1, np.int64)
     out_e = np.empty(len(cps) + 1, np.int64)
@@ -556,18 +593,35 @@ def _tokenize_all(cps, cpo, tab, specials, units):
     n = 0
     for d in range(n_docs):
         a, b = cpo[d], cpo[d + 1]
-        if b - a + 8 > len(suf_s):
-            suf_s = np.empty(b - a + 8, np.int64)
-            suf_e = np.empty(b - a + 8, np.int64)
-        k = tokenize_span(cps, a, b, tab, specials, units, out_s[n:], out_e[n:], suf_s, suf_e)
-        n += k
+        j = src[d] if len(src) else -1
+        if j >= 0:
+            shift = a - old_cpo[j]
+            for t in range(old_toff[j], old_toff[j + 1]):
+                out_s[n] = old_ts[t] + shift
+                out_e[n] = old_te[t] + shift
+                n += 1
+        else:
+            if b - a + 8 > len(suf_s):
+                suf_s = np.empty(b - a + 8, np.int64)
+                suf_e = np.empty(b - a + 8, np.int64)
+            n += tokenize_span(cps, a, b, tab, specials, units, out_s[n:], out_e[n:], suf_s, suf_e)
         doc_off[d + 1] = n
-    return out_s[:n], out_e[:n], doc_off
+    return out_s[:n].copy(), out_e[:n].copy(), doc_off
+
+
+_NO_SRC = np.zeros(0, np.int64)
 
 
 def spacy_words(cps, cpo):
     """Token spans (start, end in code points) and per-row token offsets for a decoded column."""
-    return _tokenize_all(cps, cpo, cc.table(), special_table(), units_table())
+    return _tokenize_all(cps, cpo, cc.table(), special_table(), units_table(), _NO_SRC, _NO_SRC, _NO_SRC,
+                         _NO_SRC, _NO_SRC)
+
+
+def spacy_words_reusing(cps, cpo, src, old):
+    """``spacy_words``, copying the tokens of rows whose text an earlier call already tokenized:
+    ``src[i]`` is that row's index in the earlier call (or -1), ``old`` its (cpo, ts, te, toff)."""
+    return _tokenize_all(cps, cpo, cc.table(), special_table(), units_table(), np.asarray(src, np.int64), *old)
 
 
 def spacy_words_py(text: str) -> list[str]:
