@@ -188,3 +188,16 @@ def test_repetition_table_matches_plain_definition():
         for d, v in zip(docs, values):
             ref = _repetition_reference(d, [n] if n in top else [], [n] if n in dup else [])[0]
             assert v == pytest.approx(ref, rel=1e-12, abs=0), (n_key, d[:30])
+
+
+def test_dj_regex_substitutions_in_re2_match_python_spans():
+    """Data-Juicer's regex mappers run their (DOTALL) patterns in RE2 only through the exact translation:
+    same replaced spans as re.sub, including Unicode \\s/\\w/\\d and lazy repeats; patterns that cannot be
+    translated (word boundaries, case folding, look-arounds) stay on Python's re."""
+    from gristmill.ops.text.basic import _to_re2
+    texts = ["a\u3000b\xa0c d", "naïve café_9 ٣٤ x", "<p>one</p>\n<p>two</p>", "x=1;\ny=22;", "", "中文 字符\t!"]
+    for pat in [r"\s+", r"\w+", r"\d", r"<p>.*?</p>", r"<p>.*</p>", r"[^\s]+?;", r"\S{2,}", r"\W", r"x\D*?y"]:
+        got = pc.replace_substring_regex(pa.array(texts), pattern=_to_re2(pat), replacement="#").to_pylist()
+        assert got == [re.sub(pat, "#", t, flags=re.DOTALL) for t in texts], pat
+    for pat in [r"\bword", r"(?i)abc", r"a(?=b)", r"(a)\1"]:
+        assert _to_re2(pat) is None

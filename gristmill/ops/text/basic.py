@@ -13,6 +13,7 @@ from pydantic import Field
 from ... import columns as C
 from ...registry import register
 from ..base import Filter, Mapper, Params, in_range, range_reason
+from .re2_exact import to_re2
 
 # Data-Juicer strips these from word edges before counting words (helper_func.SPECIAL_CHARACTERS, main part)
 WORD_STRIP = string.punctuation + string.digits + string.whitespace
@@ -84,11 +85,14 @@ class WordsNumFilter(Filter):
 
 
 def _to_re2(pattern: str) -> str | None:
-    """The RE2 form of a Python pattern for pyarrow's vectorised kernels, or None when RE2 cannot run it
-    (look-arounds, back-references)."""
-    if re.search(r"\(\?[=!<]|\\[1-9]|\(\?P=", pattern):
+    """The RE2 form of a Python pattern (compiled with DOTALL, as Data-Juicer does) for pyarrow's
+    vectorised kernels, with the same match spans; None when it cannot be translated exactly (look-arounds,
+    back-references, word boundaries, case folding), so the caller runs Python's ``re``. Translated from
+    Python's parse, so ``\\w``/``\\s``/``\\d`` keep Python's Unicode meaning (RE2's are ASCII-only)."""
+    try:
+        return to_re2(pattern, re.DOTALL, spans=True)
+    except (NotImplementedError, re.error):
         return None
-    return "(?s)" + pattern  # Data-Juicer compiles with re.DOTALL
 
 
 def _to_re2_repl(repl: str) -> str | None:

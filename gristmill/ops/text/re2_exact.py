@@ -5,8 +5,8 @@ alternative at each position. Syntax that looks alike does not always mean the s
 ``\\s`` and ``\\d`` are ASCII-only, Python's are Unicode. So the pattern is translated from Python's own
 parse tree, not from its text: every literal becomes a code point escape, and the ``\\w``/``\\s``/``\\d``
 classes are spelled out as the code point ranges Python's ``re`` itself matches. Constructs RE2 lacks or
-that are not translated (look-arounds, back-references, word boundaries, flags other than MULTILINE and
-VERBOSE) raise ``NotImplementedError``, so callers keep Python's ``re`` for those.
+that are not translated (look-arounds, back-references, word boundaries, flags other than MULTILINE,
+DOTALL and VERBOSE) raise ``NotImplementedError``, so callers keep Python's ``re`` for those.
 """
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ except ImportError:  # pragma: no cover
     import sre_parse as sp
 
 _CATEGORIES = {K.CATEGORY_WORD: r"\w+", K.CATEGORY_SPACE: r"\s+", K.CATEGORY_DIGIT: r"\d+"}
+_NEGATED = {K.CATEGORY_NOT_WORD: K.CATEGORY_WORD, K.CATEGORY_NOT_SPACE: K.CATEGORY_SPACE,
+            K.CATEGORY_NOT_DIGIT: K.CATEGORY_DIGIT}
 
 
 def _cp(c: int) -> str:
@@ -39,17 +41,19 @@ def _category(cat) -> str:
     return "".join(_cp(a) if a == b else f"{_cp(a)}-{_cp(b)}" for a, b in runs)
 
 
-def _node(op, av, ml: bool) -> str:
+def _node(op, av, ml: bool, dotall: bool = False, lazy: bool = False) -> str:
     if op is K.LITERAL:
         return _cp(av)
     if op is K.ANY:
-        return "."  # neither side has DOTALL: any character but "\n"
+        return "(?s:.)" if dotall else "."  # without DOTALL, on both sides: any character but "\n"
     if op is K.AT:
         anchors = {K.AT_BEGINNING: "^", K.AT_END: "$", K.AT_BEGINNING_STRING: "\\A", K.AT_END_STRING: "\\z"}
         if av not in anchors or (av is K.AT_END and not ml):  # Python's "$" also matches before a final "\n"
             raise NotImplementedError(f"anchor {av}")
         return anchors[av]
     if op is K.IN:
+        if len(av) == 1 and av[0][0] is K.CATEGORY and av[0][1] in _NEGATED:  # \W, \S, \D on their own
+            return "[^" + _category(_NEGATED[av[0][1]]) + "]"
         parts, neg = [], False
         for o, a in av:
             if o is K.NEGATE:
@@ -64,26 +68,32 @@ def _node(op, av, ml: bool) -> str:
                 raise NotImplementedError(f"class item {o}")
         return "[" + ("^" if neg else "") + "".join(parts) + "]"
     if op is K.BRANCH:
-        return "(?:" + "|".join(_seq(b, ml) for b in av[1]) + ")"
+        return "(?:" + "|".join(_seq(b, ml, dotall, lazy) for b in av[1]) + ")"
     if op is K.SUBPATTERN:
         if av[1] or av[2]:  # inline flags on the group
             raise NotImplementedError("group flags")
-        return "(?:" + _seq(av[-1], ml) + ")"
-    if op in (K.MAX_REPEAT, K.MIN_REPEAT):  # laziness changes which match, not whether one exists
+        return "(?:" + _seq(av[-1], ml, dotall, lazy) + ")"
+    if op in (K.MAX_REPEAT, K.MIN_REPEAT):
         lo, hi, sub = av
         if hi is not K.MAXREPEAT and hi > 1000:  # RE2's limit
             raise NotImplementedError("repeat count over 1000")
-        return "(?:" + _seq(sub, ml) + ")" + ("{%d,}" % lo if hi is K.MAXREPEAT else "{%d,%d}" % (lo, hi))
+        # laziness changes which match, not whether one exists: kept only when the spans matter
+        return "(?:" + _seq(sub, ml, dotall, lazy) + ")" + ("{%d,}" % lo if hi is K.MAXREPEAT else "{%d,%d}" % (lo, hi)) \
+            + ("?" if lazy and op is K.MIN_REPEAT else "")
     raise NotImplementedError(f"{op}")
 
 
-def _seq(items, ml: bool) -> str:
-    return "".join(_node(op, av, ml) for op, av in items)
+def _seq(items, ml: bool, dotall: bool = False, lazy: bool = False) -> str:
+    return "".join(_node(op, av, ml, dotall, lazy) for op, av in items)
 
 
-def to_re2(pattern: str, flags: int = 0) -> str:
-    """An RE2 pattern that matches a string exactly when ``re.compile(pattern, flags).search`` does."""
-    if flags & (re.IGNORECASE | re.DOTALL | re.ASCII | re.LOCALE):
-        raise NotImplementedError("only MULTILINE and VERBOSE flags are translated")
+def to_re2(pattern: str, flags: int = 0, spans: bool = False) -> str:
+    """An RE2 pattern that matches a string exactly when ``re.compile(pattern, flags).search`` does; with
+    ``spans``, one whose matches (leftmost-first, lazy repeats kept) are the same spans, for substitution.
+    Inline flags at the start of ``pattern`` count like ``flags``."""
+    tree = sp.parse(pattern, flags)
+    flags = tree.state.flags
+    if flags & (re.IGNORECASE | re.ASCII | re.LOCALE):
+        raise NotImplementedError("only MULTILINE, DOTALL and VERBOSE flags are translated")
     ml = bool(flags & re.MULTILINE)
-    return ("(?m)" if ml else "") + _seq(sp.parse(pattern, flags), ml)
+    return ("(?m)" if ml else "") + _seq(tree, ml, bool(flags & re.DOTALL), spans)
