@@ -35,7 +35,6 @@ import subprocess  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
-import polars as pl  # noqa: E402
 
 SHARED = os.path.normpath(os.path.join(_HERE, "..", "..", "shared"))
 if not os.path.isdir(SHARED):
@@ -153,6 +152,7 @@ def prepare(work: str, limit: int | None, repeat: int = 1) -> tuple[str, dict[st
     dirs = {lang: os.path.join(work, f"in-{lang}-{tag}") for lang in ("en", "zh")}
     if all(os.path.isdir(d) for d in dirs.values()):
         return tok, dirs
+    import polars as pl
     corpus = pl.read_ndjson(CORPUS)["text"].to_list()
     with gzip.open(CC, "rt", encoding="utf-8") as f:
         cc = [json.loads(line)["text"] for line in f]
@@ -166,6 +166,7 @@ def prepare(work: str, limit: int | None, repeat: int = 1) -> tuple[str, dict[st
 
 
 def read_texts(inp: str, part: int | None = None, parts: int = 1) -> list[str]:
+    import polars as pl  # here, not at the top: spawned workers re-import this script
     out = []
     for f in sorted(os.listdir(inp)):
         out += pl.read_ndjson(os.path.join(inp, f))["text"].to_list()
