@@ -107,7 +107,7 @@ def test_re2_translation_matches_python_re():
         got = pc.match_substring_regex(pa.array(strs), to_re2(pat, flags)).to_pylist()
         assert got == want, pat[:40]
         assert any(want) and not all(want)
-    for unsupported, flags in [(r"a(?=b)", 0), (r"(a)\1", 0), (r"\bword", 0), (r"a$", 0), ("a", re.I)]:
+    for unsupported, flags in [(r"a(?=b)", 0), (r"(a)\1", 0), (r"\bword", 0), (r"a$", 0), ("a", re.ASCII)]:
         with pytest.raises(NotImplementedError):
             to_re2(unsupported, flags)
 
@@ -193,11 +193,32 @@ def test_repetition_table_matches_plain_definition():
 def test_dj_regex_substitutions_in_re2_match_python_spans():
     """Data-Juicer's regex mappers run their (DOTALL) patterns in RE2 only through the exact translation:
     same replaced spans as re.sub, including Unicode \\s/\\w/\\d and lazy repeats; patterns that cannot be
-    translated (word boundaries, case folding, look-arounds) stay on Python's re."""
+    translated (word boundaries, ASCII mode, look-arounds) stay on Python's re."""
     from gristmill.ops.text.basic import _to_re2
     texts = ["a\u3000b\xa0c d", "naïve café_9 ٣٤ x", "<p>one</p>\n<p>two</p>", "x=1;\ny=22;", "", "中文 字符\t!"]
     for pat in [r"\s+", r"\w+", r"\d", r"<p>.*?</p>", r"<p>.*</p>", r"[^\s]+?;", r"\S{2,}", r"\W", r"x\D*?y"]:
         got = pc.replace_substring_regex(pa.array(texts), pattern=_to_re2(pat), replacement="#").to_pylist()
         assert got == [re.sub(pat, "#", t, flags=re.DOTALL) for t in texts], pat
-    for pat in [r"\bword", r"(?i)abc", r"a(?=b)", r"(a)\1"]:
+    for pat in [r"\bword", r"(?a)abc", r"a(?=b)", r"(a)\1"]:
         assert _to_re2(pat) is None
+
+
+def test_case_folding_and_superset_prefilter_are_exact():
+    """IGNORECASE classes become the code points Python's re matches (Kelvin sign, long s, dotted I...);
+    a pattern with a word boundary runs in Python's re only on the rows its RE2 superset matches, with
+    the same result as re.sub on every row."""
+    from gristmill.ops.text.cleaning import CleanLinksMapper, regex_sub
+    from gristmill.ops.text.re2_exact import to_re2, to_re2_superset
+    strs = ["kelvin \u212a", "long \u017f", "İstanbul", "plain", "ABC", "x"]
+    for pat in [r"(?i)[a-z]+", r"(?i)k", r"(?i)s\w", r"(?i)[^a-z ]"]:
+        got = pc.match_substring_regex(pa.array(strs), to_re2(pat)).to_pylist()
+        assert got == [bool(re.search(pat, s)) for s in strs], pat
+    texts = ["see www.example.com/x now", "访问www.example.com/中文 ok", "naïve http://a.b/c?d=e)", "none here",
+             "émail:foo@bar.com", None, "(http://x.org/a_(b))."]
+    pat = CleanLinksMapper.default_pattern
+    pre = to_re2_superset(pat, re.DOTALL)
+    assert all(pc.match_substring_regex(pa.array([t]), pre)[0].as_py() for t in texts
+               if t is not None and re.search(pat, t, re.DOTALL))
+    got = regex_sub(pa.array(texts), pat, "<L>").to_pylist()
+    assert got == [None if t is None else re.sub(pat, "<L>", t, flags=re.DOTALL) for t in texts]
+    assert got[0] != texts[0] and got[3] == texts[3]

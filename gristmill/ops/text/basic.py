@@ -87,7 +87,7 @@ class WordsNumFilter(Filter):
 def _to_re2(pattern: str) -> str | None:
     """The RE2 form of a Python pattern (compiled with DOTALL, as Data-Juicer does) for pyarrow's
     vectorised kernels, with the same match spans; None when it cannot be translated exactly (look-arounds,
-    back-references, word boundaries, case folding), so the caller runs Python's ``re``. Translated from
+    back-references, word boundaries), so the caller runs Python's ``re``. Translated from
     Python's parse, so ``\\w``/``\\s``/``\\d`` keep Python's Unicode meaning (RE2's are ASCII-only)."""
     try:
         return to_re2(pattern, re.DOTALL, spans=True)

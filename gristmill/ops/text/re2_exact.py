@@ -11,6 +11,7 @@ DOTALL and VERBOSE) raise ``NotImplementedError``, so callers keep Python's ``re
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 
 try:  # Python 3.11+
@@ -41,59 +42,138 @@ def _category(cat) -> str:
     return "".join(_cp(a) if a == b else f"{_cp(a)}-{_cp(b)}" for a, b in runs)
 
 
-def _node(op, av, ml: bool, dotall: bool = False, lazy: bool = False) -> str:
+@dataclass(frozen=True)
+class _Opts:
+    ml: bool = False  # MULTILINE
+    dotall: bool = False
+    lazy: bool = False  # keep lazy repeats (the spans matter)
+    icase: bool = False  # IGNORECASE: characters become the exact sets Python's re matches
+    loose: bool = False  # drop what RE2 cannot express exactly (a superset: see to_re2_superset)
+
+
+_ALL = None
+
+
+def _all_chars() -> str:
+    global _ALL
+    if _ALL is None:
+        _ALL = "".join(map(chr, range(0xD800))) + "".join(map(chr, range(0xE000, 0x110000)))
+    return _ALL
+
+
+@lru_cache(maxsize=None)
+def _matched_set(py_class: str) -> str:
+    """RE2 class (with brackets) of exactly the code points the one-character Python pattern ``py_class``
+    matches case-insensitively, found by running Python's re over every code point."""
+    runs, prev = [], None
+    for m in re.finditer(py_class, _all_chars(), re.IGNORECASE):
+        c = ord(m.group())
+        if prev is not None and c == prev[1] + 1:
+            prev[1] = c
+        else:
+            prev = [c, c]
+            runs.append(prev)
+    if not runs:
+        return "[^\\x{0}-\\x{10ffff}]"  # matches nothing
+    return "[" + "".join(_cp(a) if a == b else f"{_cp(a)}-{_cp(b)}" for a, b in runs) + "]"
+
+
+def _py_item(o, a) -> str:
+    """Python source of one class item (for _matched_set)."""
+    if o is K.LITERAL:
+        return "\\U%08x" % a
+    if o is K.RANGE:
+        return "\\U%08x-\\U%08x" % a
+    if o is K.CATEGORY:
+        cats = {K.CATEGORY_WORD: "\\w", K.CATEGORY_SPACE: "\\s", K.CATEGORY_DIGIT: "\\d",
+                K.CATEGORY_NOT_WORD: "\\W", K.CATEGORY_NOT_SPACE: "\\S", K.CATEGORY_NOT_DIGIT: "\\D"}
+        if a in cats:
+            return cats[a]
+    raise NotImplementedError(f"class item {o}")
+
+
+def _node(op, av, o: _Opts) -> str:
+    if o.icase and op in (K.LITERAL, K.NOT_LITERAL, K.IN):
+        if op is K.LITERAL:
+            return _matched_set("\\U%08x" % av)
+        if op is K.NOT_LITERAL:
+            return _matched_set("[^\\U%08x]" % av)
+        neg = any(x is K.NEGATE for x, _ in av)
+        return _matched_set("[" + ("^" if neg else "") + "".join(_py_item(x, a) for x, a in av if x is not K.NEGATE)
+                            + "]")
     if op is K.LITERAL:
         return _cp(av)
+    if op is K.NOT_LITERAL:
+        return "[^" + _cp(av) + "]"
     if op is K.ANY:
-        return "(?s:.)" if dotall else "."  # without DOTALL, on both sides: any character but "\n"
+        return "(?s:.)" if o.dotall else "."  # without DOTALL, on both sides: any character but "\n"
     if op is K.AT:
         anchors = {K.AT_BEGINNING: "^", K.AT_END: "$", K.AT_BEGINNING_STRING: "\\A", K.AT_END_STRING: "\\z"}
-        if av not in anchors or (av is K.AT_END and not ml):  # Python's "$" also matches before a final "\n"
+        if av not in anchors or (av is K.AT_END and not o.ml):  # Python's "$" also matches before a final "\n"
+            if o.loose:
+                return ""
             raise NotImplementedError(f"anchor {av}")
         return anchors[av]
+    if op in (K.ASSERT, K.ASSERT_NOT) and o.loose:
+        return ""
+    if op is K.GROUPREF and o.loose:
+        return "(?s:.)*"
     if op is K.IN:
         if len(av) == 1 and av[0][0] is K.CATEGORY and av[0][1] in _NEGATED:  # \W, \S, \D on their own
             return "[^" + _category(_NEGATED[av[0][1]]) + "]"
         parts, neg = [], False
-        for o, a in av:
-            if o is K.NEGATE:
+        for x, a in av:
+            if x is K.NEGATE:
                 neg = True
-            elif o is K.LITERAL:
+            elif x is K.LITERAL:
                 parts.append(_cp(a))
-            elif o is K.RANGE:
+            elif x is K.RANGE:
                 parts.append(f"{_cp(a[0])}-{_cp(a[1])}")
-            elif o is K.CATEGORY:
+            elif x is K.CATEGORY and a in _CATEGORIES:
                 parts.append(_category(a))
             else:
-                raise NotImplementedError(f"class item {o}")
+                raise NotImplementedError(f"class item {x}")
         return "[" + ("^" if neg else "") + "".join(parts) + "]"
     if op is K.BRANCH:
-        return "(?:" + "|".join(_seq(b, ml, dotall, lazy) for b in av[1]) + ")"
+        return "(?:" + "|".join(_seq(b, o) for b in av[1]) + ")"
     if op is K.SUBPATTERN:
         if av[1] or av[2]:  # inline flags on the group
             raise NotImplementedError("group flags")
-        return "(?:" + _seq(av[-1], ml, dotall, lazy) + ")"
+        return "(?:" + _seq(av[-1], o) + ")"
     if op in (K.MAX_REPEAT, K.MIN_REPEAT):
         lo, hi, sub = av
         if hi is not K.MAXREPEAT and hi > 1000:  # RE2's limit
             raise NotImplementedError("repeat count over 1000")
         # laziness changes which match, not whether one exists: kept only when the spans matter
-        return "(?:" + _seq(sub, ml, dotall, lazy) + ")" + ("{%d,}" % lo if hi is K.MAXREPEAT else "{%d,%d}" % (lo, hi)) \
-            + ("?" if lazy and op is K.MIN_REPEAT else "")
+        return "(?:" + _seq(sub, o) + ")" + ("{%d,}" % lo if hi is K.MAXREPEAT else "{%d,%d}" % (lo, hi)) \
+            + ("?" if o.lazy and op is K.MIN_REPEAT else "")
     raise NotImplementedError(f"{op}")
 
 
-def _seq(items, ml: bool, dotall: bool = False, lazy: bool = False) -> str:
-    return "".join(_node(op, av, ml, dotall, lazy) for op, av in items)
+def _seq(items, o: _Opts) -> str:
+    return "".join(_node(op, av, o) for op, av in items)
+
+
+def _translate(pattern: str, flags: int, spans: bool, loose: bool) -> str:
+    tree = sp.parse(pattern, flags)
+    flags = tree.state.flags
+    if flags & (re.ASCII | re.LOCALE):
+        raise NotImplementedError("ASCII and LOCALE flags are not translated")
+    o = _Opts(ml=bool(flags & re.MULTILINE), dotall=bool(flags & re.DOTALL), lazy=spans,
+              icase=bool(flags & re.IGNORECASE), loose=loose)
+    return ("(?m)" if o.ml else "") + _seq(tree, o)
 
 
 def to_re2(pattern: str, flags: int = 0, spans: bool = False) -> str:
     """An RE2 pattern that matches a string exactly when ``re.compile(pattern, flags).search`` does; with
     ``spans``, one whose matches (leftmost-first, lazy repeats kept) are the same spans, for substitution.
-    Inline flags at the start of ``pattern`` count like ``flags``."""
-    tree = sp.parse(pattern, flags)
-    flags = tree.state.flags
-    if flags & (re.IGNORECASE | re.ASCII | re.LOCALE):
-        raise NotImplementedError("only MULTILINE, DOTALL and VERBOSE flags are translated")
-    ml = bool(flags & re.MULTILINE)
-    return ("(?m)" if ml else "") + _seq(tree, ml, bool(flags & re.DOTALL), spans)
+    Inline flags at the start of ``pattern`` count like ``flags``; under IGNORECASE every character or
+    class becomes the exact set of code points Python's re matches (computed once per class)."""
+    return _translate(pattern, flags, spans, loose=False)
+
+
+def to_re2_superset(pattern: str, flags: int = 0) -> str:
+    """An RE2 pattern that matches every string ``re.compile(pattern, flags).search`` matches (and maybe
+    more): word boundaries, look-arounds and anchors RE2 cannot express exactly are dropped, a
+    back-reference matches anything. For picking the rows worth handing to Python's re."""
+    return _translate(pattern, flags, spans=False, loose=True)
