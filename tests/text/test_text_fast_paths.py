@@ -199,26 +199,30 @@ def test_dj_regex_substitutions_in_re2_match_python_spans():
     for pat in [r"\s+", r"\w+", r"\d", r"<p>.*?</p>", r"<p>.*</p>", r"[^\s]+?;", r"\S{2,}", r"\W", r"x\D*?y"]:
         got = pc.replace_substring_regex(pa.array(texts), pattern=_to_re2(pat), replacement="#").to_pylist()
         assert got == [re.sub(pat, "#", t, flags=re.DOTALL) for t in texts], pat
-    for pat in [r"\bword", r"(?a)abc", r"a(?=b)", r"(a)\1"]:
+    for pat in [r"(?a)abc", r"a(?=b)", r"(a)\1"]:
         assert _to_re2(pat) is None
 
 
-def test_case_folding_and_superset_prefilter_are_exact():
+def test_case_folding_superset_prefilter_and_ascii_word_boundaries():
     """IGNORECASE classes become the code points Python's re matches (Kelvin sign, long s, dotted I...);
-    a pattern with a word boundary runs in Python's re only on the rows its RE2 superset matches, with
-    the same result as re.sub on every row."""
+    a pattern RE2 cannot run (a look-ahead) runs in Python's re only on the rows its RE2 superset matches,
+    with re.sub's result; a word boundary runs in RE2 as its ASCII \\b (the one knowing difference)."""
     from gristmill.ops.text.cleaning import CleanLinksMapper, regex_sub
     from gristmill.ops.text.re2_exact import to_re2, to_re2_superset
     strs = ["kelvin \u212a", "long \u017f", "İstanbul", "plain", "ABC", "x"]
     for pat in [r"(?i)[a-z]+", r"(?i)k", r"(?i)s\w", r"(?i)[^a-z ]"]:
         got = pc.match_substring_regex(pa.array(strs), to_re2(pat)).to_pylist()
         assert got == [bool(re.search(pat, s)) for s in strs], pat
-    texts = ["see www.example.com/x now", "访问www.example.com/中文 ok", "naïve http://a.b/c?d=e)", "none here",
-             "émail:foo@bar.com", None, "(http://x.org/a_(b))."]
-    pat = CleanLinksMapper.default_pattern
-    pre = to_re2_superset(pat, re.DOTALL)
-    assert all(pc.match_substring_regex(pa.array([t]), pre)[0].as_py() for t in texts
-               if t is not None and re.search(pat, t, re.DOTALL))
-    got = regex_sub(pa.array(texts), pat, "<L>").to_pylist()
-    assert got == [None if t is None else re.sub(pat, "<L>", t, flags=re.DOTALL) for t in texts]
-    assert got[0] != texts[0] and got[3] == texts[3]
+    texts = ["see www.example.com/x now", "naïve http://a.b/c?d=e)", "none here", None, "price: 12 usd, 7 eur"]
+    pat = r"(?i)\d+(?= (?:usd|eur))|www\.\w+"
+    assert all(pc.match_substring_regex(pa.array([t]), to_re2_superset(pat, re.DOTALL))[0].as_py()
+               for t in texts if t is not None and re.search(pat, t, re.DOTALL))
+    got = regex_sub(pa.array(texts), pat, "<N>").to_pylist()
+    assert got == [None if t is None else re.sub(pat, "<N>", t, flags=re.DOTALL) for t in texts]
+    assert got[-1] == "price: <N> usd, <N> eur" and got[2] == texts[2]
+    links = CleanLinksMapper.default_pattern
+    same = ["see www.example.com/x now", "naïve http://a.b/c?d=e)", "(http://x.org/a_(b)).", "none"]
+    assert regex_sub(pa.array(same), links, "").to_pylist() == [re.sub(links, "", t, flags=re.DOTALL) for t in same]
+    zh = "访问www.example.com/中文 ok"  # Python's \b sees no boundary after 问 (it cuts at ".example"); RE2's does
+    assert re.sub(links, "", zh, flags=re.DOTALL) == "访问www ok"
+    assert regex_sub(pa.array([zh]), links, "")[0].as_py() == "访问 ok"

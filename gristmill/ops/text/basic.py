@@ -86,13 +86,19 @@ class WordsNumFilter(Filter):
 
 def _to_re2(pattern: str) -> str | None:
     """The RE2 form of a Python pattern (compiled with DOTALL, as Data-Juicer does) for pyarrow's
-    vectorised kernels, with the same match spans; None when it cannot be translated exactly (look-arounds,
-    back-references, word boundaries), so the caller runs Python's ``re``. Translated from
-    Python's parse, so ``\\w``/``\\s``/``\\d`` keep Python's Unicode meaning (RE2's are ASCII-only)."""
-    try:
-        return to_re2(pattern, re.DOTALL, spans=True)
-    except (NotImplementedError, re.error):
-        return None
+    vectorised kernels, with the same match spans; None when it cannot be translated (look-arounds,
+    back-references), so the caller runs Python's ``re``. Translated from Python's parse, so
+    ``\\w``/``\\s``/``\\d`` keep Python's Unicode meaning (RE2's are ASCII-only). One knowing exception:
+    a word boundary ``\\b`` becomes RE2's, which treats non-ASCII letters as non-word characters (Python's
+    re runs such patterns, e.g. clean_links', in exponential time on some pages; RE2 in linear time)."""
+    for ascii_b in (False, True):
+        try:
+            return to_re2(pattern, re.DOTALL, spans=True, ascii_boundaries=ascii_b)
+        except NotImplementedError:
+            continue
+        except re.error:
+            return None
+    return None
 
 
 def _to_re2_repl(repl: str) -> str | None:

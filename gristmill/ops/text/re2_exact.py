@@ -49,6 +49,7 @@ class _Opts:
     lazy: bool = False  # keep lazy repeats (the spans matter)
     icase: bool = False  # IGNORECASE: characters become the exact sets Python's re matches
     loose: bool = False  # drop what RE2 cannot express exactly (a superset: see to_re2_superset)
+    ascii_b: bool = False  # word boundaries as RE2's ASCII-only \b / \B (not exact: see to_re2)
 
 
 _ALL = None
@@ -107,6 +108,8 @@ def _node(op, av, o: _Opts) -> str:
         return "[^" + _cp(av) + "]"
     if op is K.ANY:
         return "(?s:.)" if o.dotall else "."  # without DOTALL, on both sides: any character but "\n"
+    if op is K.AT and o.ascii_b and av in (K.AT_BOUNDARY, K.AT_NON_BOUNDARY):
+        return "\\b" if av is K.AT_BOUNDARY else "\\B"
     if op is K.AT:
         anchors = {K.AT_BEGINNING: "^", K.AT_END: "$", K.AT_BEGINNING_STRING: "\\A", K.AT_END_STRING: "\\z"}
         if av not in anchors or (av is K.AT_END and not o.ml):  # Python's "$" also matches before a final "\n"
@@ -154,22 +157,24 @@ def _seq(items, o: _Opts) -> str:
     return "".join(_node(op, av, o) for op, av in items)
 
 
-def _translate(pattern: str, flags: int, spans: bool, loose: bool) -> str:
+def _translate(pattern: str, flags: int, spans: bool, loose: bool, ascii_b: bool = False) -> str:
     tree = sp.parse(pattern, flags)
     flags = tree.state.flags
     if flags & (re.ASCII | re.LOCALE):
         raise NotImplementedError("ASCII and LOCALE flags are not translated")
     o = _Opts(ml=bool(flags & re.MULTILINE), dotall=bool(flags & re.DOTALL), lazy=spans,
-              icase=bool(flags & re.IGNORECASE), loose=loose)
+              icase=bool(flags & re.IGNORECASE), loose=loose, ascii_b=ascii_b)
     return ("(?m)" if o.ml else "") + _seq(tree, o)
 
 
-def to_re2(pattern: str, flags: int = 0, spans: bool = False) -> str:
+def to_re2(pattern: str, flags: int = 0, spans: bool = False, ascii_boundaries: bool = False) -> str:
     """An RE2 pattern that matches a string exactly when ``re.compile(pattern, flags).search`` does; with
     ``spans``, one whose matches (leftmost-first, lazy repeats kept) are the same spans, for substitution.
     Inline flags at the start of ``pattern`` count like ``flags``; under IGNORECASE every character or
-    class becomes the exact set of code points Python's re matches (computed once per class)."""
-    return _translate(pattern, flags, spans, loose=False)
+    class becomes the exact set of code points Python's re matches (computed once per class). With
+    ``ascii_boundaries``, ``\\b``/``\\B`` become RE2's, which see only ASCII letters and digits as word
+    characters: the one place the result is not exact."""
+    return _translate(pattern, flags, spans, loose=False, ascii_b=ascii_boundaries)
 
 
 def to_re2_superset(pattern: str, flags: int = 0) -> str:
