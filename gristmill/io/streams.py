@@ -143,3 +143,22 @@ def read_all(path: str, compression: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
     return b"".join(iter_decompressed(path, compression))
+
+
+def copy_range(src: int, src_off: int, dst: int, dst_off: int, n: int) -> None:
+    """Copy ``n`` bytes from file descriptor ``src`` at ``src_off`` to ``dst`` at ``dst_off``, inside the
+    kernel (copy_file_range: no user-space buffer) where it can, else by positioned reads and writes (not
+    Linux, or a file system pair that refuses it). File offsets are left alone."""
+    done, kernel = 0, hasattr(os, "copy_file_range")
+    while done < n:
+        k = 0
+        if kernel:
+            try:
+                k = os.copy_file_range(src, dst, n - done, src_off + done, dst_off + done)
+            except OSError:
+                kernel = False
+        if not kernel:
+            k = os.pwrite(dst, os.pread(src, min(n - done, 16 << 20), src_off + done), dst_off + done)
+        if k <= 0:
+            raise OSError(f"copy_range: the source ended {n - done} bytes early")
+        done += k

@@ -9,7 +9,6 @@ import gzip
 import io
 import json
 import os
-import shutil
 from typing import Iterable, Iterator
 
 import polars as pl
@@ -18,7 +17,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from .base import strip_compression
-from .streams import iter_decompressed
+from .streams import copy_range, iter_decompressed
 
 TMP = ".gm-tmp-"
 
@@ -248,23 +247,12 @@ def assemble(fragments: list[list[str]], export_path: str, shard_size: int = 0) 
 
 
 def _append(path: str, out) -> None:
-    """Append a file's bytes to ``out`` in the kernel (copy_file_range) where it can, else by reads."""
+    """Append a file's bytes to the open binary file ``out``, copied in the kernel where it can."""
     with open(path, "rb") as f:
         size, start = os.fstat(f.fileno()).st_size, out.tell()
-        try:
-            done = 0
-            while done < size:
-                n = os.copy_file_range(f.fileno(), out.fileno(), size - done)
-                if n == 0:
-                    raise OSError("copy_file_range made no progress")
-                done += n
-            out.seek(start + size)
-            return
-        except (AttributeError, OSError):  # not Linux, or a filesystem pair that refuses it
-            out.seek(start)
-            out.truncate()
-            f.seek(0)
-        shutil.copyfileobj(f, out, 16 << 20)
+        out.flush()
+        copy_range(f.fileno(), 0, out.fileno(), start, size)
+    out.seek(start + size)
 
 
 def _piece_name(export_path: str, i: int) -> str:

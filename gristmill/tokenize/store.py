@@ -11,6 +11,8 @@ import os
 
 import numpy as np
 
+from ..io.streams import copy_range
+
 
 class TokenStore:
     def __init__(self, tok_dir: str, sources: list[list[str]]):
@@ -84,7 +86,7 @@ class TokenStore:
         fault in); returns the bytes written."""
         pos = offset
         for name, first, count in self.segments(src, vstart, length):
-            _copy_range(self._fd(name), 4 * first, fd, pos, 4 * count)
+            copy_range(self._fd(name), 4 * first, fd, pos, 4 * count)
             pos += 4 * count
         return pos - offset
 
@@ -93,14 +95,3 @@ class TokenStore:
             os.close(fd)
         self._fds.clear()
 
-
-def _copy_range(src: int, src_off: int, dst: int, dst_off: int, n: int) -> None:
-    done = 0
-    while done < n:
-        try:
-            k = os.copy_file_range(src, dst, n - done, src_off + done, dst_off + done)
-        except OSError:  # e.g. a file system or kernel without it: plain positioned reads and writes
-            k = os.pwrite(dst, os.pread(src, min(n - done, 16 << 20), src_off + done), dst_off + done)
-        if k <= 0:
-            raise OSError("token file shorter than its marker says")
-        done += k
