@@ -115,8 +115,8 @@ class TiktokenBackend(Backend):
     are passed as tiktoken specials and allowed); NFC is applied first when the reference does.
 
     The loop is per document because tiktoken encodes one string per call (its batch API is a Python
-    thread pool, and the encoder holds the GIL); BOS/EOS are interleaved so one concatenation builds the
-    batch's id array."""
+    thread pool over the same call); BOS/EOS are interleaved so one concatenation builds the batch's id
+    array."""
 
     name = "tiktoken"
 

@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import time
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -114,13 +115,8 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
     t0 = time.time()
     cfg = config if isinstance(config, TokenizeConfig) else TokenizeConfig(**config)
     nproc = max(1, int(np))
-    # workers start first: their interpreter start and imports overlap the parent's setup
-    pool = _Pool(nproc - 1) if nproc > 1 else None
-    try:
+    with _workers(nproc) as pool:  # started first: their start-up overlaps the parent's setup
         return _run(cfg, nproc, pool, work_dir, progress, t0)
-    finally:
-        if pool is not None:
-            pool.close()
 
 
 def _run(cfg: TokenizeConfig, nproc: int, pool: _Pool | None, work_dir: str, progress: bool, t0: float) -> dict:
@@ -193,14 +189,8 @@ def _run(cfg: TokenizeConfig, nproc: int, pool: _Pool | None, work_dir: str, pro
             write_json(check_file, backend_info)
         else:  # the fast path disagreed with the reference: redo everything it tokenized
             redo = [j for j in jobs if (new.get(j.name) or results[j.name]).backend == "tiktoken"]
-            redo_pool = _Pool(nproc - 1) if nproc > 1 else None
-            if redo_pool is not None:
-                redo_pool.configure(settings)
-            try:
+            with _workers(nproc, settings) as redo_pool:
                 new.update(_phase1(redo, settings, fps, backend, set(), cfg, redo_pool, tok_dir, progress))
-            finally:
-                if redo_pool is not None:
-                    redo_pool.close()
     backend_info["checked_shards"] = len(checked)
     results.update(new)
     t_tok = time.time() - t1
@@ -317,6 +307,22 @@ class _Pool:
         self.procs = []
 
 
+@contextmanager
+def _workers(nproc: int, settings: EncodeSettings | None = None):
+    """A :class:`_Pool` of ``nproc - 1`` workers (None for one process), configured with ``settings`` when
+    given, closed on exit."""
+    if nproc <= 1:
+        yield None
+        return
+    pool = _Pool(nproc - 1)
+    try:
+        if settings is not None:
+            pool.configure(settings)
+        yield pool
+    finally:
+        pool.close()
+
+
 def _run_phase1(todo, settings, overrides, tok_dir, pool: _Pool | None, progress) -> dict[str, ShardResult]:
     import queue
     from dataclasses import replace
@@ -390,9 +396,6 @@ class _Progress:
         self.tokens = 0
         self.task = self.p.add_task("tokenize", total=total_shards, toks="")
         self.p.start()
-
-    def add(self, n: int):
-        self.set(self.tokens + n)
 
     def set(self, total: int):
         self.tokens = total
