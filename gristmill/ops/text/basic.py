@@ -91,14 +91,20 @@ def _to_re2(pattern: str) -> str | None:
     ``\\w``/``\\s``/``\\d`` keep Python's Unicode meaning (RE2's are ASCII-only). One knowing exception:
     a word boundary ``\\b`` becomes RE2's, which treats non-ASCII letters as non-word characters (Python's
     re runs such patterns, e.g. clean_links', in exponential time on some pages; RE2 in linear time)."""
-    for ascii_b in (False, True):
-        try:
-            return to_re2(pattern, re.DOTALL, spans=True, ascii_boundaries=ascii_b)
-        except NotImplementedError:
-            continue
-        except re.error:
-            return None
-    return None
+    try:
+        return to_re2(pattern, re.DOTALL, spans=True, ascii_boundaries=True)
+    except (NotImplementedError, re.error):
+        return None
+
+
+def replace_rows(out: pa.Array, text: pa.Array, hit: np.ndarray, fn) -> pa.Array:
+    """``out`` with each row where ``hit`` is set replaced by ``fn`` of that row of ``text``: the per-row
+    Python path for the (non-null) rows a vectorised pre-filter flagged."""
+    if not hit.any():
+        return out
+    mask = pa.array(hit)
+    new = [fn(t) for t in text.filter(mask).to_pylist()]
+    return pc.replace_with_mask(out, mask, pa.array(new, out.type))
 
 
 def _to_re2_repl(repl: str) -> str | None:

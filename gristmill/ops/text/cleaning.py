@@ -14,7 +14,7 @@ from ... import columns as C
 from ...registry import register
 from ..base import Mapper, Params
 from . import charclass as cc
-from .basic import _to_re2
+from .basic import _to_re2, replace_rows
 from .re2_exact import to_re2_superset
 from .translate import CharMap
 
@@ -33,10 +33,7 @@ def regex_sub(text: pa.Array, pattern: str, repl: str) -> pa.Array:
     hit = _superset_hits(text, pattern)
     if hit is None:
         return pa.array([None if t is None else rx.sub(repl, t) for t in text.to_pylist()], text.type)
-    if not hit.any():
-        return text
-    fixed = [rx.sub(repl, t) for t in text.filter(pa.array(hit)).to_pylist()]
-    return pc.replace_with_mask(text, pa.array(hit), pa.array(fixed, text.type))
+    return replace_rows(text, text, hit, lambda t: rx.sub(repl, t))
 
 
 def _superset_hits(text: pa.Array, pattern: str):

@@ -7,13 +7,13 @@ rows take one Arrow trim kernel instead (checked equal to the parser in tests/te
 """
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ... import columns as C
 from ...registry import register
 from ..base import Mapper
+from .basic import replace_rows
 
 _MARKUP = r"[<&\r\x00]"
 _HTML_SPACE = "\t\n\x0c\r "
@@ -35,10 +35,4 @@ class CleanHtmlMapper(Mapper):
             text = text.combine_chunks()
         out = pc.utf8_ltrim(text, _HTML_SPACE)
         markup = pc.fill_null(pc.match_substring_regex(text, _MARKUP), False).to_numpy(zero_copy_only=False)
-        rows = np.flatnonzero(markup)
-        if len(rows):
-            cleaned = pa.array([html_to_text(t) for t in text.take(pa.array(rows)).to_pylist()], text.type)
-            mask = np.zeros(len(text), bool)
-            mask[rows] = True
-            out = pc.replace_with_mask(out, pa.array(mask), cleaned)
-        return C.set_column(batch, self.text_key, out)
+        return C.set_column(batch, self.text_key, replace_rows(out, text, markup, html_to_text))
