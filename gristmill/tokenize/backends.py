@@ -25,6 +25,8 @@ from typing import Sequence
 import numpy as np
 import orjson
 
+from ..cache import cache_path
+
 # Qwen's pre-tokenisation regex (Qwen1.5–3, also in the Qwen3 tokenizer.json) and the Qwen3.5/3.6 one.
 QWEN_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
@@ -441,9 +443,7 @@ _CACHE_VERSION = 1  # bump when tiktoken_from_hf changes what it produces
 
 
 def _cache_path(fingerprint: str) -> str:
-    root = os.environ.get("GRISTMILL_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gristmill")
-    return os.path.join(root, "tiktoken-from-hf", f"{fingerprint}-v{_CACHE_VERSION}.pkl")
+    return cache_path("tiktoken-from-hf", f"{fingerprint}-v{_CACHE_VERSION}.pkl")
 
 
 def _cache_load(fingerprint: str):

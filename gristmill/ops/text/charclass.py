@@ -19,6 +19,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...cache import cache_path
+
 # flag bits
 SPACE = 1 << 0        # str.isspace
 ALPHA = 1 << 1        # str.isalpha
@@ -138,9 +140,7 @@ def _table_cache_path() -> str:
     with open(__file__, "rb") as f:
         key = hashlib.blake2b(f.read() + f"{unicodedata.unidata_version}|{emoji_v}|{sys.version_info[:2]}".encode(),
                               digest_size=8).hexdigest()
-    root = os.environ.get("GRISTMILL_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gristmill")
-    return os.path.join(root, "charclass", f"table-{key}.npy")
+    return cache_path("charclass", f"table-{key}.npy")
 
 
 @lru_cache(maxsize=1)
