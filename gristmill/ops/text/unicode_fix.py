@@ -37,7 +37,7 @@ from ... import columns as C
 from ...registry import register
 from ..base import Mapper, Params
 from . import charclass as cc
-from .re2_exact import to_re2
+from .re2_exact import K, sp, to_re2  # K, sp: Python's regex parser, whatever its version
 from .translate import CharMap, max_class
 
 ENTITY_RE2 = r"&#?[0-9A-Za-z]{1,24};"
@@ -45,12 +45,8 @@ ENTITY_RE2 = r"&#?[0-9A-Za-z]{1,24};"
 
 def _regex_chars(pattern: str, flags: int) -> set[int]:
     """Every code point >= 0x80 a regex can match positively (literals and class ranges)."""
-    try:
-        import re._parser as sp  # Python 3.11+
-        from re._constants import BRANCH, IN, LITERAL, MAX_REPEAT, MIN_REPEAT, NEGATE, RANGE, SUBPATTERN
-    except ImportError:  # pragma: no cover
-        import sre_parse as sp
-        from sre_constants import BRANCH, IN, LITERAL, MAX_REPEAT, MIN_REPEAT, NEGATE, RANGE, SUBPATTERN
+    BRANCH, IN, LITERAL, NEGATE, RANGE, SUBPATTERN = K.BRANCH, K.IN, K.LITERAL, K.NEGATE, K.RANGE, K.SUBPATTERN
+    MAX_REPEAT, MIN_REPEAT = K.MAX_REPEAT, K.MIN_REPEAT
     out: set[int] = set()
 
     def walk(items):
@@ -78,10 +74,6 @@ def _regex_chars(pattern: str, flags: int) -> set[int]:
 
 
 def _regex_width(pattern: str, flags: int) -> int:
-    try:
-        import re._parser as sp
-    except ImportError:  # pragma: no cover
-        import sre_parse as sp
     return sp.parse(pattern, flags).getwidth()[1]
 
 
