@@ -54,7 +54,7 @@ class TokenizeConfig(BaseModel):
     verify_bytes: int = Field(1 << 20, ge=0, description="Text checked against the reference before the fast "
                                                          "backend is used: the first documents of up to 64 "
                                                          "shards spread over the input.")
-    shard_verify_bytes: int = Field(65536, ge=0, description="At most this much text per shard in that check; "
+    shard_verify_bytes: int = Field(32768, ge=0, description="At most this much text per shard in that check; "
                                                              "shards beyond the 64 checked up front re-check "
                                                              "this much in the worker (a mismatch redoes the "
                                                              "shard with the reference).")

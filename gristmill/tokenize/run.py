@@ -15,9 +15,10 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..io.base import ReadOptions
-from ..io.formats import read_texts
 from ..io.planner import plan_dataset
-from .backends import TokenizerError, TokenizerSpec, load_tokenizer, verify
+from . import check as fastcheck
+from .backends import TokenizerError, TokenizerSpec, load_tokenizer
+from .check import choose_backend
 from .config import TokenizeConfig
 from .formats import make_writer, read_json, write_json
 from .mixing import blend
@@ -26,9 +27,7 @@ from .shards import (
     EncodeSettings,
     ShardJob,
     ShardResult,
-    head_within,
     load_done,
-    tokenize_shard,
 )
 from .store import TokenStore
 
@@ -39,65 +38,6 @@ CHUNK_TOKENS = 1 << 23  # phase-2 buffer: ~8M tokens
 
 def _sha(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def _check_sample(jobs: list[ShardJob], max_shards: int = 64) -> list[ShardJob]:
-    """The shards whose first documents check the fast backend: up to ``max_shards`` spread evenly over
-    ``jobs`` (all of them in most runs). Depends only on the job list, so a resumed run checks the same."""
-    if not jobs:
-        return []
-    pick = sorted(set(np.linspace(0, len(jobs) - 1, min(max_shards, len(jobs))).round().astype(int).tolist()))
-    return [jobs[j] for j in pick]
-
-
-def _shard_heads(pick: list[ShardJob], limit_bytes: int, per_shard_bytes: int) -> dict[str, list[str]]:
-    """Real documents for checking the fast backend: the first documents of each shard in ``pick``,
-    ``per_shard_bytes`` each but no more than ``limit_bytes`` in all (at least 4 KB a shard)."""
-    from ..ops.base import Reject
-    if not pick or limit_bytes <= 0:
-        return {}
-    budget = max(min(per_shard_bytes, limit_bytes // len(pick)), 4096)
-    out: dict[str, list[str]] = {}
-    for job in pick:
-        texts: list[str] = []
-        got = 0
-        # a chunk of twice the budget: never parse more of the shard than its head
-        for item in read_texts(job.shard, job.read_opts, chunk_bytes=2 * budget):
-            if isinstance(item, Reject):
-                continue
-            for t in item[:256]:
-                if t:
-                    texts.append(t)
-                    got += len(t.encode("utf-8", "surrogatepass"))
-                if got >= budget:
-                    break
-            break
-        out[job.name] = head_within(texts, budget)
-    return out
-
-
-def choose_backend(spec: TokenizerSpec, want: str, sample: list[str]) -> tuple[str, dict]:
-    """('tiktoken' | 'hf', details). The fast path runs only when it matched the reference on ``sample``."""
-    if spec.kind == "tiktoken":
-        if want == "hf":
-            raise TokenizerError("backend 'hf' needs a tokenizer.json; this tokenizer is a tiktoken BPE file")
-        return "tiktoken", {"reason": "tiktoken BPE file (tiktoken is the reference)"}
-    if want == "hf":
-        return "hf", {"reason": "backend: hf requested"}
-    fast = spec.fast()
-    if fast is None:
-        if want == "tiktoken":
-            raise TokenizerError(f"no tiktoken fast path for {spec.path}: {spec.fast_unavailable}")
-        return "hf", {"reason": f"no fast path: {spec.fast_unavailable}"}
-    v = verify(spec.reference(), fast, sample)
-    info = {"verified_docs": v.docs, "verified_bytes": v.bytes, "mismatched_docs": v.mismatched_docs}
-    if v.ok:
-        return "tiktoken", {**info, "reason": "ids equal to the reference on the sample"}
-    if want == "tiktoken":
-        raise TokenizerError(f"tiktoken ids differ from the reference on {v.mismatched_docs}/{v.docs} sampled "
-                             f"documents (first: #{v.first_mismatch}); use backend: auto or hf")
-    why = "empty sample" if not v.docs else f"{v.mismatched_docs}/{v.docs} sampled documents differ"
-    return "hf", {**info, "reason": f"fast path rejected: {why}"}
 
 
 def _resolve_id(spec: TokenizerSpec, name: str | None, what: str) -> int | None:
@@ -150,31 +90,35 @@ def _run(cfg: TokenizeConfig, nproc: int, pool: _Pool | None, work_dir: str, pro
     done = {j.name: load_done(tok_dir, j.name, fps[j.name]) for j in jobs}
     todo = sorted((j for j in jobs if done[j.name] is None), key=lambda j: -_shard_size(j.shard))  # LPT
 
+    check_jobs = fastcheck.check_sample(jobs) if spec.kind == "hf" and cfg.backend != "hf" else []
+    checked = {j.name for j in check_jobs}
+    # With backend auto the fast path starts at once and its check runs alongside (the reference in a
+    # helper process, see check.py); should the check fail, every shard the fast path tokenized is redone
+    # with the reference. A passed check is stored; until one is, a rerun checks again (the sample depends
+    # only on the job list), so shards of an interrupted run are never trusted unchecked.
+    check_file = os.path.join(tok_dir, f"fastpath-check-{_sha([spec.fingerprint, [fps[n] for n in sorted(checked)]])}.json")
+    passed = read_json(check_file) if check_jobs else None
+    results: dict[str, ShardResult] = {k: v for k, v in done.items() if v is not None}
+    fast_used = any(r.backend == "tiktoken" for r in results.values())
+    concurrent = (cfg.backend == "auto" and bool(check_jobs) and passed is None and (bool(todo) or fast_used))
+    reference = fastcheck.ReferenceProcess(spec) if concurrent else None  # built while this process works
     settings = EncodeSettings(spec=spec, backend=cfg.backend, eos_id=eos_id, bos_id=bos_id)
     if pool is not None and todo:
         pool.configure(settings)  # workers build their backend while the parent finishes setting up
-    results: dict[str, ShardResult] = {k: v for k, v in done.items() if v is not None}
-    check_jobs = _check_sample(jobs) if spec.kind == "hf" and cfg.backend != "hf" else []
-    checked = {j.name for j in check_jobs}
-    # With backend auto the fast path starts at once and its check runs alongside (a thread: both
-    # tokenizers release the GIL while encoding); should the check fail, every shard the fast path
-    # tokenized is redone with the reference. A passed check is stored; until one is, a rerun checks again
-    # (the sample depends only on the job list), so shards of an interrupted run are never trusted unchecked.
-    check_file = os.path.join(tok_dir, f"fastpath-check-{_sha([spec.fingerprint, [fps[n] for n in sorted(checked)]])}.json")
-    passed = read_json(check_file) if check_jobs else None
-    fast_used = any(r.backend == "tiktoken" for r in results.values())
-    concurrent = (cfg.backend == "auto" and bool(check_jobs) and passed is None and (bool(todo) or fast_used)
-                  and spec.fast() is not None)
+    if concurrent and spec.fast() is None:
+        reference.close()
+        concurrent, reference = False, None
     new: dict[str, ShardResult] = {}
     if concurrent:
-        check = _BackgroundCheck(spec, cfg, check_jobs)
+        sample = fastcheck.shard_heads(check_jobs, cfg.verify_bytes, cfg.shard_verify_bytes)
+        check = fastcheck.BackgroundCheck(spec, cfg.backend, sample, reference)
+        del sample
         backend, backend_info = "tiktoken", {}
     elif passed is not None:
         backend, backend_info = "tiktoken", {**passed, "checked": "by an earlier run"}
     elif todo:
-        heads = _shard_heads(check_jobs, cfg.verify_bytes, cfg.shard_verify_bytes)
-        backend, backend_info = choose_backend(spec, cfg.backend, [t for v in heads.values() for t in v])
-        del heads
+        backend, backend_info = fastcheck.choose_backend(
+            spec, cfg.backend, fastcheck.shard_heads(check_jobs, cfg.verify_bytes, cfg.shard_verify_bytes))
     else:
         used = sorted({r.backend for r in done.values() if r is not None})
         backend, backend_info = ",".join(used), {"reason": "all shards already tokenized (resumed)"}
@@ -182,15 +126,19 @@ def _run(cfg: TokenizeConfig, nproc: int, pool: _Pool | None, work_dir: str, pro
     t1 = time.time()
     if todo:
         new = _phase1(todo, settings, fps, backend, checked if backend == "tiktoken" else set(), cfg, pool,
-                      tok_dir, progress)
+                      nproc, tok_dir, progress)
     if concurrent:
-        backend, backend_info = check.result()
+        try:
+            backend, backend_info = check.result()
+        finally:
+            reference.close()
         if backend == "tiktoken":
             write_json(check_file, backend_info)
         else:  # the fast path disagreed with the reference: redo everything it tokenized
             redo = [j for j in jobs if (new.get(j.name) or results[j.name]).backend == "tiktoken"]
             with _workers(nproc, settings) as redo_pool:
-                new.update(_phase1(redo, settings, fps, backend, set(), cfg, redo_pool, tok_dir, progress))
+                new.update(_phase1(redo, settings, fps, backend, set(), cfg, redo_pool, nproc, tok_dir,
+                                   progress))
     backend_info["checked_shards"] = len(checked)
     results.update(new)
     t_tok = time.time() - t1
@@ -220,37 +168,12 @@ def _run(cfg: TokenizeConfig, nproc: int, pool: _Pool | None, work_dir: str, pro
     return report
 
 
-def _phase1(todo, settings, fps, backend, checked, cfg, pool, tok_dir, progress) -> dict[str, ShardResult]:
+def _phase1(todo, settings, fps, backend, checked, cfg, pool, nproc, tok_dir, progress) -> dict[str, ShardResult]:
     """Tokenize ``todo`` with ``backend`` in this process and ``pool`` 's workers (one round per pool);
     shards outside ``checked`` re-check their first documents against the reference."""
     overrides = {j.name: {"fingerprint": fps[j.name], "backend": backend,
                           "verify_bytes": 0 if j.name in checked else cfg.shard_verify_bytes} for j in todo}
-    return _run_phase1(todo, settings, overrides, tok_dir, pool, progress)
-
-
-class _BackgroundCheck:
-    """Reads the sample shards' first documents and compares the fast backend with the reference, in a
-    thread, while the shards are being tokenized."""
-
-    def __init__(self, spec, cfg, check_jobs):
-        import threading
-        self._out: tuple | BaseException | None = None
-
-        def run():
-            try:
-                heads = _shard_heads(check_jobs, cfg.verify_bytes, cfg.shard_verify_bytes)
-                self._out = choose_backend(spec, cfg.backend, [t for v in heads.values() for t in v])
-            except BaseException as e:  # noqa: BLE001 (re-raised in the caller's thread)
-                self._out = e
-        self._thread = threading.Thread(target=run, name="gristmill-tokenizer-check", daemon=True)
-        self._thread.start()
-
-    def result(self) -> tuple[str, dict]:
-        self._thread.join()
-        if isinstance(self._out, BaseException):
-            raise self._out
-        backend, info = self._out
-        return backend, {**info, "checked": "while tokenizing"}
+    return _run_phase1(todo, settings, overrides, tok_dir, pool, nproc, progress)
 
 
 def _shard_size(shard) -> int:
@@ -266,13 +189,22 @@ def _shard_size(shard) -> int:
     return size
 
 
-class _Pool:
-    """``n`` spawned worker processes for one round of shards. The parent tokenizes too: every process
-    claims the next shard from one shared counter (jobs go largest first), so ``np`` processes are busy in
-    all. Workers are started before the tokenizer is even loaded and get their settings and then the shard
-    list through a queue (whose feeder thread sends them without blocking the parent)."""
+THREADS_PER_PROCESS = 2  # measured on 2 cores; a process beyond that costs ~0.5 CPU s of start-up
 
-    def __init__(self, n: int):
+
+def thread_layout(nproc: int) -> list[int]:
+    """Tokenizing threads per process for ``nproc`` in all: this process first, then the workers."""
+    n = max(1, nproc)
+    return [min(THREADS_PER_PROCESS, n - k) for k in range(0, n, THREADS_PER_PROCESS)]
+
+
+class _Pool:
+    """Spawned worker processes for one round of shards, ``threads[k]`` tokenizing threads in worker k.
+    The parent tokenizes too: every thread claims the next shard from one shared counter (jobs go largest
+    first). Workers are started before the tokenizer is even loaded and get their settings and then the
+    shard list through a queue (whose feeder thread sends them without blocking the parent)."""
+
+    def __init__(self, threads: list[int]):
         import multiprocessing as mp
 
         from .shards import worker_main
@@ -280,9 +212,10 @@ class _Pool:
         self.counter = ctx.Value("q", 0)
         self.next_index = ctx.Value("q", 0)
         self.result_q = ctx.Queue()
-        self.start_qs = [ctx.Queue() for _ in range(max(0, n))]  # one per worker: its messages stay in order
+        self.start_qs = [ctx.Queue() for _ in threads]  # one per worker: its messages stay in order
         self.procs = [ctx.Process(target=worker_main, daemon=True,
-                                  args=(self.counter, self.next_index, q, self.result_q)) for q in self.start_qs]
+                                  args=(self.counter, self.next_index, t, q, self.result_q))
+                      for t, q in zip(threads, self.start_qs)]
         for p in self.procs:
             p.start()
 
@@ -309,12 +242,13 @@ class _Pool:
 
 @contextmanager
 def _workers(nproc: int, settings: EncodeSettings | None = None):
-    """A :class:`_Pool` of ``nproc - 1`` workers (None for one process), configured with ``settings`` when
-    given, closed on exit."""
-    if nproc <= 1:
+    """A :class:`_Pool` of the worker processes ``nproc`` threads need besides this process's (None when
+    this process suffices), configured with ``settings`` when given, closed on exit."""
+    layout = thread_layout(nproc)
+    if len(layout) == 1:
         yield None
         return
-    pool = _Pool(nproc - 1)
+    pool = _Pool(layout[1:])
     try:
         if settings is not None:
             pool.configure(settings)
@@ -323,17 +257,18 @@ def _workers(nproc: int, settings: EncodeSettings | None = None):
         pool.close()
 
 
-def _run_phase1(todo, settings, overrides, tok_dir, pool: _Pool | None, progress) -> dict[str, ShardResult]:
+def _run_phase1(todo, settings, overrides, tok_dir, pool: _Pool | None, nproc: int,
+                progress) -> dict[str, ShardResult]:
     import queue
-    from dataclasses import replace
 
-    from .shards import claim
+    from .shards import LocalCounter, tokenize_claimed
 
     results: dict[str, ShardResult] = {}
     if not todo:
         return results
     bar = _Progress(len(todo)) if progress else None
     workers = pool is not None and bool(pool.procs)
+    next_index = pool.next_index if workers else LocalCounter()
     local = [0]
 
     def remote() -> int:
@@ -344,27 +279,21 @@ def _run_phase1(todo, settings, overrides, tok_dir, pool: _Pool | None, progress
         if bar:
             bar.set(local[0] + remote())
 
+    def here(r: ShardResult):
+        results[r.name] = r
+        if bar:
+            bar.shard_done()
+
     def take(kind, d):
         if kind == "error":
             raise RuntimeError(f"a tokenize worker failed:\n{d}")
-        results[d["name"]] = ShardResult(**d)
-        if bar:
-            bar.shard_done()
+        here(ShardResult(**d))
 
     try:
         if workers:
             pool.go(todo, overrides, tok_dir)
-        n_here = 0
-        while True:
-            i = claim(pool.next_index) if workers else n_here
-            if i >= len(todo):
-                break
-            job = todo[i]
-            results[job.name] = tokenize_shard(job, replace(settings, **overrides[job.name]), tok_dir,
-                                               progress=tick)
-            n_here += 1
-            if bar:
-                bar.shard_done()
+        tokenize_claimed(todo, settings, overrides, tok_dir, next_index, thread_layout(nproc)[0], here,
+                         progress=tick)
         while workers and len(results) < len(todo):
             try:
                 take(*pool.result_q.get(timeout=0.5))

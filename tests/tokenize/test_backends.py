@@ -15,7 +15,7 @@ from gristmill.tokenize.backends import (
     token_dtype,
     verify,
 )
-from gristmill.tokenize.run import choose_backend
+from gristmill.tokenize.check import choose_backend
 
 
 def test_fast_path_ids_equal_reference(tok_json):

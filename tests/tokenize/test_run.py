@@ -116,6 +116,9 @@ def test_any_np_same_bytes_and_resume(tok_json, corpus, tmp_path):
     b = run(tok_json, corpus, tmp_path / "b", tmp_path / "wb", 2, format="litgpt", pack="bfd", rows_per_chunk=16)
     assert a["shards"] == 3 and b["np"] == 2
     assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
+    # np=3: two threads here and a worker process
+    e = run(tok_json, corpus, tmp_path / "e", tmp_path / "we", 3, format="litgpt", pack="bfd", rows_per_chunk=16)
+    assert e["backends_used"] == ["tiktoken"] and _digest(tmp_path / "e") == _digest(tmp_path / "a")
     # rerun: everything skipped, same bytes
     c = run(tok_json, corpus, tmp_path / "b", tmp_path / "wb", 2, format="litgpt", pack="bfd", rows_per_chunk=16)
     assert c["shards_skipped"] == 3 and _digest(tmp_path / "b") == _digest(tmp_path / "a")
@@ -178,16 +181,16 @@ def test_large_vocab_uses_int32(tmp_path):
 def test_shards_beyond_the_upfront_check_verify_themselves(tok_json, corpus, tmp_path, monkeypatch):
     """Only the first shard is checked up front (as if the run had more than 64 shards); the others re-check
     their head against the reference while they are tokenized. Output is the same either way."""
-    import gristmill.tokenize.run as runmod
-    real = runmod._check_sample
-    monkeypatch.setattr(runmod, "_check_sample", lambda jobs: real(jobs, max_shards=1))
+    from gristmill.tokenize import check
+    real = check.check_sample
+    monkeypatch.setattr(check, "check_sample", lambda jobs: real(jobs, max_shards=1))
     rep = run(tok_json, corpus, tmp_path / "a", tmp_path / "wa", format="npy", pack="padded")
     assert rep["backend"] == "tiktoken" and rep["backend_info"]["checked_shards"] == 1
     tok = tmp_path / "wa" / "tokenize" / "tok"
     marks = [json.load(open(tok / f"s000-00000{i}.done.json")) for i in range(3)]
     assert sorted(m["verified_docs"] > 0 for m in marks) == [False, True, True]
     assert all(m["backend"] == "tiktoken" and not m["fell_back"] for m in marks)
-    monkeypatch.setattr(runmod, "_check_sample", real)
+    monkeypatch.setattr(check, "check_sample", real)
     run(tok_json, corpus, tmp_path / "b", tmp_path / "wb", format="npy", pack="padded")
     assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
 
@@ -211,22 +214,22 @@ def test_failed_concurrent_check_redoes_the_fast_shards(tok_json, corpus, tmp_pa
     """The fast path starts before its check ends; when the check finds differing ids, every shard the fast
     path tokenized is redone with the reference and the output equals a reference-only run. A run that died
     before its check ended (no stored pass) is checked again on resume, even with every shard done."""
-    import gristmill.tokenize.run as runmod
-    real = runmod.choose_backend
+    from gristmill.tokenize import check
+    real = check.choose_backend
     ref = run(tok_json, corpus, tmp_path / "r", tmp_path / "wr", format="npy", pack="padded", backend="hf")
     assert ref["backends_used"] == ["hf"]
-    reject = lambda spec, want, sample: ("hf", {"reason": "fast path rejected: test"})  # noqa: E731
-    monkeypatch.setattr(runmod, "choose_backend", reject)
+    reject = lambda *a, **k: ("hf", {"reason": "fast path rejected: test"})  # noqa: E731
+    monkeypatch.setattr(check, "choose_backend", reject)
     rep = run(tok_json, corpus, tmp_path / "a", tmp_path / "wa", format="npy", pack="padded")
     assert rep["backend"] == "hf" and rep["backends_used"] == ["hf"]
     assert _digest(tmp_path / "a") == _digest(tmp_path / "r")
-    monkeypatch.setattr(runmod, "choose_backend", real)
+    monkeypatch.setattr(check, "choose_backend", real)
     rep = run(tok_json, corpus, tmp_path / "b", tmp_path / "wb", format="npy", pack="padded")
     assert rep["backends_used"] == ["tiktoken"]
     stored = glob.glob(str(tmp_path / "wb" / "tokenize" / "tok" / "fastpath-check-*.json"))
     assert len(stored) == 1
     os.remove(stored[0])  # as if the run had been killed before its check finished
-    monkeypatch.setattr(runmod, "choose_backend", reject)
+    monkeypatch.setattr(check, "choose_backend", reject)
     rep = run(tok_json, corpus, tmp_path / "b", tmp_path / "wb", format="npy", pack="padded")
     assert rep["shards_skipped"] == rep["shards"] and rep["backends_used"] == ["hf"]
     assert _digest(tmp_path / "b") == _digest(tmp_path / "r")
