@@ -17,7 +17,6 @@ import gzip
 import hashlib
 import json
 import os
-import threading
 import unicodedata
 from dataclasses import dataclass, field
 from itertools import chain
@@ -119,32 +118,17 @@ class TiktokenBackend(Backend):
 
     The loop is per document because tiktoken encodes one string per call (its batch API is a Python
     thread pool over the same call); BOS/EOS are interleaved so one concatenation builds the batch's id
-    array. tiktoken releases the GIL while encoding, but threads sharing one encoder contend for its
-    regex's scratch space (two threads ran 1.5x one here), so each thread gets an encoder of its own
-    (built on first use; two threads then run 1.95x one)."""
+    array. (tiktoken releases the GIL while encoding, but threads sharing one encoder contend for its
+    regex's scratch space: hence processes, not threads, for parallel runs.)"""
 
     name = "tiktoken"
 
     def __init__(self, ranks: dict[bytes, int], pattern: str, specials: dict[str, int], nfc: bool, label: str = "bpe"):
-        self._args = (label, pattern, ranks, specials)
-        self._local = threading.local()
-        self._local.enc = self._new_encoding()
+        import tiktoken
+        self.enc = tiktoken.Encoding(label, pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)
         self.nfc = nfc
         self.allowed = set(specials)
         self.vocab_size = max([*ranks.values(), *specials.values()]) + 1
-
-    def _new_encoding(self):
-        import tiktoken
-        label, pattern, ranks, specials = self._args
-        return tiktoken.Encoding(label, pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)
-
-    @property
-    def enc(self):
-        """This thread's tiktoken Encoding."""
-        enc = getattr(self._local, "enc", None)
-        if enc is None:
-            enc = self._local.enc = self._new_encoding()
-        return enc
 
     def encode_batch(self, texts, bos=None, eos=None):
         core = self.enc._core_bpe.encode_to_tiktoken_buffer  # encode_to_numpy minus its argument checks

@@ -1,10 +1,10 @@
 """The fast path's gate: tiktoken ids must equal the reference tokenizer's on the run's own documents.
 
 The sample is the first documents of up to 64 shards spread over the job list. The reference (`tokenizers`
-on the tokenizer.json) takes ~0.4 s to build and holds the GIL all that time, which would stall every
-tokenizing thread of the process; so it is built and run in a helper process (:class:`ReferenceProcess`),
-which a spare core serves for free at np=1. Should that process not start (a daemonic parent, a script
-without a ``__main__`` guard) or die, the reference is built here instead.
+on the tokenizer.json) takes ~0.4 s to build and holds the GIL all that time, stalling the process's own
+tokenizing; when a core is spare (np below the core count) it is built and run in a helper process
+(:class:`ReferenceProcess`) instead, which costs the run nothing. Should that process not start (a
+daemonic parent, a script without a ``__main__`` guard) or die, the reference is built here after all.
 """
 from __future__ import annotations
 
@@ -99,12 +99,19 @@ def choose_backend(spec: TokenizerSpec, want: str, sample: list[str], reference:
     return "hf", {**info, "reason": f"fast path rejected: {why}"}
 
 
-class BackgroundCheck:
-    """The check of a run whose fast path starts before it ends: the sample and its fast ids are taken
-    here (cheap), the reference's ids come from ``reference`` on a thread, and :meth:`result` gives
-    :func:`choose_backend`'s answer."""
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
-    def __init__(self, spec: TokenizerSpec, want: str, sample: list[str], reference: Backend):
+
+class BackgroundCheck:
+    """The check of a run whose fast path starts before it ends: the sample's fast ids are taken here
+    (cheap), the reference's ids on a thread, from ``reference`` (or one built in that thread), and
+    :meth:`result` gives :func:`choose_backend`'s answer."""
+
+    def __init__(self, spec: TokenizerSpec, want: str, sample: list[str], reference: Backend | None):
         self._out: tuple | BaseException | None = None
         fast_ids = spec.fast().encode_batch(sample)
 

@@ -101,12 +101,15 @@ def _run(cfg: TokenizeConfig, nproc: int, pool: _Pool | None, work_dir: str, pro
     results: dict[str, ShardResult] = {k: v for k, v in done.items() if v is not None}
     fast_used = any(r.backend == "tiktoken" for r in results.values())
     concurrent = (cfg.backend == "auto" and bool(check_jobs) and passed is None and (bool(todo) or fast_used))
-    reference = fastcheck.ReferenceProcess(spec) if concurrent else None  # built while this process works
+    # the reference in a helper process when a core is spare (it holds the GIL ~0.4 s while it loads);
+    # otherwise in this process, where a helper would only add its start-up to the busy cores
+    reference = fastcheck.ReferenceProcess(spec) if concurrent and nproc < fastcheck.usable_cores() else None
     settings = EncodeSettings(spec=spec, backend=cfg.backend, eos_id=eos_id, bos_id=bos_id)
     if pool is not None and todo:
         pool.configure(settings)  # workers build their backend while the parent finishes setting up
     if concurrent and spec.fast() is None:
-        reference.close()
+        if reference is not None:
+            reference.close()
         concurrent, reference = False, None
     new: dict[str, ShardResult] = {}
     if concurrent:
@@ -126,19 +129,19 @@ def _run(cfg: TokenizeConfig, nproc: int, pool: _Pool | None, work_dir: str, pro
     t1 = time.time()
     if todo:
         new = _phase1(todo, settings, fps, backend, checked if backend == "tiktoken" else set(), cfg, pool,
-                      nproc, tok_dir, progress)
+                      tok_dir, progress)
     if concurrent:
         try:
             backend, backend_info = check.result()
         finally:
-            reference.close()
+            if reference is not None:
+                reference.close()
         if backend == "tiktoken":
             write_json(check_file, backend_info)
         else:  # the fast path disagreed with the reference: redo everything it tokenized
             redo = [j for j in jobs if (new.get(j.name) or results[j.name]).backend == "tiktoken"]
             with _workers(nproc, settings) as redo_pool:
-                new.update(_phase1(redo, settings, fps, backend, set(), cfg, redo_pool, nproc, tok_dir,
-                                   progress))
+                new.update(_phase1(redo, settings, fps, backend, set(), cfg, redo_pool, tok_dir, progress))
     backend_info["checked_shards"] = len(checked)
     results.update(new)
     t_tok = time.time() - t1
@@ -168,12 +171,12 @@ def _run(cfg: TokenizeConfig, nproc: int, pool: _Pool | None, work_dir: str, pro
     return report
 
 
-def _phase1(todo, settings, fps, backend, checked, cfg, pool, nproc, tok_dir, progress) -> dict[str, ShardResult]:
+def _phase1(todo, settings, fps, backend, checked, cfg, pool, tok_dir, progress) -> dict[str, ShardResult]:
     """Tokenize ``todo`` with ``backend`` in this process and ``pool`` 's workers (one round per pool);
     shards outside ``checked`` re-check their first documents against the reference."""
     overrides = {j.name: {"fingerprint": fps[j.name], "backend": backend,
                           "verify_bytes": 0 if j.name in checked else cfg.shard_verify_bytes} for j in todo}
-    return _run_phase1(todo, settings, overrides, tok_dir, pool, nproc, progress)
+    return _run_phase1(todo, settings, overrides, tok_dir, pool, progress)
 
 
 def _shard_size(shard) -> int:
@@ -189,22 +192,13 @@ def _shard_size(shard) -> int:
     return size
 
 
-THREADS_PER_PROCESS = 2  # measured on 2 cores; a process beyond that costs ~0.5 CPU s of start-up
-
-
-def thread_layout(nproc: int) -> list[int]:
-    """Tokenizing threads per process for ``nproc`` in all: this process first, then the workers."""
-    n = max(1, nproc)
-    return [min(THREADS_PER_PROCESS, n - k) for k in range(0, n, THREADS_PER_PROCESS)]
-
-
 class _Pool:
-    """Spawned worker processes for one round of shards, ``threads[k]`` tokenizing threads in worker k.
-    The parent tokenizes too: every thread claims the next shard from one shared counter (jobs go largest
-    first). Workers are started before the tokenizer is even loaded and get their settings and then the
+    """``n`` spawned worker processes for one round of shards. The parent tokenizes too: every process
+    claims the next shard from one shared counter (jobs go largest first), so ``np`` processes are busy in
+    all. Workers are started before the tokenizer is even loaded and get their settings and then the
     shard list through a queue (whose feeder thread sends them without blocking the parent)."""
 
-    def __init__(self, threads: list[int]):
+    def __init__(self, n: int):
         import multiprocessing as mp
 
         from .shards import worker_main
@@ -212,10 +206,9 @@ class _Pool:
         self.counter = ctx.Value("q", 0)
         self.next_index = ctx.Value("q", 0)
         self.result_q = ctx.Queue()
-        self.start_qs = [ctx.Queue() for _ in threads]  # one per worker: its messages stay in order
+        self.start_qs = [ctx.Queue() for _ in range(max(0, n))]  # one per worker: its messages stay in order
         self.procs = [ctx.Process(target=worker_main, daemon=True,
-                                  args=(self.counter, self.next_index, t, q, self.result_q))
-                      for t, q in zip(threads, self.start_qs)]
+                                  args=(self.counter, self.next_index, q, self.result_q)) for q in self.start_qs]
         for p in self.procs:
             p.start()
 
@@ -242,13 +235,12 @@ class _Pool:
 
 @contextmanager
 def _workers(nproc: int, settings: EncodeSettings | None = None):
-    """A :class:`_Pool` of the worker processes ``nproc`` threads need besides this process's (None when
-    this process suffices), configured with ``settings`` when given, closed on exit."""
-    layout = thread_layout(nproc)
-    if len(layout) == 1:
+    """A :class:`_Pool` of ``nproc - 1`` workers (None for one process), configured with ``settings`` when
+    given, closed on exit."""
+    if nproc <= 1:
         yield None
         return
-    pool = _Pool(layout[1:])
+    pool = _Pool(nproc - 1)
     try:
         if settings is not None:
             pool.configure(settings)
@@ -257,8 +249,7 @@ def _workers(nproc: int, settings: EncodeSettings | None = None):
         pool.close()
 
 
-def _run_phase1(todo, settings, overrides, tok_dir, pool: _Pool | None, nproc: int,
-                progress) -> dict[str, ShardResult]:
+def _run_phase1(todo, settings, overrides, tok_dir, pool: _Pool | None, progress) -> dict[str, ShardResult]:
     import queue
 
     from .shards import LocalCounter, tokenize_claimed
@@ -292,8 +283,7 @@ def _run_phase1(todo, settings, overrides, tok_dir, pool: _Pool | None, nproc: i
     try:
         if workers:
             pool.go(todo, overrides, tok_dir)
-        tokenize_claimed(todo, settings, overrides, tok_dir, next_index, thread_layout(nproc)[0], here,
-                         progress=tick)
+        tokenize_claimed(todo, settings, overrides, tok_dir, next_index, here, progress=tick)
         while workers and len(results) < len(todo):
             try:
                 take(*pool.result_q.get(timeout=0.5))

@@ -206,46 +206,29 @@ class LocalCounter:
 
 
 def claim(next_index) -> int:
-    """The next shard index to do (shared by the parent and the workers, and their threads)."""
+    """The next shard index to do (shared by the parent and the workers)."""
     with next_index.get_lock():
         i = next_index.value
         next_index.value += 1
     return i
 
 
-def tokenize_claimed(todo, settings: EncodeSettings, overrides: dict, tok_dir: str, next_index, threads: int,
-                     emit, progress=None) -> None:
-    """Tokenize the shards of ``todo`` claimed from ``next_index`` until none is left, on ``threads``
-    threads of this process (the caller's among them), passing each result to ``emit``. tiktoken releases
-    the GIL and each thread gets its own encoder, so threads scale like processes without their start-up.
-    The first error stops the other threads after their current shard and is raised here."""
-    errors: list[BaseException] = []
-
-    def loop():
-        try:
-            while not errors:
-                i = claim(next_index)
-                if i >= len(todo):
-                    return
-                job = todo[i]
-                emit(tokenize_shard(job, replace(settings, **overrides[job.name]), tok_dir, progress=progress))
-        except BaseException as e:  # noqa: BLE001 - raised in the caller
-            errors.append(e)
-
-    extra = [threading.Thread(target=loop, daemon=True, name=f"gristmill-tokenize-{k}") for k in range(threads - 1)]
-    for t in extra:
-        t.start()
-    loop()
-    for t in extra:
-        t.join()
-    if errors:
-        raise errors[0]
+def tokenize_claimed(todo, settings: EncodeSettings, overrides: dict, tok_dir: str, next_index, emit,
+                     progress=None) -> None:
+    """Tokenize the shards of ``todo`` claimed from ``next_index`` until none is left, passing each result
+    to ``emit`` (the loop of the parent and of every worker)."""
+    while True:
+        i = claim(next_index)
+        if i >= len(todo):
+            return
+        job = todo[i]
+        emit(tokenize_shard(job, replace(settings, **overrides[job.name]), tok_dir, progress=progress))
 
 
-def worker_main(counter, next_index, threads, start_q, result_q) -> None:
+def worker_main(counter, next_index, start_q, result_q) -> None:
     """A phase-1 worker process: import what reading needs, take the settings and build the fast backend
     while the parent finishes its setup, wait for the go (the shard list and per-shard settings), then
-    claim shards on ``threads`` threads until none is left. Results and errors go back on ``result_q``;
+    claim shards until none is left. Results and errors go back on ``result_q``;
     None instead of the settings or the go means there is nothing to do."""
     import traceback
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -266,7 +249,7 @@ def worker_main(counter, next_index, threads, start_q, result_q) -> None:
         if go is None:
             return
         todo, overrides, tok_dir = go
-        tokenize_claimed(todo, settings, overrides, tok_dir, next_index, threads,
+        tokenize_claimed(todo, settings, overrides, tok_dir, next_index,
                          lambda r: result_q.put(("ok", r.to_dict())), progress=count)
     except BaseException:  # noqa: BLE001 - reported to the parent, which raises
         result_q.put(("error", traceback.format_exc()))

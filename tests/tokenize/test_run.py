@@ -116,7 +116,7 @@ def test_any_np_same_bytes_and_resume(tok_json, corpus, tmp_path):
     b = run(tok_json, corpus, tmp_path / "b", tmp_path / "wb", 2, format="litgpt", pack="bfd", rows_per_chunk=16)
     assert a["shards"] == 3 and b["np"] == 2
     assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
-    # np=3: two threads here and a worker process
+    # np=3: two worker processes
     e = run(tok_json, corpus, tmp_path / "e", tmp_path / "we", 3, format="litgpt", pack="bfd", rows_per_chunk=16)
     assert e["backends_used"] == ["tiktoken"] and _digest(tmp_path / "e") == _digest(tmp_path / "a")
     # rerun: everything skipped, same bytes
