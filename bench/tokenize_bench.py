@@ -3,6 +3,7 @@ np=1 and np=2 next to the raw tokenizer backend on the same texts with the same 
 to datatrove's DocumentTokenizer, plus the utilisation of the three packing modes at --seq-len.
 
 usage: python bench/tokenize_bench.py [--limit ROWS] [--repeat N] [--langs en,zh] [--skip-peer] [--work /tmp/bench-tok]
+                                     [--corpus /tmp/corpus/corpus.jsonl]
 
 Inputs (built once under --work, 4 JSONL shards per language):
 - en: /tmp/corpus/corpus.jsonl (bash ../shared/bench/make-corpus.sh /tmp/corpus) without its Chinese pages,
@@ -140,7 +141,7 @@ def _write_shards(texts: list[str], inp: str) -> None:
         o.close()
 
 
-def prepare(work: str, limit: int | None, repeat: int = 1) -> tuple[str, dict[str, str]]:
+def prepare(work: str, limit: int | None, repeat: int = 1, corpus_path: str = CORPUS) -> tuple[str, dict[str, str]]:
     """(tokenizer.json path, {lang: input dir}) — built once per --work, --limit and --repeat (the
     documents written ``repeat`` times over: a bigger input of the same real text, to show how the fixed
     costs of a run weigh less as inputs grow; tiktoken keeps no cache, so repeats cost what new text does)."""
@@ -149,11 +150,13 @@ def prepare(work: str, limit: int | None, repeat: int = 1) -> tuple[str, dict[st
         with gzip.open(TOKENIZER_GZ, "rt", encoding="utf-8") as f, open(tok, "w", encoding="utf-8") as g:
             g.write(f.read())
     tag = (f"limit{limit}" if limit else "full") + (f"x{repeat}" if repeat > 1 else "")
+    if corpus_path != CORPUS:  # another corpus (e.g. make-corpus.sh ... full): its own input dirs
+        tag += "-" + os.path.basename(os.path.dirname(os.path.abspath(corpus_path)))
     dirs = {lang: os.path.join(work, f"in-{lang}-{tag}") for lang in ("en", "zh")}
     if all(os.path.isdir(d) for d in dirs.values()):
         return tok, dirs
     import polars as pl
-    corpus = pl.read_ndjson(CORPUS)["text"].to_list()
+    corpus = pl.read_ndjson(corpus_path)["text"].to_list()
     with gzip.open(CC, "rt", encoding="utf-8") as f:
         cc = [json.loads(line)["text"] for line in f]
     zh = [t for t in corpus + cc if is_zh(t)]
@@ -291,11 +294,13 @@ def main():
     ap.add_argument("--langs", default="en,zh")
     ap.add_argument("--skip-peer", action="store_true")
     ap.add_argument("--seq-len", type=int, default=2048)
+    ap.add_argument("--corpus", default=CORPUS, help="corpus.jsonl of make-corpus.sh (small: the default; full: "
+                    "30+ languages, where 'en' means every non-Chinese page)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
-    tok_json, dirs = prepare(a.work, a.limit, a.repeat)
+    tok_json, dirs = prepare(a.work, a.limit, a.repeat, a.corpus)
     for lang in a.langs.split(","):
-        bench_lang(lang, tok_json, dirs[lang], os.path.join(a.work, f"run-{lang}-{a.limit or 'full'}x{a.repeat}"), a)
+        bench_lang(lang, tok_json, dirs[lang], os.path.join(a.work, f"run-{lang}-{os.path.basename(dirs[lang])}"), a)
 
 
 if __name__ == "__main__":
