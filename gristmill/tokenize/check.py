@@ -17,6 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from .backends import Backend, TokenizerError, TokenizerSpec, verify
+from .shards import head_within, stop_helper
 
 
 def check_sample(jobs: list, max_shards: int = 64) -> list:
@@ -38,7 +39,6 @@ def shard_heads(pick: list, limit_bytes: int, per_shard_bytes: int) -> list[str]
     long document for the same cost, and both tokenizers are compared on the same strings either way."""
     from ..io.formats import read_texts
     from ..ops.base import Reject
-    from .shards import head_within
     if not pick or limit_bytes <= 0:
         return []
     budget = max(min(per_shard_bytes, limit_bytes // len(pick)), 4096)
@@ -155,10 +155,6 @@ class ReferenceProcess(Backend):
         light.__dict__.pop("_derived", None)  # the converted ranks: the reference does not need them
         self._in.put(light)  # pickled without the JSON text too: the process re-reads the file (fingerprint-checked)
 
-    @property
-    def vocab_size(self) -> int:
-        return self.spec.vocab_size
-
     def encode_batch(self, texts: Sequence[str], bos=None, eos=None):
         if self._proc is not None:
             self._in.put((list(texts), bos, eos))
@@ -182,16 +178,9 @@ class ReferenceProcess(Backend):
                         return None
 
     def close(self) -> None:
-        if self._proc is None:
-            return
-        if self._proc.is_alive():
-            self._in.put(None)
-        self._in.cancel_join_thread()
-        self._proc.join(timeout=5)
-        if self._proc.is_alive():
-            self._proc.terminate()
-            self._proc.join()
-        self._proc = None
+        if self._proc is not None:
+            stop_helper(self._proc, self._in)
+            self._proc = None
 
 
 def reference_main(in_q, out_q) -> None:

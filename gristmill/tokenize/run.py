@@ -18,7 +18,6 @@ from ..io.base import ReadOptions
 from ..io.planner import plan_dataset
 from . import check as fastcheck
 from .backends import TokenizerError, TokenizerSpec, load_tokenizer
-from .check import choose_backend
 from .config import TokenizeConfig
 from .formats import make_writer, read_json, write_json
 from .mixing import blend
@@ -100,17 +99,14 @@ def _run(cfg: TokenizeConfig, nproc: int, pool: _Pool | None, work_dir: str, pro
     passed = read_json(check_file) if check_jobs else None
     results: dict[str, ShardResult] = {k: v for k, v in done.items() if v is not None}
     fast_used = any(r.backend == "tiktoken" for r in results.values())
-    concurrent = (cfg.backend == "auto" and bool(check_jobs) and passed is None and (bool(todo) or fast_used))
+    concurrent = (cfg.backend == "auto" and bool(check_jobs) and passed is None and (bool(todo) or fast_used)
+                  and spec.fast() is not None)
     # the reference in a helper process when a core is spare (it holds the GIL ~0.4 s while it loads);
     # otherwise in this process, where a helper would only add its start-up to the busy cores
     reference = fastcheck.ReferenceProcess(spec) if concurrent and nproc < fastcheck.usable_cores() else None
     settings = EncodeSettings(spec=spec, backend=cfg.backend, eos_id=eos_id, bos_id=bos_id)
     if pool is not None and todo:
         pool.configure(settings)  # workers build their backend while the parent finishes setting up
-    if concurrent and spec.fast() is None:
-        if reference is not None:
-            reference.close()
-        concurrent, reference = False, None
     new: dict[str, ShardResult] = {}
     if concurrent:
         sample = fastcheck.shard_heads(check_jobs, cfg.verify_bytes, cfg.shard_verify_bytes)
@@ -221,15 +217,9 @@ class _Pool:
             q.put((todo, overrides, tok_dir))
 
     def close(self):
+        from .shards import stop_helper
         for p, q in zip(self.procs, self.start_qs):
-            if p.is_alive():
-                q.put(None)  # a worker still waiting for its settings or the go (an error came first) exits
-            q.cancel_join_thread()
-        for p in self.procs:
-            p.join(timeout=5)
-            if p.is_alive():
-                p.terminate()
-                p.join()
+            stop_helper(p, q)  # a worker still waiting for its settings or the go (an error came first) exits
         self.procs = []
 
 
@@ -477,4 +467,4 @@ def _stats(cfg, sources, names, results, plan, b, backend) -> dict:
             "packing": plan.stats(), "sources": per}
 
 
-__all__ = ["run_tokenize", "TokenizeConfig", "choose_backend"]
+__all__ = ["run_tokenize", "TokenizeConfig"]

@@ -225,6 +225,18 @@ def tokenize_claimed(todo, settings: EncodeSettings, overrides: dict, tok_dir: s
         emit(tokenize_shard(job, replace(settings, **overrides[job.name]), tok_dir, progress=progress))
 
 
+def stop_helper(proc, in_q, timeout: float = 5.0) -> None:
+    """Stop a helper process that exits on None from ``in_q`` (a worker, the reference process): tell it
+    if it still runs, wait ``timeout`` s, then terminate it."""
+    if proc.is_alive():
+        in_q.put(None)
+    in_q.cancel_join_thread()
+    proc.join(timeout=timeout)
+    if proc.is_alive():
+        proc.terminate()
+        proc.join()
+
+
 def worker_main(counter, next_index, start_q, result_q) -> None:
     """A phase-1 worker process: import what reading needs, take the settings and build the fast backend
     while the parent finishes its setup, wait for the go (the shard list and per-shard settings), then
