@@ -7,9 +7,13 @@ accepted as aliases on input and in field keys, so DJ-exported data and recipes 
 """
 from __future__ import annotations
 
+import json
+import re
+from itertools import chain
 from typing import Mapping
 
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -18,6 +22,208 @@ STATS = "__stats__"
 META = "__meta__"
 ALIASES = {"__dj__stats__": STATS, "__dj__meta__": META}
 TMP_PREFIX = "__tmp_"  # engine-private columns, dropped before export
+
+# How input JSON fields are held (see ``from_records``): the field metadata key and its two values.
+JSON_TAG = b"gristmill.json"
+RAW = b"raw"  # a string column of each row's JSON text; Arrow null = the key was absent
+ABSENT = b"absent"  # a native column whose nulls mean "key absent" (not JSON null)
+_MISSING = object()
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+# -- input JSON fields: typed when exact, raw JSON text otherwise ------------------------------------
+
+def from_records(records: list[dict], strings: tuple = ()) -> pa.RecordBatch:
+    """A batch holding ``records`` (parsed JSON objects) so that every field writes back value-for-value.
+
+    A field becomes a native Arrow column when its values in these records are one consistent type that
+    Arrow holds exactly: all strings, all bools, all integers within int64, all floats, objects that all
+    have the same keys with (recursively) consistent values, or lists of consistent elements. Anything
+    else (keys present in some objects only, ints mixed with floats, integers beyond 64 bits, strings
+    mixed with numbers, or a top-level key that is absent in some rows and ``null`` in others) is kept as
+    the JSON text of each value in a string column tagged ``gristmill.json: raw``. Unifying such values
+    into one Arrow type is what used to invent ``null`` keys and turn ints into floats; raw text costs
+    nothing for a field no op reads, is decoded only when an op asks for it (:func:`get_field`), and is
+    written back as is by the JSONL writer (Parquet/Arrow exports keep the JSON text). A native column
+    whose rows lack the key in some records is tagged ``gristmill.json: absent`` so the writer omits
+    the key again instead of writing ``null``. The common case (flat fields of one type) stays a
+    plain typed column built in one call, with no per-value Python beyond a type check. Keys in
+    ``strings`` (the text field, already checked) are plain string columns, null where absent or null."""
+    if not records:
+        return pa.RecordBatch.from_pylist([])
+    k0 = records[0].keys()
+    same = all(r.keys() == k0 for r in records)
+    keys = list(k0) if same else list(dict.fromkeys(chain.from_iterable(records)))
+    arrays, fields = [], []
+    for k in keys:
+        if k in strings:
+            arr, tag = pa.array([r.get(k) for r in records], pa.string()), None
+        else:
+            arr, tag = _column([r[k] for r in records] if same else [r.get(k, _MISSING) for r in records])
+        arrays.append(arr)
+        fields.append(pa.field(k, arr.type, metadata={JSON_TAG: tag} if tag else None))
+    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _column(vals: list) -> tuple[pa.Array, bytes | None]:
+    absent = any(v is _MISSING for v in vals)
+    if absent:
+        present = [v for v in vals if v is not _MISSING]
+        typ = None if None in present else _exact_type(present)
+        if typ is not None:
+            return pa.array([None if v is _MISSING else v for v in vals], typ), ABSENT
+        return pa.array([None if v is _MISSING else dumps(v).decode() for v in vals], pa.string()), RAW
+    typ = _exact_type(vals)
+    if typ is not None:
+        return pa.array(vals, typ), None
+    return pa.array([dumps(v).decode() for v in vals], pa.string()), RAW
+
+
+def _exact_type(vals: list) -> pa.DataType | None:
+    """The Arrow type that holds every value of ``vals`` (JSON values; ``None`` = null) exactly, else None."""
+    types = set(map(type, vals))
+    types.discard(type(None))
+    if not types:
+        return pa.null()
+    if len(types) > 1:
+        return None
+    t = types.pop()
+    if t is str:
+        return pa.string()
+    if t is bool:
+        return pa.bool_()
+    if t is float:
+        return pa.float64()
+    present = [v for v in vals if v is not None] if None in vals else vals
+    if t is int:
+        return pa.int64() if _INT64[0] <= min(present) and max(present) <= _INT64[1] else None
+    if t is list:
+        inner = _exact_type(list(chain.from_iterable(present)))
+        return None if inner is None else pa.list_(inner)
+    if t is dict:
+        k0 = present[0].keys()
+        if not k0 or not all(d.keys() == k0 for d in present):  # (Polars cannot write empty structs)
+            return None
+        fields = []
+        for k in k0:
+            inner = _exact_type([d[k] for d in present])
+            if inner is None:
+                return None
+            fields.append(pa.field(k, inner))
+        return pa.struct(fields)
+    return None
+
+
+def dumps(value) -> bytes:
+    """Compact JSON of one value; Python's encoder for what orjson refuses (integers beyond 64 bits)."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+LONG_DIGITS = re.compile(rb"\d{19}")  # integers orjson may turn into floats (beyond 64 bits)
+
+
+def loads(raw: str | bytes):
+    """Parse JSON exactly: orjson, or Python's parser where orjson would round (integers of 19+ digits)."""
+    b = raw.encode() if isinstance(raw, str) else raw
+    return json.loads(b, parse_constant=_no_constant) if LONG_DIGITS.search(b) else orjson.loads(b)
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def binary_to_base64(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` with every bytes value (top level or nested) as its base64 string: how JSONL exports
+    write bytes, which JSON has no type for."""
+    for i, f in enumerate(batch.schema):
+        if _has_binary(f.type):
+            batch = batch.set_column(i, pa.field(f.name, _b64_type(f.type)), _b64(batch.column(i)))
+    return batch
+
+
+def _is_binary(t: pa.DataType) -> bool:
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t) \
+        or pa.types.is_binary_view(t)
+
+
+def _has_binary(t: pa.DataType) -> bool:
+    return _is_binary(t) or any(_has_binary(t.field(i).type) for i in range(t.num_fields))
+
+
+def _b64_type(t: pa.DataType) -> pa.DataType:
+    if _is_binary(t):
+        return pa.string()
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _b64_type(f.type)) for f in t])
+    if pa.types.is_large_list(t):
+        return pa.large_list(_b64_type(t.value_type))
+    return pa.list_(_b64_type(t.value_type))
+
+
+def _b64(arr: pa.Array) -> pa.Array:
+    import base64
+    if _is_binary(arr.type):
+        import polars as pl
+        return pl.from_arrow(arr.cast(pa.large_binary())).bin.encode("base64").to_arrow().cast(pa.string())
+
+    def conv(v):
+        if isinstance(v, bytes):
+            return base64.b64encode(v).decode()
+        if isinstance(v, dict):
+            return {k: conv(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [conv(x) for x in v]
+        return v
+    return pa.array([conv(v) for v in arr.to_pylist()], _b64_type(arr.type))
+
+
+def json_tag(field: pa.Field) -> bytes | None:
+    md = field.metadata
+    return md.get(JSON_TAG) if md else None
+
+
+def is_raw_json(field: pa.Field) -> bool:
+    return json_tag(field) == RAW
+
+
+def decode_json(arr: pa.Array, path: list[str] = ()) -> pa.Array:
+    """Values of a raw JSON column (optionally the dotted ``path`` inside each value) as an Arrow array:
+    typed when the values allow it, else the JSON text of each non-string value (so that comparisons
+    with strings and numbers still work)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    vals = []
+    for raw in arr.to_pylist():
+        v = None if raw is None else loads(raw)
+        for p in path:
+            v = v.get(p) if isinstance(v, dict) else None
+        vals.append(v)
+    try:
+        return pa.array(vals)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return pa.array([v if v is None or isinstance(v, str) else dumps(v).decode() for v in vals], pa.string())
+
+
+def to_pylist(batch: pa.RecordBatch) -> list[dict]:
+    """Rows as dicts the way they were read: raw JSON fields decoded, absent keys left out."""
+    rows = batch.to_pylist()
+    for f in batch.schema:
+        tag = json_tag(f)
+        if tag == RAW:
+            for r in rows:
+                v = r[f.name]
+                if v is None:
+                    del r[f.name]
+                else:
+                    r[f.name] = loads(v)
+        elif tag == ABSENT:
+            for r in rows:
+                if r[f.name] is None:
+                    del r[f.name]
+    return rows
 
 
 def normalise_input(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -34,6 +240,8 @@ def _struct_get(batch: pa.RecordBatch, column: str, name: str) -> pa.Array | Non
     if idx < 0:
         return None
     col = batch.column(idx)
+    if is_raw_json(batch.schema.field(idx)):
+        col = decode_json(col)
     if not pa.types.is_struct(col.type) or col.type.get_field_index(name) < 0:
         return None
     field = pc.struct_field(col, name)
@@ -78,6 +286,8 @@ def _struct_set(batch: pa.RecordBatch, column: str, values: Mapping[str, object]
     fields: dict[str, pa.Array] = {}
     if idx >= 0:
         old = batch.column(idx)
+        if is_raw_json(batch.schema.field(idx)):
+            old = decode_json(old)
         if pa.types.is_struct(old.type):
             # flatten() pushes the struct's own validity into the children
             for f, child in zip(old.type, old.flatten()):
@@ -101,21 +311,30 @@ def with_meta(batch: pa.RecordBatch, values: Mapping[str, object]) -> pa.RecordB
 
 
 def get_field(batch: pa.RecordBatch, key: str) -> pa.Array | None:
-    """A column by dotted key: ``"score"``, ``"__stats__.text_len"``, ``"meta.lang"`` (nested structs)."""
+    """A column by dotted key: ``"score"``, ``"__stats__.text_len"``, ``"meta.lang"`` (nested structs), with
+    raw JSON fields (see :func:`from_records`) decoded. Every op that reads a field by name goes through
+    here, so it sees values, never the JSON text they are stored as."""
     if key in batch.schema.names:
-        return batch.column(key)
+        return _decoded(batch, key, [])
     parts = key.split(".")
     head = ALIASES.get(parts[0], parts[0])
     if head not in batch.schema.names:  # "stats.x" / "meta.x" as shorthands unless such a field exists
         head = {"stats": STATS, "meta": META}.get(head, head)
     if head not in batch.schema.names:
         return None
+    if is_raw_json(batch.schema.field(head)):
+        return _decoded(batch, head, parts[1:])
     arr = batch.column(head)
     for p in parts[1:]:
         if not pa.types.is_struct(arr.type) or arr.type.get_field_index(p) < 0:
             return None
         arr = pc.struct_field(arr, p)
     return arr
+
+
+def _decoded(batch: pa.RecordBatch, name: str, path: list[str]) -> pa.Array:
+    col = batch.column(name)
+    return decode_json(col, path) if is_raw_json(batch.schema.field(name)) else col
 
 
 def set_column(batch: pa.RecordBatch, name: str, values) -> pa.RecordBatch:

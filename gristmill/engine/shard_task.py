@@ -175,8 +175,11 @@ def run_task(task: Task, progress=None) -> dict:
     for item in batches():
         if isinstance(item, Reject):
             c = count(READ_POS)
-            c.rows_in += 1
-            c.rejected += 1
+            if item.counts_as_row:
+                c.rows_in += 1
+                c.rejected += 1
+            else:  # a truncated or unreadable file: reported, but there is no row to count
+                c.file_errors += 1
             record_reject(None, item)
             continue
         batch = item

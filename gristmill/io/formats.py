@@ -6,9 +6,10 @@ record: unparsable lines, invalid UTF-8, wrong field types and truncated compres
 """
 from __future__ import annotations
 
-import io
+import base64
 import json
 import os
+import re
 from typing import Iterator
 
 import numpy as np
@@ -19,7 +20,7 @@ import pyarrow.compute as pc
 from .. import columns as C
 from ..ops.base import Reject
 from .base import byte_ranges, ReadOptions, Reader, Shard, register_reader, strip_compression, with_ids
-from .streams import TruncatedInput, iter_decompressed, line_chunks, read_all
+from .streams import Chunk, TruncatedInput, iter_decompressed, line_chunks, read_all
 
 READ = "read"
 
@@ -36,7 +37,8 @@ def _raw(b: bytes, limit: int = 2000) -> dict:
 def checked_rows(batch: pa.RecordBatch, shard: Shard, opts: ReadOptions, positions,
                  line_of=None) -> Iterator[pa.RecordBatch | Reject]:
     """Yield a reject for each row whose text field is missing, null or not a string, then the other rows
-    (with ids made from their ``positions``) in slices of at most ``batch_size``."""
+    (with ids made from their ``positions``) in slices of at most ``batch_size``. For typed formats
+    (Parquet, Arrow, CSV) a non-string text column rejects every row of the file, with its row number."""
     key = opts.text_key
     positions = np.asarray(positions)
     idx = batch.schema.get_field_index(key)
@@ -44,8 +46,9 @@ def checked_rows(batch: pa.RecordBatch, shard: Shard, opts: ReadOptions, positio
     if col is not None and not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
                                 or pa.types.is_string_view(col.type) or pa.types.is_null(col.type)):
         for p, v in zip(positions, col.to_pylist()):
-            yield Reject(READ, "WrongFieldType", f"text field {key!r} is {col.type}, expected a string",
-                         row={key: v}, source=shard.source, offset=int(p), line=line_of(p) if line_of else None)
+            yield Reject(READ, "WrongFieldType", f"text field {key!r} is {col.type}, expected a string (row {p})",
+                         row={key: _jsonable(v)}, source=shard.source, offset=int(p),
+                         line=line_of(p) if line_of else None)
         return
     if (col is None or col.null_count) and not opts.text_optional:
         valid = np.zeros(batch.num_rows, bool) if col is None else pc.is_valid(col).to_numpy(zero_copy_only=False)
@@ -58,7 +61,105 @@ def checked_rows(batch: pa.RecordBatch, shard: Shard, opts: ReadOptions, positio
         yield from _slices(with_ids(batch, shard, positions, opts), opts.batch_size)
 
 
-# -- JSON lines -----------------------------------------------------------------------------------
+def _jsonable(v):
+    return base64.b64encode(v).decode() if isinstance(v, bytes) else v
+
+
+# -- JSON records (JSON lines and JSON arrays) ---------------------------------------------------------
+
+BOM = b"\xef\xbb\xbf"
+JSON_KINDS = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number",
+              type(None): "null"}
+LONE_SURROGATE = "lone_surrogates"
+
+
+class BadRecord(Exception):
+    """A JSON record that cannot become a row: (error type, message)."""
+
+
+def record_rows(records: list, positions: list, shard: Shard, opts: ReadOptions,
+                line_of=None) -> Iterator[pa.RecordBatch | Reject]:
+    """Rows from parsed JSON records, decided per record and never by what else is in the batch: a
+    record that is not an object, or whose text is not a string, is a reject naming its line (JSON
+    lines) or item (JSON arrays); a missing or null text is a reject unless ``text_optional``. The rest
+    become one batch (see ``columns.from_records`` for how fields are held) with ids from ``positions``."""
+    key = opts.text_key
+    keep = []
+    for rec, p in zip(records, positions):
+        text = rec.get(key) if type(rec) is dict else None
+        if type(text) is str:
+            keep.append(True)
+            continue
+        keep.append(False)
+        where = {"source": shard.source, "offset": int(p), "line": line_of(p) if line_of else None}
+        if type(rec) is not dict:
+            yield Reject(READ, "WrongFieldType", f"{_where(p, line_of)} is a JSON {JSON_KINDS.get(type(rec))}, "
+                         f"expected an object", row={"raw": C.dumps(rec).decode()[:2000]}, **where)
+        elif text is not None:
+            yield Reject(READ, "WrongFieldType", f"text field {key!r} is a JSON {JSON_KINDS.get(type(text))}, "
+                         f"expected a string ({_where(p, line_of)})", row=rec, **where)
+        elif opts.text_optional:
+            keep[-1] = True
+        else:
+            yield Reject(READ, "MissingField", f"text field {key!r} is missing or null", **where)
+    if not all(keep):
+        records = [r for r, k in zip(records, keep) if k]
+        positions = [p for p, k in zip(positions, keep) if k]
+    if records:
+        batch = C.from_records(records, strings=(key,))
+        yield from _slices(with_ids(batch, shard, positions, opts), opts.batch_size)
+
+
+def _where(p, line_of) -> str:
+    return f"line {line_of(p)}" if line_of else f"item {p}"
+
+
+def load_record(line: bytes, opts: ReadOptions):
+    """One JSON value, exactly: orjson, or Python's parser for what orjson would round (integers beyond
+    64 bits) or refuse (lone surrogates, which are rejected or, with ``lone_surrogates: replace``,
+    become U+FFFD). Raises BadRecord."""
+    if not C.LONG_DIGITS.search(line):
+        try:
+            return orjson.loads(line)
+        except orjson.JSONDecodeError as e:
+            if "surrogate" not in str(e):
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError as ue:
+                    raise BadRecord("UnicodeDecodeError", f"invalid UTF-8: {ue}") from None
+                raise BadRecord("JSONDecodeError", str(e)) from None
+    try:
+        value = json.loads(line.decode("utf-8"), parse_constant=_no_constant)
+    except UnicodeDecodeError as e:
+        raise BadRecord("UnicodeDecodeError", f"invalid UTF-8: {e}") from None
+    except ValueError as e:
+        raise BadRecord("JSONDecodeError", str(e)) from None
+    return fix_surrogates(value, opts.param(LONE_SURROGATE, "reject"))
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not valid JSON")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def fix_surrogates(value, mode: str):
+    """``value`` with every lone UTF-16 surrogate (valid in JSON's ``\\uXXXX`` escapes, not in Unicode)
+    replaced by U+FFFD when ``mode`` is 'replace'; BadRecord when 'reject'."""
+    if isinstance(value, str):
+        if not _SURROGATE.search(value):
+            return value
+        if mode != "replace":
+            raise BadRecord("LoneSurrogate", "a string holds a lone UTF-16 surrogate escape (e.g. \\ud800), which "
+                            "is not valid Unicode; reader option lone_surrogates: replace turns it into U+FFFD")
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {fix_surrogates(k, mode): fix_surrogates(v, mode) for k, v in value.items()}
+    if isinstance(value, list):
+        return [fix_surrogates(v, mode) for v in value]
+    return value
+
 
 def _line_starts(data: bytes, base: int) -> np.ndarray:
     """Absolute offsets of the non-blank lines of ``data``, in order (the rows the parser produces)."""
@@ -81,16 +182,11 @@ class LineCounter:
     def __init__(self, path: str, compression: str):
         self.path, self.compression = path, compression
         self._known: dict[int, int] = {}
-        self.chunks: list[tuple[int, bytes]] = []
-
-    def note_chunk(self, offset: int, data: bytes):
-        self.chunks = [(offset, data)]
 
     def line_of(self, offset: int) -> int:
         if offset in self._known:
             return self._known[offset]
-        # count newlines before offset in the file (plain) or from the chunk start (compressed: chunks
-        # are read from the start, so we keep a running count)
+        # count newlines before offset in the file (plain) or in the decompressed stream
         n = 0
         if not self.compression:
             with open(self.path, "rb") as f:
@@ -120,29 +216,19 @@ def _safe_decompressed(path, compression):
         return
 
 
-def _parse_fast(data: bytes) -> pa.Table | None:
-    import polars as pl  # here, not at the top: a tokenize worker reading JSONL texts never needs it
-    try:
-        df = pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
-    except Exception:  # noqa: BLE001 - any parse problem sends the chunk to the careful path
-        return None
-    return df.to_arrow()
-
-
-def _majority_types(records: list[dict]) -> dict[str, type]:
-    counts: dict[str, dict[type, int]] = {}
-    for r in records:
-        for k, v in r.items():
-            if v is None:
-                continue
-            t = float if isinstance(v, int) and not isinstance(v, bool) else type(v)
-            counts.setdefault(k, {}).setdefault(t, 0)
-            counts[k][t] += 1
-    return {k: max(d.items(), key=lambda kv: (kv[1], kv[0].__name__))[0] for k, d in counts.items()}
-
-
-def _careful_jsonl(data: bytes, base: int, shard: Shard, counter: LineCounter):
-    """Parse line by line; returns (table, positions, rejects)."""
+def _parse_lines(data: bytes, base: int, shard: Shard, opts: ReadOptions, counter: LineCounter):
+    """(records, byte offsets, rejects) of a chunk of JSON lines. One orjson call per line when every line
+    parses (the common case); otherwise line by line, so a bad line is a reject with its line number."""
+    if not C.LONG_DIGITS.search(data):
+        loads = orjson.loads
+        try:
+            records = [loads(line) for line in data.split(b"\n") if line]
+        except orjson.JSONDecodeError:
+            records = None
+        if records is not None:
+            positions = _line_starts(data, base)
+            if len(positions) == len(records):
+                return records, positions.tolist(), []
     records, positions, rejects = [], [], []
     pos = 0
     for line in data.split(b"\n"):
@@ -151,50 +237,13 @@ def _careful_jsonl(data: bytes, base: int, shard: Shard, counter: LineCounter):
         if not line.strip():
             continue
         try:
-            rec = orjson.loads(line)
-        except orjson.JSONDecodeError as e:
-            try:
-                line.decode("utf-8")
-                et, msg = "JSONDecodeError", str(e)
-            except UnicodeDecodeError as ue:
-                et, msg = "UnicodeDecodeError", f"invalid UTF-8: {ue}"
+            records.append(load_record(line, opts))
+            positions.append(off)
+        except BadRecord as e:
+            et, msg = e.args
             rejects.append(Reject(READ, et, msg, row=_raw(line), source=shard.source, offset=off,
                                   line=counter.line_of(off)))
-            continue
-        if not isinstance(rec, dict):
-            rejects.append(Reject(READ, "WrongFieldType", f"line is a JSON {type(rec).__name__}, expected an object",
-                                  row=_raw(line), source=shard.source, offset=off, line=counter.line_of(off)))
-            continue
-        records.append(rec)
-        positions.append(off)
-    if not records:
-        return None, positions, rejects
-    types = _majority_types(records)
-    good, good_pos = [], []
-    for rec, off in zip(records, positions):
-        bad = None
-        for k, v in rec.items():
-            if v is None:
-                continue
-            t = float if isinstance(v, int) and not isinstance(v, bool) else type(v)
-            if t is not types[k]:
-                bad = (k, t, types[k])
-                break
-        if bad:
-            k, t, want = bad
-            rejects.append(Reject(READ, "WrongFieldType", f"field {k!r} is {t.__name__}, expected {want.__name__} "
-                                  f"(as in the rest of the file)", row=rec, source=shard.source, offset=off,
-                                  line=counter.line_of(off)))
-        else:
-            good.append(rec)
-            good_pos.append(off)
-    if not good:
-        return None, [], rejects
-    blob = b"\n".join(orjson.dumps(r) for r in good)
-    table = _parse_fast(blob)
-    if table is None:
-        table = pa.Table.from_pylist(good)
-    return table, good_pos, rejects
+    return records, positions, rejects
 
 
 def _texts_fast(data: bytes, key: str) -> list[str] | None:
@@ -223,6 +272,8 @@ class JsonlReader(Reader):
 
     name = "jsonl"
     extensions = (".jsonl", ".ndjson", ".jsonlines")
+    options = {LONE_SURROGATE: "'reject' (default: a record with a lone UTF-16 surrogate escape such as \\ud800 "
+                               "is a reject) or 'replace' (it becomes U+FFFD); also for .json arrays"}
 
     def plan(self, path, opts):
         _, comp = strip_compression(path)
@@ -233,17 +284,21 @@ class JsonlReader(Reader):
 
     @staticmethod
     def _chunks(shard, chunk_bytes: int = 8 << 20):
-        """The shard's line-aligned chunks, then a reject if a compressed file ends early."""
+        """The shard's line-aligned chunks (a UTF-8 byte order mark at the start of the file dropped),
+        then a file-level reject if a compressed file ends early."""
         _, comp = strip_compression(shard.source)
         chunks = line_chunks(shard.source, comp, shard.start, shard.end, chunk_size=chunk_bytes)
         while True:
             try:
-                yield next(chunks)
+                chunk = next(chunks)
             except StopIteration:
                 return
             except TruncatedInput as e:
-                yield Reject(READ, "TruncatedInput", str(e), source=shard.source)
+                yield file_reject("TruncatedInput", str(e), shard.source)
                 return
+            if chunk.offset == 0 and chunk.data.startswith(BOM):
+                chunk = Chunk(chunk.data[len(BOM):], len(BOM))
+            yield chunk
 
     def read(self, shard, opts):
         counter = LineCounter(shard.source, strip_compression(shard.source)[1])
@@ -257,9 +312,8 @@ class JsonlReader(Reader):
         """Only the text field of each row, as Python strings (what a tokenizer takes), parsed with orjson
         line by line: about 2.5x faster than building Arrow columns and converting them back. A chunk with
         anything unusual (a line that does not parse, a missing, null or non-string text) sends that line
-        through :meth:`read` 's path, so it gets the same reject. One difference: only the text is read, so
-        a row whose *other* fields have types unlike the rest of the file (which ``read`` must reject to
-        build typed columns) is kept. Lists hold the rows of about ``chunk_bytes`` of input."""
+        through :meth:`read` 's path, so it gets the same reject. Lists hold the rows of about
+        ``chunk_bytes`` of input."""
         counter = LineCounter(shard.source, strip_compression(shard.source)[1])
         key = opts.text_key
         for chunk in self._chunks(shard, chunk_bytes):
@@ -290,26 +344,15 @@ class JsonlReader(Reader):
                 yield got
 
     def _chunk(self, data, base, shard, opts, counter):
-        table = _parse_fast(data)
-        rejects: list[Reject] = []
-        positions = None
-        if table is None:
-            table, positions, rejects = _careful_jsonl(data, base, shard, counter)
-            yield from rejects
-            if table is None:
-                return
-        if not table.num_rows:
-            return
-        batch = C.concat_batches(table.to_batches())
-        if positions is None:
-            positions = _line_starts(data, base)
-            if len(positions) != batch.num_rows:  # parser and line splitter disagree: trust the careful path
-                table, positions, rejects = _careful_jsonl(data, base, shard, counter)
-                yield from rejects
-                if table is None:
-                    return
-                batch = C.concat_batches(table.to_batches())
-        yield from checked_rows(batch, shard, opts, positions, counter.line_of)
+        records, positions, rejects = _parse_lines(data, base, shard, opts, counter)
+        yield from rejects
+        yield from record_rows(records, positions, shard, opts, counter.line_of)
+
+
+def file_reject(error_type: str, message: str, source: str, offset: int | None = None) -> Reject:
+    """A problem with a whole file (truncated, unreadable), not with one record: reported in the rejects
+    like any other, but not counted as an input row (there is no row to count)."""
+    return Reject(READ, error_type, message, source=source, offset=offset, counts_as_row=False)
 
 
 @register_reader
@@ -324,67 +367,81 @@ class JsonReader(Reader):
         head = b""
         for piece in _safe_decompressed(shard.source, comp):
             head += piece
-            if head.strip():
+            if head.lstrip(BOM + b" \t\r\n"):
                 break
-        if not head.lstrip().startswith(b"["):
+        if not head.lstrip(BOM + b" \t\r\n").startswith(b"["):
             yield from JsonlReader().read(shard, opts)
             return
         yield from self._array(shard, opts, comp)
 
     def _array(self, shard, opts, comp):
+        """Items of the array, streamed by ijson's C parser; from the first stretch of bytes holding what it
+        would get wrong (integers beyond 64 bits, ``\\uD8xx`` surrogate escapes, which it turns into
+        '?'), the file is read again with its exact Python parser, skipping the items already read."""
         import ijson
-        raw = _RawStream(shard.source, comp)
-        records, positions = [], []
-        i = 0
-        try:
-            for rec in ijson.items(raw, "item", use_float=True):
-                if not isinstance(rec, dict):
-                    yield Reject(READ, "WrongFieldType", f"array item {i} is a {type(rec).__name__}, expected an object",
-                                 row={"raw": str(rec)[:2000]}, source=shard.source, offset=i)
-                else:
-                    records.append(rec)
-                    positions.append(i)
-                i += 1
-                if len(records) >= opts.batch_size:
-                    yield from self._emit(records, positions, shard, opts)
-                    records, positions = [], []
-        except Exception as e:  # noqa: BLE001 - malformed array: keep what was read, reject the rest
-            yield Reject(READ, type(e).__name__, f"JSON array unreadable after item {i}: {e}",
-                         source=shard.source, offset=i)
-        if records:
-            yield from self._emit(records, positions, shard, opts)
-
-    def _emit(self, records, positions, shard, opts):
-        try:
-            batch = C.concat_batches(pa.Table.from_pylist(records).to_batches())
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            types = _majority_types(records)
-            keep = []
-            for rec, p in zip(records, positions):
-                bad = next((k for k, v in rec.items() if v is not None and
-                            (float if isinstance(v, int) and not isinstance(v, bool) else type(v)) is not types[k]), None)
-                if bad:
-                    yield Reject(READ, "WrongFieldType", f"field {bad!r} has an unexpected type", row=rec,
-                                 source=shard.source, offset=p)
-                else:
-                    keep.append((rec, p))
-            if not keep:
+        done, exact = 0, False
+        while True:
+            raw = _RawStream(shard.source, comp, watch=not exact)
+            backend = ijson.get_backend("python") if exact else ijson
+            records, positions = [], []
+            i = 0
+            try:
+                for rec in backend.items(raw, "item", use_float=True):
+                    if i >= done:
+                        try:
+                            records.append(fix_surrogates(rec, opts.param(LONE_SURROGATE, "reject")) if exact else rec)
+                            positions.append(i)
+                        except BadRecord as e:
+                            yield Reject(READ, *e.args, row={"raw": str(rec)[:2000]}, source=shard.source, offset=i)
+                        done = i + 1
+                    i += 1
+                    if len(records) >= opts.batch_size:
+                        yield from record_rows(records, positions, shard, opts)
+                        records, positions = [], []
+            except _Inexact:
+                yield from record_rows(records, positions, shard, opts)
+                exact = True
+                continue
+            except Exception as e:  # noqa: BLE001 - malformed array: keep what was read, reject the rest
+                yield from record_rows(records, positions, shard, opts)
+                yield file_reject(type(e).__name__, f"JSON array unreadable after item {i}: {e}", shard.source, i)
                 return
-            records, positions = [r for r, _ in keep], [p for _, p in keep]
-            batch = C.concat_batches(pa.Table.from_pylist(records).to_batches())
-        yield from checked_rows(batch, shard, opts, positions)
+            yield from record_rows(records, positions, shard, opts)
+            return
+
+
+class _Inexact(Exception):
+    """The bytes ahead hold something ijson's C parser does not read exactly."""
+
+
+_ARRAY_RISK = re.compile(rb"\d{19}|\\u[dD][89a-fA-F]")
 
 
 class _RawStream:
-    """File-like view over decompressed bytes (for ijson)."""
+    """File-like view over decompressed bytes (for ijson), without a leading byte order mark; with
+    ``watch``, raises _Inexact before handing over bytes that ijson's C parser would read inexactly."""
 
-    def __init__(self, path, comp):
+    def __init__(self, path, comp, watch=False):
         self._it = iter_decompressed(path, comp) if comp else None
         self._f = open(path, "rb") if not comp else None
         self._buf = b""
-
+        self._first = True
+        self._watch = watch
+        self._tail = b""
 
     def read(self, n=-1):
+        out = self._read(n)
+        if self._first:
+            self._first = False
+            if out.startswith(BOM):
+                out = out[len(BOM):] + self._read(len(BOM))
+        if self._watch and out:
+            if _ARRAY_RISK.search(self._tail + out):
+                raise _Inexact
+            self._tail = out[-24:]
+        return out
+
+    def _read(self, n):
         if self._f is not None:
             return self._f.read(n)
         while len(self._buf) < max(n, 1):
@@ -428,7 +485,7 @@ class ParquetReader(Reader):
             groups = list(range(shard.start, shard.end if shard.end is not None else md.num_row_groups))
             row0 = sum(md.row_group(i).num_rows for i in range(shard.start))
         except Exception as e:  # noqa: BLE001
-            yield Reject(READ, type(e).__name__, f"unreadable Parquet file: {e}", source=shard.source)
+            yield file_reject(type(e).__name__, f"unreadable Parquet file: {e}", shard.source)
             return
         pos = row0
         try:
@@ -436,8 +493,7 @@ class ParquetReader(Reader):
                 yield from checked_rows(b, shard, opts, np.arange(pos, pos + b.num_rows))
                 pos += b.num_rows
         except Exception as e:  # noqa: BLE001 - corrupt page: keep what was read
-            yield Reject(READ, type(e).__name__, f"Parquet read failed after row {pos}: {e}", source=shard.source,
-                         offset=pos)
+            yield file_reject(type(e).__name__, f"Parquet read failed after row {pos}: {e}", shard.source, pos)
 
 
 # -- CSV / TSV ------------------------------------------------------------------------------------
@@ -454,21 +510,25 @@ class CsvReader(Reader):
         base, comp = strip_compression(shard.source)
         delim = "\t" if base.lower().endswith(".tsv") else ","
         bad: list[Reject] = []
+        data = read_all(shard.source, comp) if comp else None
+        lines = _CsvLines(data if comp else shard.source)
 
         def on_invalid(row):
-            bad.append(Reject(READ, "CsvRowError", f"{row.text[:200]!r}: expected {row.expected_columns} "
-                              f"fields, got {row.actual_columns}", row={"raw": row.text[:2000]},
-                              source=shard.source, line=row.number))
+            line = lines.find(row.text)
+            bad.append(Reject(READ, "CsvRowError", f"line {line}: expected {row.expected_columns} fields, got "
+                              f"{row.actual_columns}: {row.text[:200]!r}", row={"raw": row.text[:2000]},
+                              source=shard.source, line=line))
             return "skip"
 
-        src = pa.BufferReader(read_all(shard.source, comp)) if comp else shard.source
-        try:
+        src = pa.BufferReader(data) if comp else shard.source
+        try:  # the text column is text whatever it looks like (a column of numbers is not an int64 column)
             reader = pcsv.open_csv(src, read_options=pcsv.ReadOptions(block_size=8 << 20),
                                    parse_options=pcsv.ParseOptions(delimiter=delim, newlines_in_values=True,
                                                                    invalid_row_handler=on_invalid),
-                                   convert_options=pcsv.ConvertOptions(strings_can_be_null=False))
+                                   convert_options=pcsv.ConvertOptions(strings_can_be_null=False,
+                                                                       column_types={opts.text_key: pa.string()}))
         except Exception as e:  # noqa: BLE001
-            yield Reject(READ, type(e).__name__, f"unreadable CSV: {e}", source=shard.source)
+            yield file_reject(type(e).__name__, f"unreadable CSV: {e}", shard.source)
             return
         pos = 0
         while True:
@@ -478,14 +538,43 @@ class CsvReader(Reader):
                 break
             except Exception as e:  # noqa: BLE001
                 yield from bad
-                yield Reject(READ, type(e).__name__, f"CSV read failed after row {pos}: {e}", source=shard.source,
-                             offset=pos)
+                yield file_reject(type(e).__name__, f"CSV read failed after row {pos}: {e}", shard.source, pos)
                 return
             yield from bad
             bad.clear()
             yield from checked_rows(b, shard, opts, np.arange(pos, pos + b.num_rows))
             pos += b.num_rows
         yield from bad
+
+
+class _CsvLines:
+    """Line numbers of rejected CSV rows. pyarrow does not track them when values may hold newlines, so
+    each row's text is searched for forward from the previous one (rows are reported in file order);
+    the file is memory-mapped, so this costs nothing until a row is rejected."""
+
+    def __init__(self, src):
+        self._src, self._buf, self._pos, self._line = src, None, 0, 1
+
+    def find(self, text: str) -> int | None:
+        if self._buf is None:
+            self._buf = self._src if isinstance(self._src, bytes) else _mmap(self._src)
+        needle = text.encode("utf-8", "replace")
+        at = self._buf.find(needle, self._pos)
+        if at < 0:
+            return None
+        self._line += self._buf.count(b"\n", self._pos, at) if isinstance(self._buf, bytes) else \
+            self._buf[self._pos:at].count(b"\n")
+        self._pos = at + len(needle)
+        return self._line
+
+
+def _mmap(path: str):
+    import mmap
+    with open(path, "rb") as f:
+        try:
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # empty file
+            return b""
 
 
 # -- plain text -----------------------------------------------------------------------------------
@@ -510,11 +599,11 @@ class TextReader(Reader):
                 continue
             try:
                 raw = read_all(path, comp)
-            except TruncatedInput as e:
+            except TruncatedInput as e:  # a document cut short is a reject, as a truncated record would be
                 yield Reject(READ, "TruncatedInput", str(e), source=path)
                 continue
             try:
-                text = raw.decode("utf-8")
+                text = raw.removeprefix(BOM).decode("utf-8")
             except UnicodeDecodeError as e:
                 yield Reject(READ, "UnicodeDecodeError", f"invalid UTF-8: {e}", row=_raw(raw), source=path,
                              offset=e.start)
@@ -545,6 +634,8 @@ class TextReader(Reader):
                     off = pos
                     pos += len(line) + 1
                     line_no += 1
+                    if off == 0:
+                        line = line.removeprefix(BOM)
                     if not line.strip():
                         continue
                     try:
@@ -558,7 +649,7 @@ class TextReader(Reader):
                                        sub, positions, opts)
                         rows, positions = [], []
         except TruncatedInput as e:
-            yield Reject(READ, "TruncatedInput", str(e), source=path)
+            yield file_reject("TruncatedInput", str(e), path)
         if rows:
             yield with_ids(pa.RecordBatch.from_pydict({opts.text_key: pa.array(rows, pa.string())}), sub,
                            positions, opts)
@@ -608,8 +699,7 @@ class ArrowReader(Reader):
                     yield from checked_rows(s, shard, opts, np.arange(pos, pos + s.num_rows))
                     pos += s.num_rows
         except Exception as e:  # noqa: BLE001
-            yield Reject(READ, type(e).__name__, f"Arrow read failed after row {pos}: {e}", source=shard.source,
-                         offset=pos)
+            yield file_reject(type(e).__name__, f"Arrow read failed after row {pos}: {e}", shard.source, pos)
 
 
 def hf_arrow_files(path: str) -> list[str]:

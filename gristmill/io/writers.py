@@ -11,11 +11,13 @@ import json
 import os
 from typing import Iterable, Iterator
 
+import orjson
 import polars as pl
 import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
+from .. import columns as C
 from .base import strip_compression
 from .streams import copy_range, iter_decompressed
 
@@ -157,10 +159,35 @@ def read_shard_parts(parts: list[str], columns: list[str] | None = None) -> Iter
 # -- export fragments (written by workers) and assembly ----------------------------------------------
 
 def _ndjson(batch: pa.RecordBatch) -> bytes:
-    buf = io.BytesIO()
+    """JSON lines of ``batch``. Fields read as raw JSON are written back as read, and keys that were absent
+    stay absent (see ``columns.from_records``); bytes, which JSON has no type for, become base64 strings.
+    A batch with neither goes straight through Polars' writer."""
+    batch = C.binary_to_base64(batch)
+    if not any(C.json_tag(f) for f in batch.schema):
+        buf = io.BytesIO()
+        pl.from_arrow(pa.Table.from_batches([batch])).write_ndjson(buf)
+        return buf.getvalue()
+    return _ndjson_tagged(batch)
+
+
+def _ndjson_tagged(batch: pa.RecordBatch) -> bytes:
+    """Each line assembled column by column with Polars: ``"key":`` + the raw text for raw JSON fields,
+    Polars' own encoding for the others (the same bytes its writer makes), a null that stands for an
+    absent key left out."""
+    parts = []
+    for f in batch.schema:
+        col, tag = pl.col(f.name), C.json_tag(f)
+        if tag == C.RAW:
+            parts.append(pl.lit(orjson.dumps(f.name).decode() + ":") + col)
+            continue
+        enc = pl.struct(col).struct.json_encode().str.strip_prefix("{").str.strip_suffix("}")
+        parts.append(pl.when(col.is_not_null()).then(enc) if tag == C.ABSENT else enc)
+    if not parts or not batch.num_rows:
+        return b"{}\n" * batch.num_rows
     df = pl.from_arrow(pa.Table.from_batches([batch]))
-    df.write_ndjson(buf)
-    return buf.getvalue()
+    lines = df.select(pl.concat_str([pl.lit("{"), pl.concat_str(parts, separator=",", ignore_nulls=True),
+                                     pl.lit("}\n")]).alias("line")).to_series()
+    return lines.str.join("").item().encode()
 
 
 def _open_compressed(path: str, compression: str):

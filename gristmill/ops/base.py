@@ -237,6 +237,7 @@ class OpCounts:
     removed: int = 0
     rejected: int = 0
     added: int = 0  # net rows created by expanding mappers / groupers (negative when merged)
+    file_errors: int = 0  # whole-file read problems (truncated, unreadable): rejects that are not rows
     seconds: float = 0.0
     reasons: dict[str, int] = field(default_factory=dict)
 
@@ -246,13 +247,15 @@ class OpCounts:
         self.removed += other.removed
         self.rejected += other.rejected
         self.added += other.added
+        self.file_errors += other.file_errors
         self.seconds += other.seconds
         for k, v in other.reasons.items():
             self.reasons[k] = self.reasons.get(k, 0) + v
 
     def to_dict(self) -> dict:
         return {"rows_in": self.rows_in, "rows_out": self.rows_out, "removed": self.removed,
-                "rejected": self.rejected, "added": self.added, "seconds": round(self.seconds, 6),
+                "rejected": self.rejected, "added": self.added, "file_errors": self.file_errors,
+                "seconds": round(self.seconds, 6),
                 "reasons": dict(sorted(self.reasons.items()))}
 
     @classmethod
@@ -272,10 +275,14 @@ class Reject:
     offset: int | None = None
     line: int | None = None
     position: int | None = None  # the op's index in the recipe
+    counts_as_row: bool = True  # False for a whole-file problem (truncated, unreadable): no row behind it
 
     def to_dict(self) -> dict:
-        return {"op": self.op, "position": self.position, "error_type": self.error_type, "message": self.message, "source": self.source,
-                "offset": self.offset, "line": self.line, "record": self.row}
+        d = {"op": self.op, "position": self.position, "error_type": self.error_type, "message": self.message, "source": self.source,
+             "offset": self.offset, "line": self.line, "record": self.row}
+        if not self.counts_as_row:
+            d["file_error"] = True
+        return d
 
 
 @dataclass
