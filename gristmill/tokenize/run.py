@@ -6,11 +6,15 @@ output is byte-identical for any number of workers.
 """
 from __future__ import annotations
 
+import fnmatch
+import glob
 import hashlib
 import json
 import os
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -18,7 +22,7 @@ from ..io.base import ReadOptions
 from ..io.planner import plan_dataset
 from . import check as fastcheck
 from .backends import TokenizerError, TokenizerSpec, load_tokenizer
-from .config import TokenizeConfig
+from .config import TokenizeConfig, parse_section, path_hint
 from .formats import make_writer, read_json, write_json
 from .mixing import blend
 from .packing import plan_pack
@@ -26,6 +30,7 @@ from .shards import (
     EncodeSettings,
     ShardJob,
     ShardResult,
+    input_identity,
     load_done,
 )
 from .store import TokenStore
@@ -48,17 +53,21 @@ def _resolve_id(spec: TokenizerSpec, name: str | None, what: str) -> int | None:
         raise TokenizerError(f"{what}: {e}") from None
 
 
-def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", progress: bool = True) -> dict:
-    """Run the tokenize section ``config`` with ``np`` worker processes; returns the run report (also
-    written, with the stats, next to the output)."""
-    t0 = time.time()
-    cfg = config if isinstance(config, TokenizeConfig) else TokenizeConfig(**config)
-    nproc = max(1, int(np))
-    with _workers(nproc) as pool:  # started first: their start-up overlaps the parent's setup
-        return _run(cfg, nproc, pool, work_dir, progress, t0)
+@dataclass
+class Specials:
+    """The tokenizer and the special tokens a run adds, resolved by name."""
+
+    spec: TokenizerSpec
+    eos: str | None  # the EOS token's name (what eos: auto picked)
+    eos_id: int | None
+    bos_id: int | None
+    pad_id: int
 
 
-def _run(cfg: TokenizeConfig, nproc: int, pool: _Pool | None, work_dir: str, progress: bool, t0: float) -> dict:
+def resolve_specials(cfg: TokenizeConfig) -> Specials:
+    """Load the tokenizer and resolve EOS/BOS/pad. ``eos: auto`` is the eos_token of the tokenizer's
+    tokenizer_config.json (Qwen3's says <|im_end|>), else the first of <|endoftext|>, </s>, <|end_of_text|>,
+    <eos> that it has."""
     spec = load_tokenizer(cfg.tokenizer, cfg.pattern, cfg.special_tokens, cfg.preset)
     eos_name = spec.default_eos() if cfg.eos == "auto" else cfg.eos
     if cfg.eos == "auto" and eos_name is None:
@@ -67,25 +76,107 @@ def _run(cfg: TokenizeConfig, nproc: int, pool: _Pool | None, work_dir: str, pro
     bos_id = _resolve_id(spec, cfg.bos, "bos")
     pad_name = cfg.pad or ("<|endoftext|>" if "<|endoftext|>" in spec.specials else eos_name)
     pad_id = _resolve_id(spec, pad_name, "pad") if pad_name else 0
+    return Specials(spec, eos_name, eos_id, bos_id, pad_id)
+
+
+def preflight(config, where: str = "tokenize", inputs: Sequence[str] = (), plan_sources: bool = True) -> TokenizeConfig:
+    """What can be checked before any work (so a typo fails before an hour of filtering, not after): the
+    section, the tokenizer and its special tokens, that the sources exist (``plan_sources``; not when they
+    are a run's export, still to be written) and that the output stays off the sources and ``inputs``."""
+    cfg = parse_section(config, where)
+    resolve_specials(cfg)
+    files = [s.source for js in _plan_sources(cfg) for s in js] if plan_sources else []
+    check_paths({"tokenize output": cfg.output}, [*cfg.source_paths(), *inputs], files)
+    return cfg
+
+
+class OutputOverInput(ValueError):
+    """A tokenize output or work dir that would overwrite its input or be read back as input."""
+
+
+def check_paths(targets: dict[str, str], inputs: Sequence[str], files: Sequence[str] = ()) -> None:
+    """Refuse a target (label -> path) that is an input file, holds one of ``inputs``/``files``, sits inside
+    an input directory, or matches an input glob: one line naming both paths."""
+    roots = [_real(p) for p in inputs if not glob.has_magic(p)]
+    globs = [os.path.abspath(p) for p in inputs if glob.has_magic(p)]
+    named = sorted({*roots, *(_real(f) for f in files)})
+    for what, target in targets.items():
+        t = _real(target)
+        for f in named:
+            if f == t:
+                raise OutputOverInput(f"{what} {t} is an input: refusing to write over it; choose another path")
+            if _inside(f, t):
+                raise OutputOverInput(f"{what} {t} contains the input {f}: refusing to write over it; choose "
+                                      f"another path")
+        for r in roots:
+            if os.path.isdir(r) and _inside(t, r):
+                raise OutputOverInput(f"{what} {t} is inside the input directory {r}: it would be read back as "
+                                      f"input; choose a path outside it")
+        for g in globs:
+            if fnmatch.fnmatch(t, g) or fnmatch.fnmatch(os.path.join(t, "x"), g):
+                raise OutputOverInput(f"{what} {t} matches the input pattern {g}: it would be read back as "
+                                      f"input; choose another path")
+
+
+def _real(p: str) -> str:
+    return os.path.realpath(os.path.abspath(os.path.expanduser(p)))
+
+
+def _inside(child: str, parent: str) -> bool:
+    return child.startswith(parent.rstrip(os.sep) + os.sep)
+
+
+def _plan_sources(cfg: TokenizeConfig) -> list[list]:
+    """Shards of each source; a missing path is one line naming the source and the closest existing name."""
+    out = []
+    for s in cfg.source_list():
+        opts = ReadOptions(text_key=s["text_key"], shard_bytes=cfg.shard_bytes)
+        try:
+            out.append(plan_dataset(s["paths"], opts))
+        except FileNotFoundError as e:
+            missing = next((p for p in s["paths"] if not glob.has_magic(p) and not os.path.exists(p)), "")
+            raise FileNotFoundError(f"tokenize source {s['name']!r}: {e}{path_hint(missing) if missing else ''}") \
+                from None
+    return out
+
+
+def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", progress: bool = True) -> dict:
+    """Run the tokenize section ``config`` with ``np`` worker processes; returns the run report (also
+    written, with the stats, next to the output)."""
+    t0 = time.time()
+    cfg = parse_section(config)
+    nproc = max(1, int(np))
+    with _workers(nproc) as pool:  # started first: their start-up overlaps the parent's setup
+        return _run(cfg, nproc, pool, work_dir, progress, t0)
+
+
+def _run(cfg: TokenizeConfig, nproc: int, pool: _Pool | None, work_dir: str, progress: bool, t0: float) -> dict:
+    sp = resolve_specials(cfg)
+    spec, eos_id, bos_id, pad_id = sp.spec, sp.eos_id, sp.bos_id, sp.pad_id
 
     # shards per source
     sources = cfg.source_list()
     jobs: list[ShardJob] = []
     names: list[list[str]] = []
-    for si, s in enumerate(sources):
+    for si, (s, shards) in enumerate(zip(sources, _plan_sources(cfg))):
         opts = ReadOptions(text_key=s["text_key"], shard_bytes=cfg.shard_bytes)
-        shards = plan_dataset(s["paths"], opts)
         names.append([])
         for sh in shards:
             name = f"s{si:03d}-{sh.index:06d}"
             names[-1].append(name)
             jobs.append(ShardJob(source=si, shard=sh, name=name, read_opts=opts))
+    tok_root = os.path.join(work_dir, "tokenize")
+    check_paths({"tokenize output": cfg.output, "tokenize work dir": tok_root}, cfg.source_paths(),
+                [f for j in jobs for f in (j.shard.files or [j.shard.source])])
 
-    tok_dir = os.path.join(work_dir, "tokenize", "tok")
+    tok_dir = os.path.join(tok_root, "tok")
     os.makedirs(tok_dir, exist_ok=True)
-    base_fp = {"tokenizer": spec.fingerprint, "eos": eos_id, "bos": bos_id}
+    # a shard's tokens are reused only for the same tokenizer, specials, reader, text key and input bytes
+    # (the input's identity: a changed file, or an export rewritten by a changed recipe, is tokenized again)
+    base_fp = {"tokenizer": spec.fingerprint, "eos": eos_id, "bos": bos_id, "eos_text": sp.eos}
+    memo: dict = {}
     fps = {j.name: _sha({**base_fp, "shard": j.shard.describe(), "reader": j.shard.reader,
-                         "text_key": j.read_opts.text_key}) for j in jobs}
+                         "text_key": j.read_opts.text_key, "input": input_identity(j.shard, memo)}) for j in jobs}
     done = {j.name: load_done(tok_dir, j.name, fps[j.name]) for j in jobs}
     todo = sorted((j for j in jobs if done[j.name] is None), key=lambda j: -_shard_size(j.shard))  # LPT
 
@@ -104,7 +195,7 @@ def _run(cfg: TokenizeConfig, nproc: int, pool: _Pool | None, work_dir: str, pro
     # the reference in a helper process when a core is spare (it holds the GIL ~0.4 s while it loads);
     # otherwise in this process, where a helper would only add its start-up to the busy cores
     reference = fastcheck.ReferenceProcess(spec) if concurrent and nproc < fastcheck.usable_cores() else None
-    settings = EncodeSettings(spec=spec, backend=cfg.backend, eos_id=eos_id, bos_id=bos_id)
+    settings = EncodeSettings(spec=spec, backend=cfg.backend, eos_id=eos_id, bos_id=bos_id, eos_text=sp.eos)
     if pool is not None and todo:
         pool.configure(settings)  # workers build their backend while the parent finishes setting up
     new: dict[str, ShardResult] = {}
@@ -161,7 +252,7 @@ def _run(cfg: TokenizeConfig, nproc: int, pool: _Pool | None, work_dir: str, pro
         "seconds": round(seconds, 3), "setup_seconds": round(t_setup, 3), "tokenize_seconds": round(t_tok, 3),
         "write_seconds": round(t_write, 3),
         "tokens_per_s": round(new_tokens / seconds, 1) if seconds > 0 and new_tokens else None,
-        "output": cfg.output, "files": out["files"], "stats": out["stats"],
+        "eos": sp.eos, "output": cfg.output, "files": out["files"], "stats": out["stats"],
     }
     write_json(os.path.join(cfg.output, "report.json"), report)
     return report

@@ -8,6 +8,7 @@ produce byte-identical results.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import queue
@@ -37,6 +38,7 @@ class EncodeSettings:
     bos_id: int | None
     verify_bytes: int = 0  # fast path only: re-check this much of the shard's text against the reference
     fingerprint: str = ""
+    eos_text: str | None = None  # the EOS token's text: a document already ending with it gets no second one
 
 
 @dataclass
@@ -117,6 +119,8 @@ def tokenize_shard(job: ShardJob, settings: EncodeSettings, tok_dir: str, progre
             res.empty += len(item) - len(texts)
             if not texts:
                 continue
+            if settings.eos_id is not None and settings.eos_text:
+                texts = trim_eos(texts, settings.eos_text)
             flat, lens = run.encode_batch(texts, settings.bos_id, settings.eos_id)
             if ref is not None and checked < settings.verify_bytes:
                 v = verify(ref, run, head_within(texts, settings.verify_bytes - checked))
@@ -155,6 +159,62 @@ def tokenize_shard(job: ShardJob, settings: EncodeSettings, tok_dir: str, progre
         json.dump(marker, f)
     os.replace(tmp, os.path.join(tok_dir, f"{job.name}.done.json"))
     return res
+
+
+EOS_TAIL = 16  # whitespace allowed after a document's own EOS text
+
+
+def trim_eos(texts: list[str], eos: str) -> list[str]:
+    """``texts`` with a trailing EOS text (plus whitespace after it) cut off, since the caller appends the
+    EOS id to every document: a chat template's ``...<|im_end|>\n`` then ends in one ``<|im_end|>``, not
+    ``<|im_end|>\n<|im_end|>``. The ids equal the text's own (added tokens are split out before the
+    pre-tokeniser), so every document ends in exactly one EOS whatever its source."""
+    n = len(eos) + EOS_TAIL
+    out = texts
+    for i, t in enumerate(texts):
+        tail = t[-n:]
+        if eos not in tail:
+            continue
+        k = tail.rfind(eos)
+        rest = tail[k + len(eos):]
+        if not rest or rest.isspace():
+            if out is texts:
+                out = list(texts)
+            out[i] = t[: len(t) - len(tail) + k]
+    return out
+
+
+SMALL_FILE = 1 << 20  # inputs up to this size are identified by their content, not only size and mtime
+
+
+def input_identity(shard, memo: dict | None = None) -> list:
+    """What identifies the bytes a shard reads: (path, size, mtime_ns) of each of its files, plus a content
+    hash for small files (a rewrite within the file system's timestamp granularity keeps size and mtime).
+    A directory source (an HF dataset) counts every file under it. ``memo`` caches per path (a big file
+    is many shards)."""
+    memo = {} if memo is None else memo
+    paths = list(shard.files) or [shard.source]
+    out = []
+    for p in paths:
+        if p not in memo:
+            memo[p] = [_file_identity(f) for f in _files_under(p)]
+        out.extend(memo[p])
+    return out
+
+
+def _files_under(path: str) -> list[str]:
+    if not os.path.isdir(path):
+        return [path]
+    return sorted(os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs)
+
+
+def _file_identity(path: str) -> list:
+    st = os.stat(path)
+    ident = [os.path.abspath(path), st.st_size, st.st_mtime_ns]
+    if st.st_size <= SMALL_FILE:
+        with open(path, "rb") as f:
+            ident.append(hashlib.sha256(f.read()).hexdigest()[:16])
+    return ident
 
 
 def head_within(texts: list[str], budget: int) -> list[str]:

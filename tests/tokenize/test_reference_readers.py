@@ -103,4 +103,6 @@ def test_recipe_chat_template_then_token_filter_then_tokenize(tok_json, tmp_path
     assert all(t.startswith("<|im_start|>system\nBe brief.<|im_end|>\n") for t in kept)
     assert len(kept) == 2  # the short ShareGPT and QA samples are under 50 tokens
     ids = pq.read_table(tmp_path / "tokens" / "data.parquet").column("input_ids").to_pylist()
-    assert ids == _docs(tok_json, kept, eos="<|im_end|>")
+    # the template's last <|im_end|> is the document's EOS: no second one after its newline
+    assert all(t.endswith("<|im_end|>\n") for t in kept)
+    assert ids == _docs(tok_json, [t[: -len("<|im_end|>\n")] for t in kept], eos="<|im_end|>")
