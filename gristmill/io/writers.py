@@ -191,11 +191,12 @@ def _ndjson_tagged(batch: pa.RecordBatch) -> bytes:
 
 
 def _open_compressed(path: str, compression: str):
-    """A binary writer; gzip without a timestamp and zstd at a fixed level, so bytes are reproducible.
-    Each writer is one gzip member / zstd frame, so files written this way concatenate validly."""
+    """A binary writer; gzip without a timestamp or a file name (it would be the pid-named temp file) and
+    zstd at a fixed level, so bytes are reproducible. Each writer is one gzip member / zstd frame, so files
+    written this way concatenate validly."""
     raw = open(path, "wb")
     if compression == ".gz":
-        return gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0), raw
+        return gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=6, mtime=0), raw
     if compression in (".zst", ".zstd"):
         import zstandard
         return zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=True), raw
@@ -398,13 +399,30 @@ def _hf_features(schema: pa.Schema) -> dict:
 
 
 def _hf_feature(t: pa.DataType):
+    """The `datasets` feature (as dataset_info.json spells it) whose Arrow type is exactly ``t``:
+    `load_from_disk` refuses a file whose types differ from its features (List vs LargeList). Spelled so
+    that datasets 3.x and 4+ read it alike: ``[f]`` is a 32-bit list (of anything, structs included),
+    ``LargeList`` a 64-bit one, ``Sequence`` with ``length`` a fixed-size list."""
     if pa.types.is_struct(t):
         return {f.name: _hf_feature(f.type) for f in t}
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return {"feature": _hf_feature(t.value_type), "_type": "Sequence"}
-    name = {pa.string(): "string", pa.large_string(): "large_string", pa.int64(): "int64", pa.int32(): "int32",
-            pa.float64(): "float64", pa.float32(): "float32", pa.bool_(): "bool", pa.null(): "null"}.get(t, str(t))
-    return {"dtype": name, "_type": "Value"}
+    if pa.types.is_large_list(t):
+        return {"_type": "LargeList", "feature": _hf_feature(t.value_type)}
+    if pa.types.is_fixed_size_list(t):
+        return {"_type": "Sequence", "feature": _hf_feature(t.value_type), "length": t.list_size}
+    if pa.types.is_list(t):
+        return [_hf_feature(t.value_type)]
+    if pa.types.is_dictionary(t):
+        return _hf_feature(t.value_type)
+    return {"_type": "Value", "dtype": _hf_dtype(t)}
+
+
+_HF_DTYPES = {pa.float16(): "float16", pa.float32(): "float32", pa.float64(): "float64", pa.date32(): "date32",
+              pa.date64(): "date64", pa.bool_(): "bool"}
+
+
+def _hf_dtype(t: pa.DataType) -> str:
+    """`datasets`' name of a primitive Arrow type: Arrow's own, except for floats and dates."""
+    return _HF_DTYPES.get(t) or str(t)
 
 
 def write_jsonl_records(path: str, records: Iterable[dict]) -> int:
