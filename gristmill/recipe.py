@@ -46,6 +46,8 @@ class Recipe(BaseModel):
     reader_params: dict = Field(default_factory=dict,
                                 description="Reader options, e.g. {mime_types: '*'} (see `gristmill formats`).")
     allow_scripts: bool = Field(False, description="Allow ops that run user Python code.")
+    max_reject_ratio: float = Field(0.05, ge=0, le=1, description="`gristmill run` exits 1 when more than this "
+                                    "share of the rows read was rejected (every row rejected always fails).")
     seed: int = 42
     tokenize: dict | None = Field(None, description="Tokenize/pack/write section (see docs/tokenize.md).")
     download: DownloadStage | None = Field(None, description="Download section run first (see docs/web.md).")

@@ -12,11 +12,9 @@ Work dir layout::
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 import pickle
 import shutil
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,9 +27,17 @@ import pyarrow.parquet as pq
 from .. import columns as C
 from ..io.base import ReadOptions, Shard
 from ..io.planner import common_root, plan_dataset
-from ..io.writers import ShardWriter, assemble, atomic_rename, export_format, read_shard_parts, tmp_path
+from ..io.formats import read_shard
+from ..io.writers import (ShardWriter, assemble, atomic_rename, export_format, read_shard_parts, shard_names,
+                          tmp_path)
 from ..ops.base import Grouper, Op, OpCounts, RemovalOp
+from ..registry import closest
+from .export_record import begin_export, check_export_target, finish_export
+from .lock import WorkDirLock
+from .paths import (RunRefused, check_outputs, check_writable, free_space_warning, naming, remove_own_tmp,
+                    remove_stale_tmp)
 from .plan import Stage, build_stages, fingerprint
+from .pool import WorkerPool, report_progress
 from .shard_task import MIX_POS, READ_POS, Task, load_marker, run_task
 
 
@@ -152,19 +158,13 @@ class _Progress:
             self._p = None
 
 
-_QUEUE = None
-
-
-def _worker_init(q):
-    global _QUEUE
-    _QUEUE = q
+def _run_one(task: Task, progress) -> dict:
+    with naming(task.stage_dir):
+        return run_task(task, progress)
 
 
 def _worker_run(task: Task) -> dict:
-    def progress(rows, nbytes):
-        if _QUEUE is not None:
-            _QUEUE.put((rows, nbytes))
-    return run_task(task, progress)
+    return _run_one(task, report_progress)
 
 
 # -- the engine -----------------------------------------------------------------------------------
@@ -192,12 +192,57 @@ class LocalEngine:
                            self.cfg.input_format)
 
     def run(self, ops: list[Op]) -> dict:
+        """Run ``ops`` over the dataset. Before any work: refuses outputs that would overwrite or re-read
+        the input, unwritable directories, a text field absent from the data, and a work dir another run
+        holds (``RunRefused`` / ``WorkDirBusy``)."""
         cfg = self.cfg
         t_start = time.perf_counter()
-        os.makedirs(self.work, exist_ok=True)
-        pre = self._read_opts("")
-        shards = plan_dataset(cfg.dataset_path, pre, cfg.input_format)
+        shards = plan_dataset(cfg.dataset_path, self._read_opts(""), cfg.input_format)
         opts = self._read_opts(common_root(shards), text_optional=bool(ops) and ops[0].creates_text)
+        self._preflight(shards, opts)
+        with WorkDirLock(self.work):
+            stale = remove_stale_tmp(self.work, recursive=True, any_pid=True)
+            if cfg.export_path:
+                stale += remove_stale_tmp(os.path.dirname(os.path.abspath(cfg.export_path)), recursive=False)
+                if export_format(cfg.export_path)[0] == "arrow":
+                    stale += remove_stale_tmp(cfg.export_path, recursive=False)
+            if stale:
+                self.log(f"removed {stale} temp file(s) left by an interrupted run")
+            return self._run(ops, shards, opts, t_start)
+
+    def _preflight(self, shards: list[Shard], opts: ReadOptions) -> None:
+        cfg = self.cfg
+        inputs = [f for s in shards for f in (s.source, *s.files)]
+        names = shard_names(cfg.export_path, 2) if cfg.export_path else []
+        check_outputs(cfg.dataset_path, inputs, cfg.export_path, self.work, names)
+        check_writable(self.work, "work dir")
+        if cfg.export_path:
+            arrow = export_format(cfg.export_path)[0] == "arrow"
+            check_export_target(cfg.export_path)
+            check_writable(cfg.export_path if arrow else os.path.dirname(os.path.abspath(cfg.export_path)),
+                           "export directory")
+        size = sum(os.path.getsize(f) for f in set(inputs) if os.path.isfile(f))
+        warning = free_space_warning(self.work, size)
+        if warning:
+            self.log(f"warning: {warning}")
+        if shards and not opts.text_optional:
+            self._check_text_key(shards[0], opts)
+
+    def _check_text_key(self, shard: Shard, opts: ReadOptions) -> None:
+        """Fail fast when the text field is absent from the first batch of the first shard (a misspelt
+        ``text_keys`` would otherwise reject every row, one by one)."""
+        from dataclasses import replace
+        key = opts.text_key
+        for item in read_shard(shard, replace(opts, text_optional=True)):
+            if isinstance(item, pa.RecordBatch) and item.num_rows:
+                if key not in item.schema.names:
+                    fields = [n for n in item.schema.names if not n.startswith("__")]
+                    raise RunRefused(f"text_keys {key!r}: no such field in the first {item.num_rows:,} records "
+                                       f"of {shard.source} (fields: {', '.join(fields)}){closest(key, fields)}")
+                return
+
+    def _run(self, ops: list[Op], shards: list[Shard], opts: ReadOptions, t_start: float) -> dict:
+        cfg = self.cfg
         for op in ops:
             op.bind_text_key(cfg.text_key)
         stages = build_stages(ops)
@@ -239,8 +284,8 @@ class LocalEngine:
                         t.removals = os.path.join(rem_dir, f"shard-{i:05d}.parquet")
                         t.state = state
                     tasks.append(t)
-                if pool is None and cfg.np > 1 and any(load_marker(t) is None for t in tasks):
-                    pool = self._make_pool()
+                if pool is None and cfg.np > 1 and sum(load_marker(t) is None for t in tasks) > 1:
+                    pool = self._make_pool(len(tasks))
                 results = self._run_tasks(stage, tasks, pool)
                 stage_results.append(results)
                 for r in results:
@@ -263,10 +308,12 @@ class LocalEngine:
                     counts.setdefault(stage.after.position, OpCounts()).merge(gcounts)
                 else:
                     inputs = parts
-        finally:
+        except BaseException:
             if pool is not None:
-                pool.close()
-                pool.join()
+                pool.close(abort=True)
+            raise
+        if pool is not None:
+            pool.close()
         exported = []
         if cfg.export_path:
             exported = self._export([r["parts"] for r in stage_results[-1]], fp)
@@ -277,10 +324,11 @@ class LocalEngine:
         return report
 
     # -- pieces ---------------------------------------------------------------------------------
-    def _make_pool(self):
-        ctx = mp.get_context("spawn")
-        self._queue = ctx.Queue()
-        return ctx.Pool(self.cfg.np, initializer=_worker_init, initargs=(self._queue,))
+    def _make_pool(self, n_shards: int) -> WorkerPool:
+        n = min(self.cfg.np, n_shards)
+        if n < self.cfg.np:
+            self.log(f"np={self.cfg.np} capped at {n}: there are {n_shards} shards")
+        return WorkerPool(n)
 
     def _run_tasks(self, stage: Stage, tasks: list[Task], pool) -> list[dict]:
         results: list[dict | None] = [load_marker(t) for t in tasks]
@@ -294,27 +342,12 @@ class LocalEngine:
         try:
             if pool is None or len(todo) <= 1:
                 for t in todo:
-                    results[t.shard] = run_task(t, prog.add)
+                    results[t.shard] = _run_one(t, prog.add)
                     prog.shard_done()
             else:
-                stop = threading.Event()
-
-                def drain():
-                    while not stop.is_set():
-                        try:
-                            rows, nbytes = self._queue.get(timeout=0.1)
-                        except Exception:  # noqa: BLE001 - queue.Empty
-                            continue
-                        prog.add(rows, nbytes)
-                th = threading.Thread(target=drain, daemon=True)
-                th.start()
-                try:
-                    for res in pool.imap_unordered(_worker_run, todo):
-                        results[res["shard"]] = res
-                        prog.shard_done()
-                finally:
-                    stop.set()
-                    th.join()
+                for res in pool.map_unordered(_worker_run, todo, prog.add):
+                    results[res["shard"]] = res
+                    prog.shard_done()
         finally:
             prog.stop()
         return results  # type: ignore[return-value]
@@ -397,7 +430,16 @@ class LocalEngine:
                 return m["files"]
         except (OSError, ValueError):
             pass
-        files = assemble(fragments, self.cfg.export_path, self.cfg.export_shard_size)
+        begin_export(self.cfg.export_path)
+        try:
+            with naming(os.path.abspath(self.cfg.export_path)):
+                files = assemble(fragments, self.cfg.export_path, self.cfg.export_shard_size)
+        except BaseException:
+            arrow = export_format(self.cfg.export_path)[0] == "arrow"
+            remove_own_tmp(self.cfg.export_path if arrow else os.path.dirname(os.path.abspath(self.cfg.export_path)))
+            raise
+        for gone in finish_export(self.cfg.export_path, files):
+            self.log(f"removed {gone}: written by an earlier run, not part of this export")
         tmp = tmp_path(marker)
         with open(tmp, "w") as f:
             json.dump({**want, "files": files}, f)
@@ -438,7 +480,8 @@ class LocalEngine:
     def _report(self, ops, read_counts, mix_counts, counts, stage_results, stages, exported, seconds, n_shards):
         # merge per-shard side files in shard order
         rejects_path = os.path.join(self.work, "rejects.jsonl")
-        n_rej = _concat_lines([r["rejects"] for res in stage_results for r in res if r["rejects"]], rejects_path)
+        n_rej, reasons = _concat_rejects([r["rejects"] for res in stage_results for r in res if r["rejects"]],
+                                         rejects_path)
         removed_dir = os.path.join(self.work, "removed")
         shutil.rmtree(removed_dir, ignore_errors=True)
         removed_files = {}
@@ -485,6 +528,7 @@ class LocalEngine:
             "rows_out": final_rows,
             "rejects": n_rej,
             "rejects_file": rejects_path if n_rej else None,
+            "reject_reasons": reasons,
             "seconds": round(seconds, 3),
             "ops": table,
         }
@@ -511,8 +555,11 @@ def _listing(directory: str) -> list[str]:
     return sorted(os.path.join(directory, f) for f in os.listdir(directory) if not f.endswith(".tmp"))
 
 
-def _concat_lines(files: list[str], out: str) -> int:
-    n = 0
+def _concat_rejects(files: list[str], out: str, top: int = 10) -> tuple[int, list[dict]]:
+    """Merge the shards' reject files into ``out``; returns the count and the ``top`` reasons (op and
+    error type, with one example message) by count."""
+    import orjson
+    n, by = 0, {}
     tmp = tmp_path(out)
     with open(tmp, "wb") as o:
         for p in files:
@@ -520,5 +567,10 @@ def _concat_lines(files: list[str], out: str) -> int:
                 for line in f:
                     o.write(line)
                     n += 1
+                    rec = orjson.loads(line)
+                    key = (rec.get("op"), rec.get("error_type"))
+                    entry = by.setdefault(key, {"op": key[0], "error_type": key[1], "count": 0,
+                                                "example": str(rec.get("message"))[:200]})
+                    entry["count"] += 1
     atomic_rename(tmp, out)
-    return n
+    return n, sorted(by.values(), key=lambda e: -e["count"])[:top]

@@ -1,0 +1,93 @@
+"""Worker processes for the local engine: a ``ProcessPoolExecutor`` (spawn) that can always be stopped.
+
+Why not ``multiprocessing.Pool``: a worker killed by the OOM killer or a signal makes ``Pool`` wait forever
+for its lost task, and Ctrl-C at np ≥ 2 hung in ``Pool.join``. The executor reports a dead worker as
+``BrokenProcessPool``, and ``close(abort=True)`` kills the workers outright, so an interrupt stops every
+process within a moment and leaves the work dir resumable (unfinished shards have no completion marker).
+Workers ignore SIGINT and SIGTERM: a Ctrl-C (or a ``kill`` of the process group) reaches every process, and
+only the parent decides what to do (a worker dying first would surface as a broken pool, not an interrupt).
+Its workers are not daemonic, so an op may start processes of its own (e.g. a per-page timeout watchdog).
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import threading
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import Callable, Iterable, Iterator
+
+_QUEUE = None
+
+
+_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+def _init_worker(queue) -> None:
+    global _QUEUE
+    for s in _SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)  # blocked since spawn (see map_unordered)
+    _QUEUE = queue
+
+
+def report_progress(rows: int, nbytes: int) -> None:
+    """Called in a worker: forward progress to the parent's bar (a no-op outside a pool)."""
+    if _QUEUE is not None:
+        _QUEUE.put((rows, nbytes))
+
+
+class WorkerPool:
+    """``np`` spawned worker processes; ``map_unordered`` yields results as tasks finish."""
+
+    def __init__(self, np: int):
+        ctx = mp.get_context("spawn")
+        self.queue = ctx.Queue()
+        self._ex = ProcessPoolExecutor(np, mp_context=ctx, initializer=_init_worker, initargs=(self.queue,))
+
+    def map_unordered(self, fn: Callable, items: Iterable, on_progress: Callable[[int, int], None]) -> Iterator:
+        """Run ``fn(item)`` for every item; the first exception (a worker's, or BrokenProcessPool when a worker
+        died) propagates after the others are cancelled. ``on_progress`` gets the workers' progress reports."""
+        stop = threading.Event()
+
+        def drain():
+            while not stop.is_set():
+                try:
+                    rows, nbytes = self.queue.get(timeout=0.1)
+                except Exception:  # noqa: BLE001 - queue.Empty (or a queue closed at shutdown)
+                    continue
+                on_progress(rows, nbytes)
+
+        th = threading.Thread(target=drain, daemon=True)
+        th.start()
+        # workers are spawned during submit and inherit the signal mask through exec: blocked, a signal
+        # cannot interrupt a worker's start-up before its initializer ignores it
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+        try:
+            pending = {self._ex.submit(fn, it) for it in items}
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        try:
+            while pending:
+                done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    yield fut.result()
+        finally:
+            for fut in pending:
+                fut.cancel()
+            stop.set()
+            th.join()
+
+    def close(self, abort: bool = False) -> None:
+        """Shut down; ``abort`` kills the workers instead of waiting for running tasks (interrupts, errors)."""
+        if abort:
+            procs = list((getattr(self._ex, "_processes", None) or {}).values())
+            self._ex.shutdown(wait=False, cancel_futures=True)
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
+            for p in procs:
+                p.join(timeout=5)
+        else:
+            self._ex.shutdown(wait=True)
+        self.queue.close()
+        self.queue.join_thread()
