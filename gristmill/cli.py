@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 
 def _console():
     from rich.console import Console
-    return Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+    # soft_wrap: a message stays one line (tables still fit the width)
+    return Console(stderr=True, width=None if sys.stderr.isatty() else 200, soft_wrap=True)
 
 
 def cmd_run(args) -> int:
@@ -23,6 +25,7 @@ def cmd_run(args) -> int:
     for w in warnings:
         con.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
     cfg = run_config(recipe, np=args.np, work_dir=args.work_dir, progress=not args.no_progress)
+    _warn_np(cfg.np, con)
     if recipe.download:
         from .web.download import run_download_stage
         if not run_download_stage(recipe.download, lambda m: con.print(f"  {m}", highlight=False)):
@@ -31,17 +34,92 @@ def cmd_run(args) -> int:
             return 1
     con.print(f"[bold]{recipe.project_name}[/bold]: {len(ops)} ops, np={cfg.np}, work dir {cfg.work_dir}",
               highlight=False)
-    try:
-        report = LocalEngine(cfg, log=lambda m: con.print(f"  {m}", highlight=False)).run(ops)
-    except (FileNotFoundError, ValueError) as e:
-        con.print(f"[red]error:[/red] {e}", highlight=False)
-        return 2
+    status, report = run_guarded(lambda: LocalEngine(cfg, log=lambda m: con.print(f"  {m}", highlight=False))
+                                 .run(ops), cfg.work_dir, con)
+    if report is None:
+        return status
     print_report(report, con)
+    max_ratio = recipe.max_reject_ratio if args.max_reject_ratio is None else args.max_reject_ratio
+    verdict = reject_verdict(report, max_ratio)
+    if verdict:
+        con.print(f"[red]error:[/red] {verdict}", highlight=False)
+        return 1
     if recipe.tokenize:
         from .tokenize.run import run_tokenize
         run_tokenize({**recipe.tokenize, "dataset_path": recipe.export_path}, np=cfg.np,
                      work_dir=cfg.work_dir + "/tokenize", progress=not args.no_progress)
     return 0
+
+
+def run_guarded(fn, work_dir: str, con) -> tuple[int, object]:
+    """``(0, fn())``, or an exit status and None after printing one line: 2 for a run refused before it
+    started, 1 for a failure while running, 130 / 143 for SIGINT / SIGTERM (the work dir stays resumable)."""
+    import errno
+    from concurrent.futures.process import BrokenProcessPool
+    from .engine.interrupt import Interrupted, signals_raise
+    from .engine.lock import WorkDirBusy
+    resume = f"rerun the same command to resume (work dir {work_dir})"
+    try:
+        with signals_raise():
+            return 0, fn()
+    except (Interrupted, KeyboardInterrupt) as e:
+        status = e.exit_status if isinstance(e, Interrupted) else 130
+        con.print(f"[yellow]interrupted ({e or 'SIGINT'})[/yellow]: {resume}", highlight=False)
+        return status, None
+    except (WorkDirBusy, FileNotFoundError, ValueError) as e:
+        con.print(f"[red]error:[/red] {e}", highlight=False)
+        return 2, None
+    except BrokenProcessPool:
+        con.print(f"[red]error:[/red] a worker process died (killed, or out of memory?); {resume}", highlight=False)
+        return 1, None
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
+                           errno.EISDIR, errno.EIO):
+            raise
+        where = f": {e.filename}" if e.filename else ""
+        con.print(f"[red]error:[/red] {e.strerror}{where}; fix that and {resume}", highlight=False)
+        return 1, None
+
+
+def reject_verdict(report: dict, max_ratio: float) -> str | None:
+    """Why a finished run failed its reject budget (None if it did not): every row rejected, or more than
+    ``max_ratio`` of the rows read; names the top reasons."""
+    rows = sum(o["rows_in"] for o in report["ops"] if o["op"] == "read") or report["rows_read"]
+    rejected = report.get("rejects", 0)
+    if not rows or not rejected or (rejected < rows and rejected / rows <= max_ratio):
+        return None
+    top = "; ".join(f"{r['count']:,} × {r['op']} {r['error_type']} ({r['example']})"
+                    for r in report.get("reject_reasons", [])[:5])
+    what = "every row was rejected" if rejected >= rows else \
+        f"{rejected:,} of {rows:,} rows rejected ({rejected / rows:.1%} > max_reject_ratio {max_ratio})"
+    return f"{what}; top reasons: {top}; see {report.get('rejects_file')}"
+
+
+def _warn_np(np_: int, con) -> None:
+    cores = os.cpu_count() or 1
+    if np_ > 2 * cores:
+        con.print(f"[yellow]warning:[/yellow] np={np_} is far above the {cores} CPU cores here: each worker is a "
+                  f"process with its own memory; np={cores} is usually fastest", highlight=False)
+
+
+def _positive_int(v: str) -> int:
+    try:
+        n = int(v)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number ≥ 1, got {v!r}")
+    return n
+
+
+def _ratio(v: str) -> float:
+    try:
+        x = float(v)
+    except ValueError:
+        x = -1
+    if not 0 <= x <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, got {v!r}")
+    return x
 
 
 def print_report(report: dict, con=None) -> None:
@@ -63,6 +141,8 @@ def print_report(report: dict, con=None) -> None:
         con.print("exported: " + ", ".join(report["exported_files"]), highlight=False)
     if report.get("rejects"):
         con.print(f"[yellow]{report['rejects']:,} rejected rows[/yellow] → {report['rejects_file']}", highlight=False)
+        for r in report.get("reject_reasons", [])[:5]:
+            con.print(f"  {r['count']:,} × {r['op']} {r['error_type']}: {r['example']}", highlight=False)
 
 
 def cmd_ops(args) -> int:
@@ -143,7 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run a YAML recipe")
     r.add_argument("recipe")
-    r.add_argument("--np", type=int, default=None, help="worker processes (overrides the recipe)")
+    r.add_argument("--np", type=_positive_int, default=None, help="worker processes (overrides the recipe)")
+    r.add_argument("--max-reject-ratio", type=_ratio, default=None,
+                   help="exit 1 when more than this share of rows is rejected (overrides the recipe; default 0.05)")
     r.add_argument("--work-dir", default=None, help="work directory (resume state, report, rejects)")
     r.add_argument("--allow-scripts", action="store_true", help="allow ops that run user Python code")
     r.add_argument("--no-progress", action="store_true")
