@@ -66,17 +66,17 @@ def from_records(records: list[dict], strings: tuple = ()) -> pa.RecordBatch:
 
 
 def _column(vals: list) -> tuple[pa.Array, bytes | None]:
+    """One field's column and tag. A native column is tagged ``absent`` unless it holds JSON nulls (then
+    its nulls are those nulls); with neither absent keys nor nulls the tag says nothing about the data,
+    but tells :func:`unify_schemas` that rows of another batch lacking the field lacked the key."""
     absent = any(v is _MISSING for v in vals)
-    if absent:
-        present = [v for v in vals if v is not _MISSING]
-        typ = None if None in present else _exact_type(present)
-        if typ is not None:
-            return pa.array([None if v is _MISSING else v for v in vals], typ), ABSENT
+    present = [v for v in vals if v is not _MISSING] if absent else vals
+    has_null = None in present
+    typ = None if (absent and has_null) else _exact_type(present)
+    if typ is None:
         return pa.array([None if v is _MISSING else dumps(v).decode() for v in vals], pa.string()), RAW
-    typ = _exact_type(vals)
-    if typ is not None:
-        return pa.array(vals, typ), None
-    return pa.array([dumps(v).decode() for v in vals], pa.string()), RAW
+    arr = pa.array([None if v is _MISSING else v for v in vals] if absent else vals, typ)
+    return arr, (None if has_null else ABSENT)
 
 
 def _exact_type(vals: list) -> pa.DataType | None:
@@ -205,6 +205,62 @@ def decode_json(arr: pa.Array, path: list[str] = ()) -> pa.Array:
         return pa.array(vals)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         return pa.array([v if v is None or isinstance(v, str) else dumps(v).decode() for v in vals], pa.string())
+
+
+def unify_schemas(schemas: list[pa.Schema]) -> pa.Schema:
+    """One schema for batches that must share one (a Parquet file, one Arrow file of a stage shard) that
+    keeps every value as it was: a field read from JSON whose batches disagree (a struct in one, raw JSON
+    in another; int64 here, float64 there; rows lacking the key here, JSON nulls there) becomes raw JSON in
+    all of them (see :func:`conform`), never a promoted type. Other fields unify as Arrow does."""
+    names = list(dict.fromkeys(n for s in schemas for n in s.names))
+    return pa.schema([_unify_field([s.field(n) if n in s.names else None for s in schemas]) for n in names])
+
+
+def _unify_field(versions: list) -> pa.Field:
+    present = [f for f in versions if f is not None]
+    f0 = present[0]
+    tags = {json_tag(f) for f in present}
+    if tags == {None}:
+        try:
+            return pa.unify_schemas([pa.schema([f]) for f in present], promote_options="permissive").field(0)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            return pa.field(f0.name, pa.string(), metadata={JSON_TAG: RAW})
+    same_type = all(f.type.equals(f0.type) for f in present)
+    if tags == {ABSENT} and same_type:
+        return f0
+    return pa.field(f0.name, pa.string(), metadata={JSON_TAG: RAW})
+
+
+def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` in ``schema`` (from :func:`unify_schemas`): columns in its order, missing ones null (an
+    absent key), fields that became raw JSON turned into their JSON text, others cast."""
+    if batch.schema.equals(schema, check_metadata=True):
+        return batch
+    cols = []
+    for f in schema:
+        idx = batch.schema.get_field_index(f.name)
+        if idx < 0:
+            cols.append(pa.nulls(batch.num_rows, f.type))
+            continue
+        col, have = batch.column(idx), batch.schema.field(idx)
+        if is_raw_json(f) and not is_raw_json(have):
+            col = to_raw_json(col, json_tag(have) == ABSENT)
+        elif not col.type.equals(f.type):
+            col = col.cast(f.type)
+        cols.append(col)
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def to_raw_json(arr: pa.Array, null_is_absent: bool) -> pa.Array:
+    """Each value's JSON text (Polars' encoder, as the JSONL writer uses); a null stays null (absent
+    key) when ``null_is_absent``, else becomes the text ``null``."""
+    import polars as pl
+    if _has_binary(arr.type):
+        arr = _b64(arr)
+    s = pl.from_arrow(pa.table({"v": arr})).select(
+        pl.struct(pl.col("v")).struct.json_encode().str.strip_prefix('{"v":').str.strip_suffix("}"))
+    out = s.to_series().to_arrow().cast(pa.string())
+    return pc.if_else(pc.is_null(arr), pa.scalar(None, pa.string()), out) if null_is_absent else out
 
 
 def to_pylist(batch: pa.RecordBatch) -> list[dict]:
@@ -358,18 +414,18 @@ def empty_like(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 
 def concat_batches(batches: list[pa.RecordBatch], schema: pa.Schema | None = None) -> pa.RecordBatch:
-    """Concatenate batches (unifying schemas permissively) into one contiguous batch."""
+    """Concatenate batches into one contiguous batch, their schemas unified without losing a value
+    (:func:`unify_schemas`)."""
     batches = [b for b in batches if b is not None]
     if not batches:
         return pa.RecordBatch.from_pylist([], schema=schema) if schema is not None else \
             pa.RecordBatch.from_pylist([])
     if len(batches) == 1:
         return batches[0]
-    tables = [pa.Table.from_batches([b]) for b in batches]
-    try:
-        t = pa.concat_tables(tables)
-    except pa.ArrowInvalid:
-        t = pa.concat_tables(tables, promote_options="permissive")
-    t = t.combine_chunks()
+    first = batches[0].schema
+    if not all(b.schema.equals(first, check_metadata=True) for b in batches):
+        first = unify_schemas([b.schema for b in batches])
+        batches = [conform(b, first) for b in batches]
+    t = pa.Table.from_batches(batches, schema=first).combine_chunks()
     bs = t.to_batches()
     return bs[0] if bs else pa.RecordBatch.from_pylist([], schema=t.schema)

@@ -78,10 +78,13 @@ class Dataset:
             return pa.Table.from_batches([C.concat_batches(batches)]) if batches else pa.table({})
 
     def to_list(self, np: int = 1, **kw) -> list[dict]:
-        return self.to_table(np=np, **kw).to_pylist()
+        """Rows as dicts, fields as they were read (raw JSON fields decoded: see ``columns.from_records``)."""
+        from . import columns as C
+        return [r for b in self.to_table(np=np, **kw).to_batches() for r in C.to_pylist(b)]
 
     def head(self, n: int = 5) -> list[dict]:
         """The first ``n`` input rows (ops not applied), read without running the engine."""
+        from . import columns as C
         from .io.base import ReadOptions
         from .io.formats import read_shard
         from .io.planner import common_root, plan_dataset
@@ -92,7 +95,7 @@ class Dataset:
         for s in shards:
             for item in read_shard(s, opts):
                 if isinstance(item, pa.RecordBatch):
-                    out.extend(item.slice(0, n - len(out)).to_pylist())
+                    out.extend(C.to_pylist(item.slice(0, n - len(out))))
                     if len(out) >= n:
                         return out
         return out

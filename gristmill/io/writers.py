@@ -56,11 +56,14 @@ def export_format(path: str) -> tuple[str, str]:
 # -- schema alignment -----------------------------------------------------------------------------
 
 def align(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch | None:
-    """``batch`` in ``schema``'s column order and types, or None when that would lose information."""
-    if batch.schema.equals(schema):
+    """``batch`` in ``schema``'s column order and types, or None when that would lose information
+    (including what a field's JSON tag says about it: see ``columns.from_records``)."""
+    if batch.schema.equals(schema, check_metadata=True):
         return batch
     names = set(batch.schema.names)
     if not names <= set(schema.names):
+        return None
+    if any(C.json_tag(f) != C.json_tag(schema.field(f.name)) for f in batch.schema):
         return None
     cols = []
     for f in schema:
@@ -94,7 +97,7 @@ def _safe_widen(src: pa.DataType, dst: pa.DataType) -> bool:
 
 
 def unify(schemas: list[pa.Schema]) -> pa.Schema:
-    return pa.unify_schemas(schemas, promote_options="permissive")
+    return C.unify_schemas(schemas)
 
 
 # -- stage shards ---------------------------------------------------------------------------------
@@ -130,7 +133,7 @@ class ShardWriter:
         self._sink = pa.OSFile(self._tmp, "wb")
         self._w = ipc.new_file(self._sink, schema)
         self.parts.append(part)
-        self._w.write_batch(align(batch, schema) or batch.cast(schema))
+        self._w.write_batch(align(batch, schema) or C.conform(batch, schema))
         self.rows += batch.num_rows
 
     def _close_part(self):
@@ -163,7 +166,8 @@ def _ndjson(batch: pa.RecordBatch) -> bytes:
     stay absent (see ``columns.from_records``); bytes, which JSON has no type for, become base64 strings.
     A batch with neither goes straight through Polars' writer."""
     batch = C.binary_to_base64(batch)
-    if not any(C.json_tag(f) for f in batch.schema):
+    if not any(C.json_tag(f) == C.RAW or (C.json_tag(f) == C.ABSENT and col.null_count)
+               for f, col in zip(batch.schema, batch.columns)):
         buf = io.BytesIO()
         pl.from_arrow(pa.Table.from_batches([batch])).write_ndjson(buf)
         return buf.getvalue()
@@ -348,7 +352,7 @@ def _write_pieces(parts: list[str], schema: pa.Schema, shard_size: int, base: st
         if w is None:
             pieces.append(_piece_name(base, len(pieces)))
             w, acc = piece(pieces[-1], schema), 0
-        w.write(align(b, schema) or b.cast(schema))
+        w.write(align(b, schema) or C.conform(b, schema))
         acc += b.nbytes
         if shard_size > 0 and acc >= shard_size:
             w.close()

@@ -131,7 +131,7 @@ class ChatTemplateMapper(Mapper):
         wanted = {p.messages_key, p.conversations_key, p.moss_key, "meta_instruction", p.instruction_key,
                   p.input_key, p.output_key, p.system_key} | {k for qa in self.qa_keys for k in qa}
         cols = [n for n in batch.schema.names if n in wanted]
-        rows = batch.select(cols).to_pylist() if cols else [{}] * batch.num_rows
+        rows = C.to_pylist(batch.select(cols)) if cols else [{}] * batch.num_rows
         texts = [self.render(r) for r in rows]
         return C.set_column(batch, self.text_key, pa.array(texts, pa.string()))
 

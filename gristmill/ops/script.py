@@ -7,6 +7,7 @@ import importlib.util
 import pyarrow as pa
 from pydantic import Field
 
+from .. import columns as C
 from ..registry import register
 from .base import Mapper, Params
 
@@ -22,11 +23,11 @@ class _ScriptMapper(Mapper):
         if self.params.batched:
             out = fn(batch.to_pydict())
             return pa.RecordBatch.from_pydict(out)
-        rows = [fn(dict(r)) for r in batch.to_pylist()]
+        rows = [fn(r) for r in C.to_pylist(batch)]  # fields as read, raw JSON ones decoded
         for r in rows:
             if not isinstance(r, dict):
                 raise TypeError(f"{self.name}: function must return a dict sample, got {type(r).__name__}")
-        return pa.RecordBatch.from_pylist(rows)
+        return C.from_records(rows)
 
 
 @register("python_lambda_mapper")
