@@ -8,17 +8,19 @@ calling the libraries directly.
 from __future__ import annotations
 
 import html as htmllib
+import inspect
 import re
 from functools import partial
 from typing import Any, Literal
 
 import pyarrow as pa
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from ... import columns as C
-from ...registry import register
+from ...registry import closest, register
 from ..base import Mapper, Params
-from .timeout import CallTimeout, ChildDied, TimeLimit, alarm_handler
+from .timeout import CallFailed, CallTimeout, ChildDied, TimeLimit, alarm_handler
 
 DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {
     # the options the rest of the field (datatrove, NeMo Curator) uses for pre-training text
@@ -76,6 +78,51 @@ def _justext(html: str, options: dict) -> str:
 
 EXTRACTORS = {"trafilatura": _trafilatura, "resiliparse": _resiliparse, "justext": _justext}
 
+
+def _library_function(name: str):
+    """The library function an extractor passes its options to (imported on demand)."""
+    if name == "trafilatura":
+        import trafilatura
+        return trafilatura.extract
+    if name == "resiliparse":
+        from resiliparse.extract.html2text import extract_plain_text
+        return extract_plain_text
+    import justext
+    return justext.justext
+
+
+def option_names(name: str) -> list[str]:
+    """The keyword options the installed extractor accepts: its function's parameters after the document
+    (for jusText, ``stoplist`` is one of them and takes a language name or ``all``)."""
+    return list(inspect.signature(_library_function(name)).parameters)[1:]
+
+
+def check_options(name: str, options: dict) -> None:
+    """Refuse option names the extractor does not take (a typo would otherwise fail every page at run
+    time, or be ignored) and unknown jusText stoplists, suggesting the closest valid name."""
+    if not options:
+        return
+    valid = option_names(name)
+    for key in options:
+        if key not in valid:
+            hint = closest(key, valid) or f" (options: {', '.join(valid)})"
+            raise PydanticCustomError("unknown_option", f"unknown {name} option {key!r}{hint}")
+    if name == "justext" and "stoplist" in options:
+        import justext
+        lang, langs = options["stoplist"], sorted(justext.get_stoplists())
+        if lang != "all" and lang not in langs:
+            hint = closest(str(lang), langs) or " (a language name such as English, or all)"
+            raise PydanticCustomError("unknown_stoplist", f"unknown jusText stoplist {lang!r}{hint}")
+
+
+_WARMUP_PAGE = "<html><head><title>warm-up</title></head><body><p>gristmill warm-up page.</p></body></html>"
+
+
+def warm_up(name: str, options: dict) -> None:
+    """Extract a tiny page once so that the library's imports and lazy set-up (jusText's stoplist union)
+    happen before the per-page timer runs."""
+    EXTRACTORS[name](_WARMUP_PAGE, options)
+
 _TITLE = re.compile(r"<title\b[^>]*>(.*?)</title\s*>", re.I | re.S)
 _WS = re.compile(r"\s+")
 
@@ -126,15 +173,22 @@ class HtmlExtractMapper(Mapper):
             "reject", description="reject: failing documents go to rejects; empty: they stay with empty "
             "text and __meta__.extract_error.")
 
+        @field_validator("extractor_options")
+        @classmethod
+        def _known_options(cls, v: dict, info: ValidationInfo) -> dict:
+            if "extractor" in info.data:  # else the extractor itself was invalid and is reported
+                check_options(info.data["extractor"], v)
+            return v
+
     def __init__(self, **params):
         super().__init__(**params)
         p = self.params
-        unknown_extractor = p.extractor not in EXTRACTORS
-        if unknown_extractor:  # pragma: no cover - Literal already checks
-            raise ValueError(f"unknown extractor {p.extractor!r}")
         self.options = {**DEFAULT_OPTIONS[p.extractor], **p.extractor_options}
-        if p.extractor == "justext":
-            justext_stoplist(self.options.get("stoplist", "all"))  # fail early on a bad language
+
+    @property
+    def creates_text(self) -> bool:
+        """With ``html_key`` the text field is made from another one: rows may arrive without it."""
+        return self.params.html_key is not None
 
     def __getstate__(self):
         state = super().__getstate__()
@@ -142,8 +196,9 @@ class HtmlExtractMapper(Mapper):
         return state
 
     def _limit(self) -> TimeLimit:
-        return self.resource("limit", lambda: TimeLimit(partial(_run, self.params.extractor, self.options),
-                                                         self.params.timeout, self.params.timeout_mode))
+        p = self.params
+        return self.resource("limit", lambda: TimeLimit(partial(_run, p.extractor, self.options), p.timeout,
+                                                         p.timeout_mode, partial(warm_up, p.extractor, self.options)))
 
     def close(self) -> None:
         """Stop the extraction child process, if one runs (it also stops when the op is collected)."""
@@ -163,6 +218,8 @@ class HtmlExtractMapper(Mapper):
             raise ExtractionError(f"{self.params.extractor} took longer than {self.params.timeout}s") from None
         except ChildDied as e:
             raise ExtractionError(str(e)) from None
+        except CallFailed as e:
+            raise ExtractionError(f"{self.params.extractor} failed: {e}") from None
         except RecursionError:
             raise ExtractionError(f"{self.params.extractor}: document nested too deeply") from None
         except Exception as e:  # noqa: BLE001
@@ -171,33 +228,36 @@ class HtmlExtractMapper(Mapper):
             return res
         return res, html_title(html if isinstance(html, str) else html.decode())
 
-    def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+    def _html_values(self, batch: pa.RecordBatch) -> list:
+        """The HTML of each row: str, or UTF-8 bytes for extractors that parse bytes; binary columns are
+        decoded with the page's charset (as WARC bodies are); None where the row has none."""
         key = self.params.html_key or self.text_key
-        idx = batch.schema.get_field_index(key)
-        if idx < 0:
-            raise KeyError(f"{self.name}: HTML field {key!r} not in batch (fields: {batch.schema.names})")
-        col = batch.column(idx)
+        col = C.get_field(batch, key)
+        if col is None:
+            if not self.creates_text:
+                raise KeyError(f"{self.name}: HTML field {key!r} not in batch (fields: {batch.schema.names})")
+            return [None] * batch.num_rows
         if pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type):  # raw bytes: find the charset
             from ...io.warc import decode_html
-            htmls = [None if h is None else decode_html(h, None)[0] for h in col.to_pylist()]
-        elif self.params.extractor in UTF8_EXTRACTORS and (pa.types.is_string(col.type)
-                                                          or pa.types.is_large_string(col.type)):
-            htmls = col.view(pa.binary() if pa.types.is_string(col.type) else pa.large_binary()).to_pylist()
-        else:
-            htmls = col.to_pylist()
+            return [None if h is None else decode_html(h, None)[0] for h in col.to_pylist()]
+        if self.params.extractor in UTF8_EXTRACTORS and (pa.types.is_string(col.type)
+                                                         or pa.types.is_large_string(col.type)):
+            return col.view(pa.binary() if pa.types.is_string(col.type) else pa.large_binary()).to_pylist()
+        return col.to_pylist()
+
+    def _extract_all(self, htmls: list, single: bool) -> tuple[list, list, list]:
+        """(texts, titles, errors) per row. A row without HTML passes through as null, unless the text is made
+        from ``html_key``: then it is an error like a failed page (no HTML, no text)."""
         retry = self.__dict__.setdefault("_retry", {})
-        single = len(htmls) == 1
         if not single:
             retry.clear()
-        texts: list[str | None] = []
-        titles: list[str | None] = []
-        errors: list[str | None] = []
+        texts, titles, errors = [], [], []
+        missing = f"HTML field {self.params.html_key!r} is missing or null" if self.creates_text else None
         with alarm_handler():
             for h in htmls:
                 if h is None:
-                    texts.append(None), titles.append(None), errors.append(None)
-                    continue
-                if single and retry and h in retry:
+                    text, title, err = ("" if missing else None), None, missing
+                elif single and retry and h in retry:
                     text, title, err = retry.pop(h)
                 else:
                     try:
@@ -207,16 +267,22 @@ class HtmlExtractMapper(Mapper):
                 texts.append(text)
                 titles.append(title)
                 errors.append(err)
+        return texts, titles, errors
+
+    def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        htmls = self._html_values(batch)
+        single = len(htmls) == 1
+        texts, titles, errors = self._extract_all(htmls, single)
         failed = [e for e in errors if e is not None]
         if failed and self.params.on_error == "reject":
             if not single:  # the engine retries the batch row by row: keep the results, do not recompute
-                retry.update((h, r) for h, *r in zip(htmls, texts, titles, errors) if h is not None)
+                self._retry.update((h, r) for h, *r in zip(htmls, texts, titles, errors) if h is not None)
             raise ExtractionError(failed[0] if single else f"{len(failed)} documents failed")
         out = C.set_column(batch, self.text_key, pa.array(texts, pa.string()))
         meta: dict[str, Any] = {"title": pa.array(titles, pa.string())}
-        ui = batch.schema.get_field_index(self.params.url_key)
-        if ui >= 0:
-            meta["url"] = batch.column(ui).cast(pa.string())
+        url = C.get_field(batch, self.params.url_key)
+        if url is not None:
+            meta["url"] = url.cast(pa.string())
         if self.params.on_error == "empty":
             meta["extract_error"] = pa.array(errors, pa.string())
         return C.with_meta(out, meta)
