@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from ..io.base import ReadOptions
-from ..io.planner import plan_dataset
+from ..io.planner import expand, plan_dataset
 from . import check as fastcheck
 from .backends import TokenizerError, TokenizerSpec, load_tokenizer
 from .config import TokenizeConfig, parse_section, path_hint
@@ -79,15 +79,39 @@ def resolve_specials(cfg: TokenizeConfig) -> Specials:
     return Specials(spec, eos_name, eos_id, bos_id, pad_id)
 
 
-def preflight(config, where: str = "tokenize", inputs: Sequence[str] = (), plan_sources: bool = True) -> TokenizeConfig:
+def preflight(config, where: str = "tokenize", inputs: Sequence[str] = (), pending: Sequence[str] = ()) -> TokenizeConfig:
     """What can be checked before any work (so a typo fails before an hour of filtering, not after): the
-    section, the tokenizer and its special tokens, that the sources exist (``plan_sources``; not when they
-    are a run's export, still to be written) and that the output stays off the sources and ``inputs``."""
+    section, the tokenizer and its special tokens, that the sources exist (except those under a ``pending``
+    path's stem: a run's export, written first) and that the output stays off the sources and ``inputs``."""
     cfg = parse_section(config, where)
-    resolve_specials(cfg)
-    files = [s.source for js in _plan_sources(cfg) for s in js] if plan_sources else []
-    check_paths({"tokenize output": cfg.output}, [*cfg.source_paths(), *inputs], files)
+    try:
+        resolve_specials(cfg)
+    except TokenizerError as e:
+        raise TokenizerError(f"{where}: {e}") from None
+    stems = [_stem(p) for p in pending]
+    files = []
+    for s in cfg.source_list():
+        for p in s["paths"]:
+            if not any(_real(p).startswith(st) for st in stems):
+                files += _expand(p, s["name"], where)
+    check_paths({f"{where}: output": cfg.output}, [*cfg.source_paths(), *inputs], files)
     return cfg
+
+
+def _stem(path: str) -> str:
+    """``out/clean`` for ``out/clean.jsonl.gz``: the prefix of an export's file and of its shards' names."""
+    from ..io.base import strip_compression
+    return os.path.splitext(strip_compression(_real(path))[0])[0]
+
+
+def _expand(path: str, source: str, where: str = "tokenize") -> list[str]:
+    """The files a source path names; a missing one is one line naming the source and the closest name."""
+    try:
+        return expand(path)
+    except FileNotFoundError as e:
+        hint = "" if glob.has_magic(path) or os.path.exists(path) else path_hint(path)
+        which = "" if source == path else f"source {source!r}: "
+        raise FileNotFoundError(f"{where}.sources: {which}{e}{hint}") from None
 
 
 class OutputOverInput(ValueError):
@@ -127,16 +151,16 @@ def _inside(child: str, parent: str) -> bool:
 
 
 def _plan_sources(cfg: TokenizeConfig) -> list[list]:
-    """Shards of each source; a missing path is one line naming the source and the closest existing name."""
+    """Shards of each source, in order."""
     out = []
     for s in cfg.source_list():
         opts = ReadOptions(text_key=s["text_key"], shard_bytes=cfg.shard_bytes)
         try:
             out.append(plan_dataset(s["paths"], opts))
-        except FileNotFoundError as e:
-            missing = next((p for p in s["paths"] if not glob.has_magic(p) and not os.path.exists(p)), "")
-            raise FileNotFoundError(f"tokenize source {s['name']!r}: {e}{path_hint(missing) if missing else ''}") \
-                from None
+        except FileNotFoundError:
+            for p in s["paths"]:
+                _expand(p, s["name"])  # raises the one-line message for the missing path
+            raise
     return out
 
 
