@@ -19,6 +19,7 @@ def cmd_run(args) -> int:
     con = _console()
     try:
         recipe, ops, warnings = load_recipe(args.recipe, {"allow_scripts": True} if args.allow_scripts else None)
+        check_tokenize_section(recipe, args.recipe)
     except (RecipeError, FileNotFoundError) as e:
         con.print(f"[red]error:[/red] {e}", markup=True, highlight=False)
         return 2
@@ -45,9 +46,7 @@ def cmd_run(args) -> int:
         con.print(f"[red]error:[/red] {verdict}", highlight=False)
         return 1
     if recipe.tokenize:
-        from .tokenize.run import run_tokenize
-        run_tokenize({**recipe.tokenize, "dataset_path": recipe.export_path}, np=cfg.np,
-                     work_dir=cfg.work_dir + "/tokenize", progress=not args.no_progress)
+        return tokenize_export(recipe, report.get("exported_files"), cfg, con)
     return 0
 
 
@@ -205,17 +204,91 @@ def cmd_head(args) -> int:
 
 
 def cmd_tokenize(args) -> int:
-    import yaml
+    """Tokenize a recipe's export (its `tokenize:` section) or a file that is just a tokenize section."""
+    from .recipe import RecipeError
+    con = _console()
+    try:
+        section, np_, work = _tokenize_job(args)
+    except (RecipeError, FileNotFoundError, ValueError) as e:
+        con.print(f"[red]error:[/red] {e}", highlight=False)
+        return 2
     from .tokenize.run import run_tokenize
-    with open(args.recipe) as f:
-        raw = yaml.safe_load(f) or {}
-    section = raw.get("tokenize", raw)
-    if "dataset_path" not in section and "dataset_path" in raw:
-        section = {**section, "dataset_path": raw.get("export_path") or raw["dataset_path"]}
-    work = args.work_dir or raw.get("work_dir") or ".gristmill-work-tokenize"
-    report = run_tokenize(section, np=args.np or raw.get("np", 1), work_dir=work, progress=not args.no_progress)
-    print(json.dumps(report, indent=2, default=str))
-    return 0
+    status, report = run_guarded(lambda: run_tokenize(section, np=np_, work_dir=work, progress=not args.no_progress),
+                                 work, con)
+    if report is not None:
+        print(json.dumps(report, indent=2, default=str))
+    return status
+
+
+def _tokenize_job(args) -> tuple[dict, int, str]:
+    """(section, np, work dir) for `gristmill tokenize`: a full recipe tokenizes what `gristmill run` exported
+    (its report's exported_files) in the run's work dir, so both commands share token shards."""
+    import yaml
+    from .recipe import RecipeError, load_recipe, run_config
+    from .tokenize.run import preflight
+    try:
+        with open(args.recipe) as f:
+            raw = yaml.safe_load(f) or {}
+    except OSError as e:
+        raise RecipeError(f"cannot read recipe {args.recipe!r}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise RecipeError(f"{args.recipe}: invalid YAML: {e}") from None
+    if not isinstance(raw, dict) or "tokenize" not in raw:  # the file is a tokenize section
+        preflight(raw, f"{args.recipe}: tokenize")
+        return raw, args.np or 1, args.work_dir or ".gristmill-work-tokenize"
+    recipe, _, _ = load_recipe(args.recipe, {"allow_scripts": True})
+    check_tokenize_section(recipe, args.recipe)
+    cfg = run_config(recipe, np=args.np, work_dir=args.work_dir, progress=False)
+    return _export_section(recipe, _exported_files(recipe, cfg.work_dir)), cfg.np, cfg.work_dir
+
+
+def _exported_files(recipe, work_dir: str) -> list[str] | None:
+    """The files the recipe's last run exported (None when the section names its own sources)."""
+    from .recipe import RecipeError
+    if recipe.tokenize.get("sources") is not None or recipe.tokenize.get("dataset_path") is not None:
+        return None
+    try:
+        with open(os.path.join(work_dir, "report.json")) as f:
+            report = json.load(f)
+    except (OSError, ValueError):
+        report = {}
+    if report.get("export_path") == recipe.export_path and report.get("exported_files"):
+        return report["exported_files"]
+    raise RecipeError(f"no export of this recipe in {work_dir} (report.json): run `gristmill run` on it first, or "
+                      f"give the tokenize section `sources`")
+
+
+def _export_section(recipe, files: list[str] | None) -> dict:
+    from .tokenize.config import with_export
+    return with_export(recipe.tokenize, recipe.export_path, files)
+
+
+def check_tokenize_section(recipe, source: str) -> None:
+    """Validate a recipe's `tokenize:` section, its tokenizer, special tokens and sources before the run
+    starts (a typo fails now, not after the filtering): RecipeError, one line per problem."""
+    if not recipe.tokenize:
+        return
+    from .io.planner import parse_weighted
+    from .recipe import RecipeError
+    from .tokenize.run import preflight
+    export = [recipe.export_path] if recipe.export_path else []
+    try:
+        inputs = [p for _, p in parse_weighted(recipe.dataset_path)] + export
+        preflight(_export_section(recipe, None), f"{source}: tokenize", inputs, pending=export)
+    except (ValueError, FileNotFoundError) as e:
+        raise RecipeError(str(e)) from None
+
+
+def tokenize_export(recipe, exported: list[str] | None, cfg, con) -> int:
+    """The recipe's tokenize step on what the run exported (``exported``: its report's exported_files)."""
+    from .tokenize.run import run_tokenize
+    section = _export_section(recipe, exported)
+    status, rep = run_guarded(lambda: run_tokenize(section, np=cfg.np, work_dir=cfg.work_dir, progress=cfg.progress),
+                              cfg.work_dir, con)
+    if rep is not None:
+        con.print(f"tokenized: {rep['docs']:,} documents, {rep['tokens']:,} tokens ({rep['backend']}, eos "
+                  f"{rep['eos']}) → {rep['output']}", highlight=False)
+    return status
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -248,8 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.set_defaults(fn=cmd_formats)
     t = sub.add_parser("tokenize", help="tokenize, pack and write training data (recipe `tokenize:` section)")
     t.add_argument("recipe")
-    t.add_argument("--np", type=int, default=None)
-    t.add_argument("--work-dir", default=None)
+    t.add_argument("--np", type=_positive_int, default=None, help="worker processes (overrides the recipe)")
+    t.add_argument("--work-dir", default=None, help="work directory (a recipe's: the one `gristmill run` used)")
     t.add_argument("--no-progress", action="store_true")
     t.set_defaults(fn=cmd_tokenize)
     try:
