@@ -29,7 +29,8 @@ from email.utils import parsedate_to_datetime
 from typing import Callable, Iterable, Literal
 from urllib.parse import unquote, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 CC_BASE_URL = "https://data.commoncrawl.org/"
 RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
@@ -82,34 +83,97 @@ class DownloadReport:
 
 # -- inputs ---------------------------------------------------------------------------------------
 
-def read_list(path: str) -> list[str]:
-    """Non-empty, non-comment lines of a (possibly gzipped) list file."""
+def read_list(path: str, what: str = "list") -> list[str]:
+    """Non-empty, non-comment lines of a (possibly gzipped) list file; DownloadError when it is unreadable."""
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [ln.strip() for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            return [ln.strip() for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
+    except FileNotFoundError:
+        raise DownloadError(f"{what} file {path!r} not found") from None
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
+        raise DownloadError(f"cannot read {what} file {path!r}: {why}") from None
 
 
-def plan(entries: Iterable[str], out_dir: str, base_url: str | None = None) -> list[tuple[str, str]]:
+SCHEMES = ("http", "https")
+_LABEL = re.compile(r"^(?!-)[A-Za-z0-9_-]{1,63}(?<!-)$")
+
+
+def url_problem(url: str, allow_file_urls: bool = False) -> str | None:
+    """Why ``url`` cannot be downloaded (bad scheme, host or port), or None. ``file://`` URLs copy local
+    files, so they need ``allow_file_urls``."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as e:
+        return f"invalid URL ({e}): fix or remove it in the list"
+    scheme = parts.scheme.lower()
+    if scheme == "file":
+        if not allow_file_urls:
+            return "file:// URLs copy local files: allow them with --allow-file-urls (recipe: " \
+                   "download.allow_file_urls: true)"
+        return None
+    if scheme not in SCHEMES:
+        return f"unsupported scheme {scheme!r}: only http and https URLs are downloaded"
+    host = parts.hostname or ""
+    if not host or port == 0:
+        return "invalid URL (no host, or port 0): fix or remove it in the list"
+    if ":" in host:  # an IPv6 literal
+        return None
+    try:
+        ascii_host = host.encode("idna").decode("ascii")
+    except UnicodeError:
+        ascii_host = ""
+    if not ascii_host or not all(_LABEL.match(lb) for lb in ascii_host.rstrip(".").split(".")):
+        return f"invalid host name {host!r}: fix or remove it in the list"
+    return None
+
+
+def _relative_name(e: str, base_url: str | None) -> tuple[str, str]:
+    """(url, path under out_dir) for one list entry."""
+    if re.match(r"^[a-z][a-z0-9+.-]*://", e, re.I):
+        parts = urlsplit(e)
+        rel = parts.netloc + "/" + unquote(parts.path).lstrip("/")
+        if rel.endswith("/"):
+            rel += "index.html"
+        if parts.query:
+            rel += "_" + hashlib.sha1(parts.query.encode()).hexdigest()[:10]
+        return e, rel
+    if not base_url:
+        raise DownloadError(f"{e!r} is a relative path: give --base-url (for Common Crawl paths, "
+                            f"{CC_BASE_URL})")
+    return base_url.rstrip("/") + "/" + e.lstrip("/"), e.lstrip("/")
+
+
+def _file_not_dir(rels: list[tuple[str, ...]]) -> set[tuple[str, ...]]:
+    """The names that are also a directory of another name (``a`` beside ``a/b``): a file cannot be both."""
+    dirs = {r[:i] for r in rels for i in range(1, len(r))}
+    return {r for r in rels if r in dirs}
+
+
+def plan(entries: Iterable[str], out_dir: str, base_url: str | None = None,
+         allow_file_urls: bool = False) -> list[tuple[str, str]]:
     """(url, destination) pairs. Relative entries (Common Crawl paths) are joined to ``base_url`` and keep
-    their path under ``out_dir``; absolute URLs are stored as ``out_dir/<host>/<path>``."""
-    pairs, seen = [], {}
+    their path under ``out_dir``; absolute URLs are stored as ``out_dir/<host>/<path>``, and a URL whose
+    name is also another URL's directory (``/a`` beside ``/a/b``) as ``<path>/index.html``. Bad URLs and
+    two URLs with one name are refused (DownloadError naming the first, before anything is fetched)."""
+    urls, rels, bad = [], [], []
     for e in entries:
-        if re.match(r"^[a-z][a-z0-9+.-]*://", e, re.I):
-            url = e
-            parts = urlsplit(e)
-            rel = parts.netloc + "/" + unquote(parts.path).lstrip("/")
-            if rel.endswith("/"):
-                rel += "index.html"
-            if parts.query:
-                rel += "_" + hashlib.sha1(parts.query.encode()).hexdigest()[:10]
-        else:
-            if not base_url:
-                raise DownloadError(f"{e!r} is a relative path: give --base-url (for Common Crawl paths, "
-                                    f"{CC_BASE_URL})")
-            url = base_url.rstrip("/") + "/" + e.lstrip("/")
-            rel = e.lstrip("/")
-        parts = [p for p in rel.split("/") if p not in ("", ".", "..")]
-        dest = os.path.join(out_dir, *parts)
+        url, rel = _relative_name(e, base_url)
+        why = url_problem(url, allow_file_urls)
+        if why:
+            bad.append(f"{url!r}: {why}")
+            continue
+        urls.append(url)
+        rels.append(tuple(p for p in rel.split("/") if p not in ("", ".", "..")))
+    if bad:
+        more = f" (and {len(bad) - 1} more bad entries)" if len(bad) > 1 else ""
+        raise DownloadError(f"cannot download {bad[0]}{more}")
+    clash = _file_not_dir(rels)
+    pairs, seen = [], {}
+    for url, rel in zip(urls, rels):
+        dest = os.path.join(out_dir, *rel, *(["index.html"] if rel in clash else []))
         if dest in seen:
             if seen[dest] != url:
                 raise DownloadError(f"{url} and {seen[dest]} would both be saved as {dest}")
@@ -122,7 +186,7 @@ def plan(entries: Iterable[str], out_dir: str, base_url: str | None = None) -> l
 def load_checksums(path: str) -> dict[str, str]:
     """``sha256sum``/``md5sum`` style lines (``<hex>  <name>``) → {name or basename: hex}."""
     out = {}
-    for ln in read_list(path):
+    for ln in read_list(path, "checksums"):
         parts = ln.split()
         if len(parts) >= 2 and re.fullmatch(r"[0-9a-fA-F]{32}|[0-9a-fA-F]{40}|[0-9a-fA-F]{64}|[0-9a-fA-F]{128}",
                                             parts[0]):
@@ -183,10 +247,22 @@ class _Downloader:
     def fetch(self, url: str, dest: str) -> FileResult:
         t0 = time.monotonic()
         res = FileResult(url=url, path=dest, status="downloaded")
-        if os.path.exists(dest):
+        if os.path.isfile(dest):
             res.status, res.size = "skipped", os.path.getsize(dest)
             return res
-        os.makedirs(os.path.dirname(dest) or ".", exist_ok=True)
+        try:
+            last_err = self._attempts(url, dest, res)
+        except Exception as e:  # noqa: BLE001 - one file's surprise must not stop the others
+            last_err = f"{type(e).__name__}: {e}"
+        if last_err is None:
+            res.seconds = time.monotonic() - t0
+            return res
+        res.status, res.error, res.seconds = "failed", last_err, time.monotonic() - t0
+        return res
+
+    def _attempts(self, url: str, dest: str, res: FileResult) -> str | None:
+        """Try until the file is complete (None) or retries run out (the last error)."""
+        _make_dirs(os.path.dirname(dest) or ".")
         part, meta_path = dest + ".part", dest + ".part.json"
         last_err = None
         for attempt in range(self.retries + 1):
@@ -194,18 +270,15 @@ class _Downloader:
             try:
                 self._attempt(url, dest, part, meta_path, res)
                 res.size = os.path.getsize(dest)
-                res.seconds = time.monotonic() - t0
-                return res
+                return None
             except _Retry as e:
                 last_err = str(e)
                 if attempt < self.retries:
                     wait = e.wait if e.wait is not None else self.backoff * (2 ** attempt)
                     time.sleep(min(wait * (0.5 + random.random() / 2) if e.wait is None else wait, 300))
             except DownloadError as e:
-                last_err = str(e)
-                break
-        res.status, res.error, res.seconds = "failed", last_err, time.monotonic() - t0
-        return res
+                return str(e)
+        return last_err
 
     def _attempt(self, url, dest, part, meta_path, res: FileResult):
         have = os.path.getsize(part) if os.path.exists(part) else 0
@@ -258,22 +331,22 @@ class _Downloader:
                 have, total, mode = 0, length, "wb"
             meta = {"url": url, "etag": resp.headers.get("ETag"), "last_modified": resp.headers.get("Last-Modified"),
                     "total": total, "digests": _header_digests(resp.headers)}
-            with open(meta_path, "w") as f:
+            with _local(meta_path), open(meta_path, "w") as f:
                 json.dump(meta, f)
             got = 0
-            with open(part, mode) as out:
-                try:
-                    while True:
+            with _local(part), open(part, mode) as out:
+                while True:
+                    try:
                         chunk = resp.read(CHUNK)
-                        if not chunk:
-                            break
-                        out.write(chunk)
-                        got += len(chunk)
-                        res.bytes += len(chunk)
-                        if self.progress:
-                            self.progress(url, len(chunk))
-                except (socket.timeout, ConnectionError, OSError, _http_incomplete()) as e:
-                    raise _Retry(f"connection lost after {have + got} bytes: {type(e).__name__}: {e}") from None
+                    except (socket.timeout, ConnectionError, OSError, _http_incomplete()) as e:
+                        raise _Retry(f"connection lost after {have + got} bytes: {type(e).__name__}: {e}") from None
+                    if not chunk:
+                        break
+                    out.write(chunk)
+                    got += len(chunk)
+                    res.bytes += len(chunk)
+                    if self.progress:
+                        self.progress(url, len(chunk))
             if total is not None and have + got < total:
                 raise _Retry(f"connection closed after {have + got} of {total} bytes")
             if total is not None and have + got > total:
@@ -305,6 +378,33 @@ class _Downloader:
             pass
 
 
+class _local:
+    """Turn an OSError on a local file (disk full, no permission) into a DownloadError naming it: not
+    worth retrying, and not a connection problem."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, typ, e, tb):
+        if isinstance(e, OSError) and not isinstance(e, (socket.timeout, ConnectionError)):
+            raise DownloadError(f"cannot write {self.path}: {e.strerror or e}") from None
+        return False
+
+
+def _make_dirs(path: str) -> None:
+    """``os.makedirs``, with a DownloadError naming a file that is in the way of a directory."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise DownloadError(f"cannot create directory {path}: a file of that name is in the way (from an "
+                            f"earlier download of a URL list with other names?)") from None
+    except OSError as e:
+        raise DownloadError(f"cannot create directory {path}: {e.strerror or e}") from None
+
+
 def _http_incomplete():
     import http.client
     return http.client.HTTPException
@@ -332,15 +432,10 @@ def _remove(*paths):
 
 # -- API -----------------------------------------------------------------------------------------
 
-def download(urls_or_paths_file: str | list[str], out_dir: str, base_url: str | None = None, workers: int = 8,
-             retries: int = 5, backoff: float = 1.0, timeout: float = 60.0, checksums: str | dict | None = None,
-             etag_md5: bool = False, limit: int | None = None, headers: dict[str, str] | None = None,
-             progress: Callable[[str, int], None] | None = None, report_path: str | None = None) -> DownloadReport:
-    """Download every URL (or ``base_url`` + path) listed in a file (``.gz`` allowed, e.g. Common Crawl's
-    ``warc.paths.gz``) or given as a list into ``out_dir``. Returns a report; failed files are listed in it
-    (never raised) so one bad URL does not stop the rest. ``limit`` takes the first N entries only.
-    The report is also written to ``report_path`` (default ``out_dir/download-report.json``)."""
-    t0 = time.monotonic()
+def planned(urls_or_paths_file: str | list[str], out_dir: str, base_url: str | None = None,
+            limit: int | None = None, allow_file_urls: bool = False) -> list[tuple[str, str]]:
+    """The (url, destination) pairs of a list file or list of URLs (see ``plan``); for a ``*paths.gz`` file
+    of relative paths the base URL defaults to Common Crawl's."""
     if isinstance(urls_or_paths_file, str):
         entries = read_list(urls_or_paths_file)
         if base_url is None and os.path.basename(urls_or_paths_file).endswith("paths.gz") and entries \
@@ -350,18 +445,34 @@ def download(urls_or_paths_file: str | list[str], out_dir: str, base_url: str | 
         entries = list(urls_or_paths_file)
     if limit is not None:
         entries = entries[:limit]
-    pairs = plan(entries, out_dir, base_url)
+    return plan(entries, out_dir, base_url, allow_file_urls)
+
+
+def download(urls_or_paths_file: str | list[str], out_dir: str, base_url: str | None = None, workers: int = 8,
+             retries: int = 5, backoff: float = 1.0, timeout: float = 60.0, checksums: str | dict | None = None,
+             etag_md5: bool = False, limit: int | None = None, headers: dict[str, str] | None = None,
+             progress: Callable[[str, int], None] | None = None, report_path: str | None = None,
+             allow_file_urls: bool = False) -> DownloadReport:
+    """Download every URL (or ``base_url`` + path) listed in a file (``.gz`` allowed, e.g. Common Crawl's
+    ``warc.paths.gz``) or given as a list into ``out_dir``. Returns a report; failed files are listed in it
+    (never raised) so one bad URL does not stop the rest. ``limit`` takes the first N entries only.
+    The report is also written to ``report_path`` (default ``out_dir/download-report.json``).
+    Before anything is fetched, a missing list, a malformed URL, a scheme other than http(s) (``file://``
+    only with ``allow_file_urls``) or two URLs with one local name raise DownloadError."""
+    t0 = time.monotonic()
+    pairs = planned(urls_or_paths_file, out_dir, base_url, limit, allow_file_urls)
     sums = checksums if isinstance(checksums, dict) else (load_checksums(checksums) if checksums else {})
     d = _Downloader(retries, backoff, timeout, sums, etag_md5, headers, progress)
-    os.makedirs(out_dir, exist_ok=True)
+    _make_dirs(out_dir)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         results = list(pool.map(lambda p: d.fetch(*p), pairs))
     report = DownloadReport(files=results, seconds=time.monotonic() - t0)
     path = report_path or os.path.join(out_dir, "download-report.json")
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(report.to_dict(), f, indent=1)
-    os.replace(tmp, path)
+    with _local(path):
+        with open(tmp, "w") as f:
+            json.dump(report.to_dict(), f, indent=1)
+        os.replace(tmp, path)
     return report
 
 
@@ -381,15 +492,30 @@ class DownloadStage(BaseModel):
     checksums: str | None = Field(None, description="sha256sum/md5sum-style file to verify against.")
     etag_md5: bool = False
     limit: int | None = Field(None, ge=1, description="Only the first N entries.")
+    allow_file_urls: bool = Field(False, description="Accept file:// URLs (they copy local files).")
     on_failure: Literal["stop", "continue"] = Field(
         "stop", description="'stop': a file that failed after all retries stops the run before processing; "
                             "'continue': process what was downloaded.")
+
+    @model_validator(mode="after")
+    def _list_is_usable(self):
+        """Read and check the list when the recipe loads: a missing file or a bad URL is refused before any
+        work, with the recipe's error format."""
+        try:
+            planned(self.urls, self.out_dir, self.base_url, self.limit, self.allow_file_urls)
+        except DownloadError as e:
+            raise PydanticCustomError("bad_download_list", str(e)) from None
+        return self
 
 
 def run_download_stage(stage: DownloadStage, log: Callable[[str], None]) -> bool:
     """Run a recipe's download section; False when files failed and the run must stop."""
     params = stage.model_dump(exclude={"on_failure"})
-    report = download(params.pop("urls"), params.pop("out_dir"), **params)
+    try:
+        report = download(params.pop("urls"), params.pop("out_dir"), **params)
+    except DownloadError as e:
+        log(f"download: error: {e}")
+        return False
     c = report.counts()
     log(f"download: {c['downloaded']} downloaded, {c['skipped']} already complete, {c['failed']} failed "
         f"({report.seconds:.1f}s)")
@@ -418,6 +544,7 @@ def add_download_command(subparsers) -> None:
     p.add_argument("--etag-md5", action="store_true", help="treat 32-hex ETags as MD5 checksums (S3-style)")
     p.add_argument("--limit", type=int, default=None, help="only the first N entries")
     p.add_argument("--report", default=None, help="where to write the JSON report (default OUT_DIR/download-report.json)")
+    p.add_argument("--allow-file-urls", action="store_true", help="accept file:// URLs (they copy local files)")
     p.add_argument("--quiet", "-q", action="store_true", help="no per-file lines")
     p.set_defaults(fn=run_download_command)
 
@@ -431,7 +558,7 @@ def run_download_command(args) -> int:
         report = download(args.list, args.out_dir, base_url=args.base_url, workers=args.workers,
                           retries=args.retries, backoff=args.backoff, timeout=args.timeout,
                           checksums=args.checksums, etag_md5=args.etag_md5, limit=args.limit,
-                          report_path=args.report)
+                          report_path=args.report, allow_file_urls=args.allow_file_urls)
     except DownloadError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

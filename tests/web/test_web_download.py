@@ -200,3 +200,84 @@ def test_recipe_download_stage_then_process(server, tmp_path):
     path.write_text(yaml.safe_dump(recipe))
     res = subprocess.run(run, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0 and (tmp_path / "out.jsonl").exists()
+
+
+# -- issue 12: one-line errors, distinct names, file:// only on request ------------------------------------
+
+def _cli(capsys, *args):
+    """(exit code, stderr lines) of `gristmill download ARGS`."""
+    from gristmill.cli import main
+    rc = main(["download", *map(str, args), "--backoff", "0.01", "-q"])
+    return rc, capsys.readouterr().err.strip().splitlines()
+
+
+def test_missing_or_unreadable_list_is_a_one_line_error(tmp_path, capsys):
+    rc, err = _cli(capsys, tmp_path / "nope.txt", tmp_path / "out")
+    assert (rc, err) == (2, [f"error: list file '{tmp_path / 'nope.txt'}' not found"])
+    (tmp_path / "bad.paths.gz").write_bytes(b"not gzip at all\n")
+    rc, err = _cli(capsys, tmp_path / "bad.paths.gz", tmp_path / "out")
+    assert rc == 2 and len(err) == 1 and err[0].startswith(f"error: cannot read list file '{tmp_path / 'bad.paths.gz'}'")
+    assert not (tmp_path / "out").exists()
+
+
+def test_malformed_url_is_refused_before_anything_is_fetched(server, tmp_path, capsys):
+    lst = tmp_path / "urls.txt"
+    lst.write_text("\n".join(_urls(server, 2) + ["http://a..b/x", "ftp://h.example/y"]) + "\n")
+    rc, err = _cli(capsys, lst, tmp_path / "out")
+    assert rc == 2 and err == ["error: cannot download 'http://a..b/x': invalid host name 'a..b': fix or remove "
+                               "it in the list (and 1 more bad entries)"]
+    assert server.log == [] and not (tmp_path / "out").exists()
+
+
+def test_url_that_is_another_urls_directory_gets_its_own_name(server, tmp_path, capsys):
+    server.files["/site/a"] = b"page a"
+    server.files["/site/a/b"] = b"page a/b"
+    host = server.url.split("//")[1]
+    for order in (["/site/a", "/site/a/b"], ["/site/a/b", "/site/a"]):
+        out = tmp_path / f"out{len(order[0])}"
+        lst = tmp_path / "urls.txt"
+        lst.write_text("".join(f"{server.url}{p}\n" for p in order))
+        rc, err = _cli(capsys, lst, out)
+        assert rc == 0, err
+        assert (out / host / "site" / "a" / "index.html").read_bytes() == b"page a"
+        assert (out / host / "site" / "a" / "b").read_bytes() == b"page a/b"
+    # a file left in the way by an earlier run fails that URL with a message, not a traceback
+    old = tmp_path / "old"
+    (old / host / "site").mkdir(parents=True)
+    (old / host / "site" / "a").write_bytes(b"page a")
+    rc, err = _cli(capsys, lst, old)
+    report = json.load(open(old / "download-report.json"))
+    assert rc == 1 and report["counts"] == {"downloaded": 0, "skipped": 0, "failed": 2}
+    assert all("a file of that name is in the way" in f["error"] for f in report["files"])
+    assert not any("Traceback" in line for line in err)
+
+
+def test_file_urls_need_an_explicit_option(tmp_path, capsys):
+    secret = tmp_path / "private" / "key.txt"
+    secret.parent.mkdir()
+    secret.write_bytes(b"local bytes")
+    lst = tmp_path / "urls.txt"
+    lst.write_text(secret.as_uri() + "\n")
+    rc, err = _cli(capsys, lst, tmp_path / "out")
+    assert rc == 2 and len(err) == 1 and "file:// URLs copy local files: allow them with --allow-file-urls" in err[0]
+    assert not (tmp_path / "out").exists()
+    rc, err = _cli(capsys, lst, tmp_path / "out", "--allow-file-urls")
+    assert rc == 0
+    assert (tmp_path / "out" / secret.relative_to("/")).read_bytes() == b"local bytes"
+
+
+def test_recipe_download_section_is_checked_at_load(tmp_path):
+    import yaml
+    from gristmill.recipe import RecipeError, load_recipe
+
+    def load(download):
+        path = tmp_path / "r.yaml"
+        path.write_text(yaml.safe_dump({"dataset_path": str(tmp_path / "dl"), "download": download}))
+        return load_recipe(str(path))
+
+    with pytest.raises(RecipeError, match=r"download: list file '.*missing.txt' not found"):
+        load({"urls": str(tmp_path / "missing.txt"), "out_dir": str(tmp_path / "dl")})
+    with pytest.raises(RecipeError, match=r"download: cannot download 'file:///etc/hostname': file:// URLs copy"):
+        load({"urls": ["file:///etc/hostname"], "out_dir": str(tmp_path / "dl")})
+    recipe, _, _ = load({"urls": ["file:///etc/hostname"], "out_dir": str(tmp_path / "dl"), "allow_file_urls": True})
+    assert recipe.download.allow_file_urls is True
