@@ -8,7 +8,6 @@ accepted as aliases on input and in field keys, so DJ-exported data and recipes 
 from __future__ import annotations
 
 import json
-import re
 from itertools import chain
 from typing import Mapping
 
@@ -122,13 +121,21 @@ def dumps(value) -> bytes:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-LONG_DIGITS = re.compile(rb"\d{19}")  # integers orjson may turn into floats (beyond 64 bits)
+_DIGITS = bytes.maketrans(b"0123456789", b"0000000000").translate(bytes.maketrans(
+    bytes(c for c in range(256) if not 48 <= c <= 57), b"." * 246))  # digit -> "0", other bytes -> "."
+LONG_RUN = b"0" * 19  # a run of 19+ digits: an integer orjson may turn into a float (beyond 64 bits)
+
+
+def digit_runs(data: bytes) -> bytes:
+    """``data`` with every digit as b"0" and every other byte as b".": searching it for LONG_RUN finds
+    where long integers may be, at memory speed (a regex is 10x slower)."""
+    return data.translate(_DIGITS)
 
 
 def loads(raw: str | bytes):
     """Parse JSON exactly: orjson, or Python's parser where orjson would round (integers of 19+ digits)."""
     b = raw.encode() if isinstance(raw, str) else raw
-    return json.loads(b, parse_constant=_no_constant) if LONG_DIGITS.search(b) else orjson.loads(b)
+    return json.loads(b, parse_constant=_no_constant) if LONG_RUN in digit_runs(b) else orjson.loads(b)
 
 
 def _no_constant(name: str):

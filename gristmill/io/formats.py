@@ -118,7 +118,7 @@ def load_record(line: bytes, opts: ReadOptions):
     """One JSON value, exactly: orjson, or Python's parser for what orjson would round (integers beyond
     64 bits) or refuse (lone surrogates, which are rejected or, with ``lone_surrogates: replace``,
     become U+FFFD). Raises BadRecord."""
-    if not C.LONG_DIGITS.search(line):
+    if C.LONG_RUN not in C.digit_runs(line):
         try:
             return orjson.loads(line)
         except orjson.JSONDecodeError as e:
@@ -219,7 +219,7 @@ def _safe_decompressed(path, compression):
 def _parse_lines(data: bytes, base: int, shard: Shard, opts: ReadOptions, counter: LineCounter):
     """(records, byte offsets, rejects) of a chunk of JSON lines. One orjson call per line when every line
     parses (the common case); otherwise line by line, so a bad line is a reject with its line number."""
-    if not C.LONG_DIGITS.search(data):
+    if C.LONG_RUN not in C.digit_runs(data):
         loads = orjson.loads
         try:
             records = [loads(line) for line in data.split(b"\n") if line]
@@ -431,7 +431,7 @@ class _RawStream:
 
     def read(self, n=-1):
         out = self._read(n)
-        if self._first:
+        if self._first and out:  # (ijson first calls read(0) to see whether it gets bytes)
             self._first = False
             if out.startswith(BOM):
                 out = out[len(BOM):] + self._read(len(BOM))
