@@ -2,7 +2,6 @@
 at np=2 and inside daemonic workers, untimed warm-up, and option typos refused at recipe load."""
 import json
 import multiprocessing as mp
-import os
 import time
 
 import pyarrow as pa

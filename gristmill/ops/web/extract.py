@@ -123,6 +123,7 @@ def warm_up(name: str, options: dict) -> None:
     happen before the per-page timer runs."""
     EXTRACTORS[name](_WARMUP_PAGE, options)
 
+
 _TITLE = re.compile(r"<title\b[^>]*>(.*?)</title\s*>", re.I | re.S)
 _WS = re.compile(r"\s+")
 
@@ -161,13 +162,14 @@ class HtmlExtractMapper(Mapper):
             default_factory=dict, description="Keyword options passed to the extractor, over our defaults "
             "(trafilatura.extract / resiliparse extract_plain_text / justext; for justext `stoplist` is a "
             "language name or `all`).")
-        html_key: str | None = Field(None, description="Field holding the HTML; default: the text key. The "
-                                                       "text goes to the text key.")
+        html_key: str | None = Field(None, description="Field holding the HTML (string, or bytes decoded by "
+                                     "charset); default: the text key. The text goes to the text key, so rows "
+                                     "need no text field; a row without HTML fails like a bad page.")
         url_key: str = Field("url", description="Field holding the page URL, copied to __meta__.url when present.")
         timeout: float = Field(10.0, description="Seconds allowed per document (0: no limit).")
         timeout_mode: Literal["auto", "signal", "process"] = Field(
             "auto", description="signal: SIGALRM in the worker's main thread (no extra thread or process); "
-            "process: a child process killed on timeout (any thread, stops runaway C code); auto: signal "
+            "process: a helper process killed on timeout (any thread, stops runaway C code); auto: signal "
             "when possible.")
         on_error: Literal["reject", "empty"] = Field(
             "reject", description="reject: failing documents go to rejects; empty: they stay with empty "
