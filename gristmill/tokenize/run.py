@@ -168,31 +168,35 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
     """Run the tokenize section ``config`` with ``np`` worker processes; returns the run report (also
     written, with the stats, next to the output)."""
     t0 = time.time()
+    from ..engine.lock import WorkDirLock
     cfg = parse_section(config)
     nproc = max(1, int(np))
-    with _workers(nproc) as pool:  # started first: their start-up overlaps the parent's setup
-        return _run(cfg, nproc, pool, work_dir, progress, t0)
+    jobs, names = _plan_jobs(cfg)
+    tok_root = os.path.join(work_dir, "tokenize")
+    check_paths({"tokenize output": cfg.output, "tokenize work dir": tok_root}, cfg.source_paths(),
+                [f for j in jobs for f in (j.shard.files or [j.shard.source])])
+    with WorkDirLock(work_dir), _workers(nproc) as pool:  # one run per work dir (WorkDirBusy otherwise); the
+        return _run(cfg, jobs, names, nproc, pool, tok_root, progress, t0)  # workers start first, overlapping setup
 
 
-def _run(cfg: TokenizeConfig, nproc: int, pool: _Pool | None, work_dir: str, progress: bool, t0: float) -> dict:
-    sp = resolve_specials(cfg)
-    spec, eos_id, bos_id, pad_id = sp.spec, sp.eos_id, sp.bos_id, sp.pad_id
-
-    # shards per source
-    sources = cfg.source_list()
+def _plan_jobs(cfg: TokenizeConfig) -> tuple[list[ShardJob], list[list[str]]]:
+    """(shard jobs in source and shard order, job names per source)."""
     jobs: list[ShardJob] = []
     names: list[list[str]] = []
-    for si, (s, shards) in enumerate(zip(sources, _plan_sources(cfg))):
+    for si, (s, shards) in enumerate(zip(cfg.source_list(), _plan_sources(cfg))):
         opts = ReadOptions(text_key=s["text_key"], shard_bytes=cfg.shard_bytes)
         names.append([])
         for sh in shards:
             name = f"s{si:03d}-{sh.index:06d}"
             names[-1].append(name)
             jobs.append(ShardJob(source=si, shard=sh, name=name, read_opts=opts))
-    tok_root = os.path.join(work_dir, "tokenize")
-    check_paths({"tokenize output": cfg.output, "tokenize work dir": tok_root}, cfg.source_paths(),
-                [f for j in jobs for f in (j.shard.files or [j.shard.source])])
+    return jobs, names
 
+
+def _run(cfg: TokenizeConfig, jobs: list[ShardJob], names: list[list[str]], nproc: int, pool: _Pool | None,
+         tok_root: str, progress: bool, t0: float) -> dict:
+    sp = resolve_specials(cfg)
+    spec, eos_id, bos_id, pad_id = sp.spec, sp.eos_id, sp.bos_id, sp.pad_id
     tok_dir = os.path.join(tok_root, "tok")
     os.makedirs(tok_dir, exist_ok=True)
     # a shard's tokens are reused only for the same tokenizer, specials, reader, text key and input bytes

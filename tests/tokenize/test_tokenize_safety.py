@@ -199,3 +199,14 @@ def test_eos_auto_is_the_config_eos_and_never_doubled(tok_json, tok_dir_im_end, 
     run_tokenize(section(tok_dir_im_end, tmp_path / "a.jsonl", tmp_path / "o2", eos="<|endoftext|>"),
                  work_dir=str(tmp_path / "w"), progress=False)
     assert token_docs(tmp_path / "o2")[0] == encode(tok_json, [CHAT])[0]
+
+
+def test_a_work_dir_in_use_is_refused(tok_json, tmp_path, data, capsys):
+    """`gristmill tokenize` while another run holds the work dir: exit 2 naming the holder."""
+    from gristmill.engine.lock import WorkDirLock
+    p = tmp_path / "tok.yaml"
+    p.write_text(yaml.safe_dump(section(tok_json, data, tmp_path / "o")))
+    with WorkDirLock(str(tmp_path / "w")):
+        assert cli_main(["tokenize", str(p), "--work-dir", str(tmp_path / "w"), "--no-progress"]) == 2
+    assert f"is in use by another run (pid {os.getpid()} " in one_error_line(capsys)
+    assert not (tmp_path / "o").exists()
