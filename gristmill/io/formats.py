@@ -43,8 +43,11 @@ def checked_rows(batch: pa.RecordBatch, shard: Shard, opts: ReadOptions, positio
     positions = np.asarray(positions)
     idx = batch.schema.get_field_index(key)
     col = batch.column(idx) if idx >= 0 else None
+    # bytes are fine when the first op makes the text from them (html_extract_mapper with html_key: text)
+    binary_ok = col is not None and opts.text_optional and (pa.types.is_binary(col.type)
+                                                            or pa.types.is_large_binary(col.type))
     if col is not None and not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
-                                or pa.types.is_string_view(col.type) or pa.types.is_null(col.type)):
+                                or pa.types.is_string_view(col.type) or pa.types.is_null(col.type) or binary_ok):
         for p, v in zip(positions, col.to_pylist()):
             yield Reject(READ, "WrongFieldType", f"text field {key!r} is {col.type}, expected a string (row {p})",
                          row={key: _jsonable(v)}, source=shard.source, offset=int(p),

@@ -167,3 +167,15 @@ def test_cli_reports_an_option_typo_in_one_line(tmp_path, capsys):
     assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err
     assert "process[0].html_extract_mapper.extractor_options: unknown trafilatura option 'include_table'; " \
            "did you mean 'include_tables'?" in err
+
+
+def test_binary_text_column_is_extracted_in_place_with_html_key_text(tmp_path):
+    """A binary ``text`` column (HTML bytes) passes the reader when html_extract_mapper makes the text from it."""
+    raw = ARTICLE.replace("The old mill", "Die alte Mühle").encode("cp1252")
+    pq.write_table(pa.table({"text": pa.array([raw, None], pa.binary()), "id": ["a", "b"]}), tmp_path / "p.parquet")
+    op = create_op("html_extract_mapper", {"extractor": "resiliparse", "html_key": "text"})
+    out = Dataset.load(str(tmp_path / "p.parquet")).process([op])
+    got = out.to_list()
+    assert [r["id"] for r in got] == ["a"] and "Die alte Mühle stood by the river" in got[0]["text"]
+    assert out.last_report["rejects"] == 1  # the null page, by the op
+    assert out.last_report["reject_reasons"][0]["example"].startswith("HTML field 'text' is missing or null")
