@@ -88,7 +88,7 @@ def main() -> int:
         assert run(recipe).returncode == 0
         full = time.perf_counter() - t0
         assert exported(out) == ref
-        print(f"uninterrupted run: {full:.1f} s, {len(ref)} export files")
+        print(f"uninterrupted run: {full:.1f} s, {len(ref)} export files", flush=True)
         plan = ["SIGKILL"] * a.kills + ["SIGINT"] * a.sigints
         rng.shuffle(plan)
         statuses = []
@@ -96,7 +96,8 @@ def main() -> int:
             shutil.rmtree(os.path.join(tmp, "work"), ignore_errors=True)  # each kill hits a fresh run
             p = subprocess.Popen([sys.executable, "-m", "gristmill.cli", "run", recipe, "--no-progress"],
                                  cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                 start_new_session=True)
+                                 start_new_session=True,  # SIGINT is ignored in background jobs: undo that
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
             delay = rng.uniform(0.2, 0.9 * full)
             time.sleep(delay)
             group = sig == "SIGINT" or rng.random() < 0.5
@@ -118,7 +119,7 @@ def main() -> int:
             for op in report["ops"]:
                 assert op["rows_in"] + op["added"] == op["rows_out"] + op["removed"] + op["rejected"], op
             print(f"{i + 1:2d}. {sig:7s} {'group' if group else 'main '} after {delay:5.2f} s → exit {p.returncode:4d} "
-                  f"(stopped in {stop:.2f} s); resume: {'byte-identical' if same else 'DIFFERENT'}")
+                  f"(stopped in {stop:.2f} s); resume: {'byte-identical' if same else 'DIFFERENT'}", flush=True)
             if not same:
                 raise SystemExit("export differs from the uninterrupted run")
         print(f"all {len(plan)} interrupted runs resumed byte-identical "

@@ -334,8 +334,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.fn(args)
+    from .engine.interrupt import Interrupted, signals_raise
+    try:
+        with signals_raise():  # from the start: an interrupt during imports is one line too
+            args = build_parser().parse_args(argv)
+            return args.fn(args)
+    except (Interrupted, KeyboardInterrupt) as e:
+        print(f"interrupted ({e or 'SIGINT'})", file=sys.stderr)
+        return e.exit_status if isinstance(e, Interrupted) else 130
 
 
 if __name__ == "__main__":

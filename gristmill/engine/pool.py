@@ -11,6 +11,7 @@ Its workers are not daemonic, so an op may start processes of its own (e.g. a pe
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import signal
 import threading
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -22,8 +23,21 @@ _QUEUE = None
 _SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
-def _init_worker(queue) -> None:
+def _die_with_parent(parent: int) -> None:
+    """Linux: the kernel kills this worker when the parent dies (a kill -9 of the main process would
+    otherwise leave idle workers behind forever, holding the terminal's pipes)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _init_worker(queue, parent: int) -> None:
     global _QUEUE
+    _die_with_parent(parent)
     for s in _SIGNALS:
         signal.signal(s, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)  # blocked since spawn (see map_unordered)
@@ -42,7 +56,8 @@ class WorkerPool:
     def __init__(self, np: int):
         ctx = mp.get_context("spawn")
         self.queue = ctx.Queue()
-        self._ex = ProcessPoolExecutor(np, mp_context=ctx, initializer=_init_worker, initargs=(self.queue,))
+        self._ex = ProcessPoolExecutor(np, mp_context=ctx, initializer=_init_worker,
+                                       initargs=(self.queue, os.getpid()))
 
     def map_unordered(self, fn: Callable, items: Iterable, on_progress: Callable[[int, int], None]) -> Iterator:
         """Run ``fn(item)`` for every item; the first exception (a worker's, or BrokenProcessPool when a worker
