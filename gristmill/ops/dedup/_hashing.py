@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numba import njit, vectorize
+from numba import njit
 
 U64 = np.uint64
 M1 = U64(0xFF51AFD7ED558CCD)
@@ -37,14 +37,20 @@ def fmix(h):
     return h
 
 
-@vectorize(["uint64(uint64)"], cache=True)
-def _fmix_ufunc(h):
-    return fmix(h)
+@njit(cache=True, nogil=True)
+def _fmix_all(h):
+    out = np.empty_like(h)
+    for i in range(h.size):
+        out[i] = fmix(h[i])
+    return out
 
 
 def fmix64(h) -> np.ndarray:
-    """``fmix`` of every value of an array (a new uint64 array)."""
-    return _fmix_ufunc(np.asarray(h, dtype=U64))
+    """``fmix`` of every value of an array (a new uint64 array of the same shape). A kernel compiled on
+    first use, not an eagerly typed ufunc: importing dedup ops (every recipe's parent process does) then
+    compiles nothing, and recipes that never call it never pay for it."""
+    h = np.asarray(h, dtype=U64)
+    return _fmix_all(np.ascontiguousarray(h).reshape(-1)).reshape(h.shape)
 
 
 class _Powers:
