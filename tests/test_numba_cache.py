@@ -50,7 +50,7 @@ def _columns():
 
 
 def test_small_column_paths_equal_the_compiled_kernels():
-    """Small columns skip the compiled decode and Data-Juicer word split; the results are identical."""
+    """The uncompiled twins of decode and the Data-Juicer word split give the kernels' results exactly."""
     for arr in _columns():
         offs, data = cc.buffers(arr)
         compiled, small = cc._decode(offs, data), cc._decode_small(offs, data)
@@ -63,12 +63,15 @@ def test_small_column_paths_equal_the_compiled_kernels():
             assert all(a.dtype == b.dtype for a, b in zip(ref, got))
 
 
-def test_decode_and_words_pick_the_path_by_size(monkeypatch):
-    arr = pa.array(["one two", "three"])
-    assert cc.decode(arr)[1].tolist() == [0, 7, 12]
-    monkeypatch.setattr(cc, "SMALL", 0)  # everything "big": the compiled kernels give the same answer
+def test_a_process_interprets_its_first_megabytes_then_compiles(monkeypatch):
+    monkeypatch.setattr(cc, "INTERPRET_BUDGET", 20)
+    monkeypatch.setattr(cc, "_interpreted", 0)
+    assert [cc.interpret(n) for n in (8, 8, 8, 1)] == [True, True, False, False]  # spent for good
+    monkeypatch.setattr(cc, "_interpreted", 0)
+    arr = pa.array(["one two", "three"])  # 12 bytes, 12 code points: the first call interprets
     cps, cpo = cc.decode(arr)
-    assert cpo.tolist() == [0, 7, 12] and W.dj_words(cps, cpo)[2].tolist() == [0, 2, 3]
+    assert cpo.tolist() == [0, 7, 12] and W.dj_words(cps, cpo)[2].tolist() == [0, 2, 3]  # the second compiles
+    assert cc._interpreted == 21
 
 
 def test_readme_job_compiles_no_kernel(tmp_path):

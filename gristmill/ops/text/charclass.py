@@ -261,21 +261,33 @@ def _decode(offs, data):
     return out[:k], cpo
 
 
-# Columns up to this many bytes (code points) take numpy / codec paths instead of compiled kernels, where
-# both exist: as fast at this size, and a first run on small data (the README job) then compiles nothing.
-SMALL = 1 << 20
+# Where a kernel has an uncompiled twin (numpy / Python codecs, same results), a process uses the twin for
+# its first INTERPRET_BUDGET bytes or code points, then the kernel: a job on small data (the README's)
+# compiles nothing on its first run, and a big one compiles after a few MB (the twins cost ~25 ms/MB more).
+INTERPRET_BUDGET = 8 << 20
+_interpreted = 0
+
+
+def interpret(n: int) -> bool:
+    """Whether to take the uncompiled twin for ``n`` more units; False for good once the budget is spent."""
+    global _interpreted
+    if _interpreted + n > INTERPRET_BUDGET:
+        _interpreted = INTERPRET_BUDGET + 1
+        return False
+    _interpreted += n
+    return True
 
 
 def decode(arr: pa.Array):
     """Code points of a whole string column: (cps int32, per-row start offsets int64 of length n+1)."""
     offs, data = buffers(arr)
-    if offs[-1] - offs[0] <= SMALL:
+    if interpret(int(offs[-1] - offs[0])):
         return _decode_small(offs, data)
     return _decode(offs, data)
 
 
 def _decode_small(offs, data):
-    """``_decode`` through Python's UTF-8 codec: no compile; half its speed, which only big columns notice."""
+    """``_decode`` through Python's UTF-8 codec: no compile, ~10x slower per byte (see ``interpret``)."""
     b = data[offs[0]:offs[-1]]
     text = b.tobytes().decode("utf-8", "surrogatepass")
     cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.int32).copy()

@@ -669,13 +669,13 @@ def _dj_words(cps, cpo, tab, strip):
 
 def dj_words(cps, cpo, strip: bool = True):
     """Word spans (start, end) and per-row offsets, Data-Juicer's split + SPECIAL_CHARACTERS strip."""
-    if len(cps) <= cc.SMALL:
+    if cc.interpret(len(cps)):
         return _dj_words_small(cps, cpo, cc.table(), strip)
     return _dj_words(cps, cpo, cc.table(), strip)
 
 
 def _dj_words_small(cps, cpo, tab, strip):
-    """``_dj_words`` in numpy (no compile, for small columns): a word is a run of non-separators inside
+    """``_dj_words`` in numpy (no compile; see ``charclass.interpret``): a word is a run of non-separators inside
     a row; stripped, it spans its first to last non-special code point, and is dropped if it has none."""
     sep = (cps == 32) | (cps == 10) | (cps == 9)
     after_break = np.ones(len(cps), bool)
