@@ -354,16 +354,16 @@ class _ListParams(_WordParams):
 
 
 class _ListFilter(_RangeFilter):
-    kind = ""
+    word_list = ""  # the shipped list's name (not ``kind``: that is the op kind engines and `gristmill ops` use)
     dir_param = ""
 
     def __init__(self, **params):
         super().__init__(**params)
         if self.params.use_words_aug and self.params.words_aug_join_char:
             raise ValueError("words_aug_join_char: only '' is supported")
-        lists = load_words(self.kind, getattr(self.params, self.dir_param))
+        lists = load_words(self.word_list, getattr(self.params, self.dir_param))
         if self.params.lang not in lists:
-            raise ValueError(f"no {self.kind} list for lang {self.params.lang!r} (have: {sorted(lists)})")
+            raise ValueError(f"no {self.word_list} list for lang {self.params.lang!r} (have: {sorted(lists)})")
         self.wset = W.word_set(lists[self.params.lang])
 
     def compute_stats(self, batch):
@@ -377,7 +377,7 @@ class StopWordsFilter(_ListFilter):
     """Keep samples whose stop-word ratio is within range (shipped stopwords-iso lists, 58 languages)."""
 
     stat = "stopwords_ratio"
-    kind = "stopwords"
+    word_list = "stopwords"
     dir_param = "stopwords_dir"
 
     class Params(_ListParams):
@@ -391,7 +391,7 @@ class FlaggedWordsFilter(_ListFilter):
     """Keep samples whose flagged-word ratio is within range (shipped LDNOOBW-derived lists)."""
 
     stat = "flagged_words_ratio"
-    kind = "flagged_words"
+    word_list = "flagged_words"
     dir_param = "flagged_words_dir"
 
     class Params(_ListParams):
