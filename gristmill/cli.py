@@ -14,7 +14,7 @@ def _console():
 
 
 def cmd_run(args) -> int:
-    from .engine.local import LocalEngine
+    from .engine.base import create_engine
     from .recipe import RecipeError, load_recipe, run_config
     con = _console()
     try:
@@ -25,7 +25,8 @@ def cmd_run(args) -> int:
         return 2
     for w in warnings:
         con.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
-    cfg = run_config(recipe, np=args.np, work_dir=args.work_dir, progress=not args.no_progress)
+    cfg = run_config(recipe, np=args.np, work_dir=args.work_dir, progress=not args.no_progress,
+                     engine=args.engine, address=args.address)
     _warn_np(cfg.np, con)
     if recipe.download:
         from .web.download import run_download_stage
@@ -35,7 +36,7 @@ def cmd_run(args) -> int:
             return 1
     con.print(f"[bold]{recipe.project_name}[/bold]: {len(ops)} ops, np={cfg.np}, work dir {cfg.work_dir}",
               highlight=False)
-    status, report = run_guarded(lambda: LocalEngine(cfg, log=lambda m: con.print(f"  {m}", highlight=False))
+    status, report = run_guarded(lambda: create_engine(cfg, log=lambda m: con.print(f"  {m}", highlight=False))
                                  .run(ops), cfg.work_dir, con)
     if report is None:
         return status
@@ -297,6 +298,9 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run a YAML recipe")
     r.add_argument("recipe")
     r.add_argument("--np", type=_positive_int, default=None, help="worker processes (overrides the recipe)")
+    r.add_argument("--engine", choices=["local", "ray"], default=None,
+                   help="where to run (overrides the recipe's executor_type; default local)")
+    r.add_argument("--address", default=None, help="Ray cluster to join: auto or HOST:PORT (with --engine ray)")
     r.add_argument("--max-reject-ratio", type=_ratio, default=None,
                    help="exit 1 when more than this share of rows is rejected (overrides the recipe; default 0.05)")
     r.add_argument("--work-dir", default=None, help="work directory (resume state, report, rejects)")

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
-from .engine.local import LocalEngine, RunConfig
+from .engine.base import create_engine
+from .engine.config import RunConfig
 from .io.writers import read_shard_parts
 from .ops.base import Op
 
@@ -62,14 +63,14 @@ class Dataset:
         Returns the run report; ``work_dir`` (default: next to the export) makes reruns resume."""
         work_dir = work_dir or os.path.join(os.path.dirname(os.path.abspath(path)),
                                             f".gristmill-work-{os.path.basename(path)}")
-        report = LocalEngine(self._config(work_dir, path, np, progress=progress, **kw)).run(self.ops)
+        report = create_engine(self._config(work_dir, path, np, progress=progress, **kw)).run(self.ops)
         self.last_report = report
         return report
 
     def to_table(self, np: int = 1, work_dir: str | None = None, **kw) -> pa.Table:
         """Run the ops and return the result in memory (for small data, tests and notebooks)."""
         with tempfile.TemporaryDirectory(prefix="gristmill-work-") as tmp:
-            report = LocalEngine(self._config(work_dir or tmp, None, np, progress=False, **kw)).run(self.ops)
+            report = create_engine(self._config(work_dir or tmp, None, np, progress=False, **kw)).run(self.ops)
             self.last_report = report
             batches = [b for parts in report["final_parts"] for b in read_shard_parts(parts)]
             from . import columns as C

@@ -7,7 +7,7 @@ import os
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .engine.local import RunConfig
+from .engine.config import RunConfig
 from .registry import OpError, closest, create_op
 from .web.download import DownloadStage
 
@@ -15,9 +15,9 @@ from .web.download import DownloadStage
 # accepted so DJ recipes run unchanged, reported as ignored.
 DJ_IGNORED = {
     "use_cache", "ds_cache_dir", "cache_compress", "open_tracer", "trace_num", "op_fusion", "fusion_strategy",
-    "op_list_to_trace", "executor_type", "save_stats_in_one_file", "export_in_parallel", "open_monitor",
+    "op_list_to_trace", "save_stats_in_one_file", "export_in_parallel", "open_monitor",
     "use_checkpoint", "temp_dir", "turbo", "skip_op_error", "adaptive_batch_size", "hpo_config",
-    "data_probe_algo", "data_probe_ratio", "ray_address", "debug", "auto", "auto_num", "percentiles",
+    "data_probe_algo", "data_probe_ratio", "debug", "auto", "auto_num", "percentiles",
     "export_original_dataset", "suffixes", "image_key", "audio_key", "video_key", "image_special_token",
     "audio_special_token", "video_special_token", "eoc_special_token", "open_insight_mining", "op_list_to_mine",
     "config", "backup_count", "keep_hashes_in_res_ds", "export_type", "load_dataset_kwargs", "dataset",
@@ -49,6 +49,10 @@ class Recipe(BaseModel):
     max_reject_ratio: float = Field(0.05, ge=0, le=1, description="`gristmill run` exits 1 when more than this "
                                     "share of the rows read was rejected (every row rejected always fails).")
     seed: int = 42
+    executor_type: str = Field("local", description="Engine: 'local' (worker processes here; Data-Juicer's "
+                               "'default' means the same) or 'ray' (a Ray cluster, see docs/distributed.md).")
+    ray_address: str | None = Field(None, description="Ray cluster to join ('auto', 'HOST:PORT'); "
+                                    "unset: a local Ray instance is started.")
     tokenize: dict | None = Field(None, description="Tokenize/pack/write section (see docs/tokenize.md).")
     download: DownloadStage | None = Field(None, description="Download section run first (see docs/web.md).")
 
@@ -57,6 +61,15 @@ class Recipe(BaseModel):
     def _reader_params(cls, v):
         from .io.base import check_reader_params
         return check_reader_params(v)
+
+    @field_validator("executor_type")
+    @classmethod
+    def _engine(cls, v):
+        from .engine.base import ENGINES
+        v = "local" if v == "default" else v
+        if v not in ENGINES:
+            raise ValueError(f"executor_type must be one of {', '.join(ENGINES)} (or 'default')")
+        return v
 
     @field_validator("txt_mode")
     @classmethod
@@ -131,7 +144,7 @@ def build_ops(process: list, allow_scripts: bool = False, source: str = "recipe"
 
 
 def run_config(recipe: Recipe, np: int | None = None, work_dir: str | None = None,
-               progress: bool = True) -> RunConfig:
+               progress: bool = True, engine: str | None = None, address: str | None = None) -> RunConfig:
     text_key = recipe.text_keys if isinstance(recipe.text_keys, str) else recipe.text_keys[0]
     wd = work_dir or recipe.work_dir
     if wd is None:
@@ -146,5 +159,6 @@ def run_config(recipe: Recipe, np: int | None = None, work_dir: str | None = Non
                      keep_removed=recipe.keep_removed, removed_sample=recipe.removed_sample,
                      export_shard_size=recipe.export_shard_size, input_format=recipe.input_format,
                      reader_params=reader_params, seed=recipe.seed, progress=progress,
-                     project_name=recipe.project_name)
+                     project_name=recipe.project_name, engine=engine or recipe.executor_type,
+                     engine_address=address or recipe.ray_address)
 

@@ -1,0 +1,79 @@
+"""Where a stage's shard tasks run. The stage loop (runner.py) is the same for every engine; an executor
+only runs tasks: in this process, in local worker processes, or as Ray tasks on a cluster.
+
+A task is self-contained (``shard_task.Task``: its input, ops and output directory on storage every worker
+sees) and writes its own completion marker, so an executor can run tasks in any order and anywhere."""
+from __future__ import annotations
+
+from typing import Callable, Iterator, Protocol
+
+from .paths import naming
+from .pool import WorkerPool, report_progress
+from .shard_task import Task, run_task
+
+
+class Executor(Protocol):
+    workers: int
+
+    def run(self, tasks: list[Task], on_progress: Callable[[int, int], None]) -> Iterator[dict]:
+        """Run the tasks; yield each one's result (its completion record) as it finishes."""
+
+    def map(self, fn: Callable, items: list) -> list:
+        """``[fn(x) for x in items]`` on the workers (``fn`` a module-level function), in order."""
+
+    def close(self, abort: bool = False) -> None:
+        """Release the workers; ``abort`` stops running tasks at once (interrupts, errors)."""
+
+
+def run_one(task: Task, progress=None) -> dict:
+    """Run one task; an OSError without a file name (a full disk) names the stage directory."""
+    with naming(task.stage_dir):
+        return run_task(task, progress)
+
+
+def _run_in_worker(task: Task) -> dict:
+    return run_one(task, report_progress)
+
+
+class LocalExecutor:
+    """``np`` worker processes on this machine, started on first need; np=1 runs tasks in-process."""
+
+    def __init__(self, np: int, log: Callable[[str], None] = lambda m: None):
+        self.workers = np
+        self.log = log
+        self._pool: WorkerPool | None = None
+
+    def _get_pool(self, n_tasks: int) -> WorkerPool | None:
+        if self._pool is None and self.workers > 1 and n_tasks > 1:
+            n = min(self.workers, n_tasks)
+            if n < self.workers:
+                self.log(f"np={self.workers} capped at {n}: there are {n_tasks} shards")
+            self._pool = WorkerPool(n)
+        return self._pool
+
+    def run(self, tasks: list[Task], on_progress) -> Iterator[dict]:
+        pool = self._get_pool(len(tasks))
+        if pool is None or len(tasks) <= 1:
+            for t in tasks:
+                yield run_one(t, on_progress)
+        else:
+            yield from pool.map_unordered(_run_in_worker, tasks, on_progress)
+
+    def map(self, fn: Callable, items: list) -> list:
+        pool = self._get_pool(len(items))
+        if pool is None:
+            return [fn(x) for x in items]
+        out: dict[int, object] = {}
+        for i, res in pool.map_unordered(_indexed, [(fn, i, x) for i, x in enumerate(items)], lambda r, b: None):
+            out[i] = res
+        return [out[i] for i in range(len(items))]
+
+    def close(self, abort: bool = False) -> None:
+        if self._pool is not None:
+            self._pool.close(abort=abort)
+            self._pool = None
+
+
+def _indexed(arg):
+    fn, i, x = arg
+    return i, fn(x)

@@ -1,0 +1,78 @@
+"""The engine side of a global op's resolve step: read the finished stage, record removals."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .. import columns as C
+from ..io.writers import atomic_rename, read_shard_parts, tmp_path
+
+
+class StageResolveContext:
+    """ResolveContext over a finished stage's shards (see ops.base.ResolveContext), on storage every worker
+    sees; ``map`` runs independent pieces of a resolve on the engine's workers."""
+
+    def __init__(self, shard_parts: list[list[str]], resolve_dir: str, seed: int, executor=None):
+        self.shard_parts = shard_parts
+        self.num_shards = len(shard_parts)
+        self.scratch_dir = Path(resolve_dir) / "scratch"
+        self.output_dir = Path(resolve_dir) / "output"
+        self.scratch_dir.mkdir(parents=True, exist_ok=True)
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        self.seed = seed
+        self._executor = executor
+        self._removed: dict[int, list[pa.Table]] = {}
+
+    def iter_columns(self, columns):
+        cols = list(dict.fromkeys([C.ID, *columns]))
+        for i, parts in enumerate(self.shard_parts):
+            off = 0
+            for b in read_shard_parts(parts, cols):
+                if not b.num_rows:
+                    continue
+                missing = [c for c in cols if c not in b.schema.names]
+                if missing:
+                    raise KeyError(f"columns {missing} missing from stage output (fields: {b.schema.names})")
+                yield i, off, b
+                off += b.num_rows
+
+    def iter_batches(self):
+        """Whole rows (all columns), for groupers."""
+        for i, parts in enumerate(self.shard_parts):
+            off = 0
+            for b in read_shard_parts(parts):
+                if b.num_rows:
+                    yield i, off, b
+                    off += b.num_rows
+
+    def map(self, fn, items) -> list:
+        """``[fn(x) for x in items]``, run on the engine's workers when it has them (``fn`` must be a
+        module-level function; its results come back in order)."""
+        items = list(items)
+        if self._executor is None:
+            return [fn(x) for x in items]
+        return self._executor.map(fn, items)
+
+    def remove(self, shard: int, rows, reason, extra: dict | None = None) -> None:
+        rows = np.asarray(rows, dtype=np.int64)
+        if not len(rows):
+            return
+        cols = {"row": pa.array(rows)}
+        cols["reason"] = pa.array([reason] * len(rows), pa.string()) if isinstance(reason, str) else \
+            pa.array(list(reason), pa.string())
+        for k, v in (extra or {}).items():
+            cols[k] = pa.array(v) if not isinstance(v, (pa.Array, pa.ChunkedArray)) else v
+        self._removed.setdefault(int(shard), []).append(pa.table(cols))
+
+    def write_removals(self, out_dir: str) -> None:
+        os.makedirs(out_dir, exist_ok=True)
+        for shard, tables in self._removed.items():
+            t = pa.concat_tables(tables, promote_options="permissive")
+            path = os.path.join(out_dir, f"shard-{shard:05d}.parquet")
+            tmp = tmp_path(path)
+            pq.write_table(t, tmp)
+            atomic_rename(tmp, path)

@@ -1,0 +1,337 @@
+"""The engine-agnostic stage loop: shards → stages of fused row-local ops → global resolve steps → export.
+
+Work dir layout::
+
+    WORK/stages/NN-FINGERPRINT/out/shard-XXXXX...   stage outputs (Arrow IPC, or export fragments)
+                               done/shard-XXXXX.json  completion markers (counts, outputs)
+                               rejects/ removed/      per-shard side files
+                               resolve/               the global op's removals/state/scratch + done marker
+    WORK/rejects.jsonl, WORK/removed/NN-op.jsonl      merged side files
+    WORK/report.json                                  machine-readable run report
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import time
+from typing import Callable
+
+import pyarrow as pa
+
+from .. import columns as C
+from ..io.base import ReadOptions, Shard
+from ..io.formats import read_shard
+from ..io.planner import common_root, plan_dataset
+from ..io.writers import (ShardWriter, assemble, atomic_rename, export_format, read_shard_parts, shard_names,
+                          tmp_path)
+from ..ops.base import Grouper, Op, OpCounts, RemovalOp
+from ..registry import closest
+from .config import RunConfig
+from .executor import Executor
+from .export_record import begin_export, check_export_target, finish_export
+from .lock import WorkDirLock
+from .paths import (RunRefused, check_outputs, check_writable, free_space_warning, naming, remove_own_tmp,
+                    remove_stale_tmp)
+from .plan import Stage, build_stages, fingerprint
+from .progress import Progress
+from .report import _listing, write_report
+from .resolve_context import StageResolveContext
+from .resume import input_fingerprint, invalidation, load_manifest, save_manifest
+from .shard_task import MIX_POS, READ_POS, Task, load_marker
+
+
+class StageEngine:
+    """Runs a plan stage by stage: row-local chains as shard tasks on ``make_executor()``'s workers, global
+    ops' resolve steps over the finished stage, then the export. Engines differ only in the executor."""
+
+    name = "stages"
+
+    def __init__(self, cfg: RunConfig, log: Callable[[str], None] | None = None):
+        self.cfg = cfg
+        self.log = log or (lambda m: None)
+        self.work = os.path.abspath(cfg.work_dir)
+        self._outputs: dict[int, list[str]] = {}  # op position -> files its resolve wrote for inspection
+
+    def _read_opts(self, shards_root: str, text_optional: bool = False) -> ReadOptions:
+        return ReadOptions(text_key=self.cfg.text_key, batch_size=self.cfg.batch_size,
+                           shard_bytes=self.cfg.shard_bytes, root=shards_root,
+                           params=tuple(sorted(self.cfg.reader_params.items())), text_optional=text_optional)
+
+    def run(self, ops: list[Op]) -> dict:
+        """Run ``ops`` over the dataset. Before any work: refuses outputs that would overwrite or re-read
+        the input, unwritable directories, a text field absent from the data, and a work dir another run
+        holds (``RunRefused`` / ``WorkDirBusy``)."""
+        cfg = self.cfg
+        t_start = time.perf_counter()
+        shards = plan_dataset(cfg.dataset_path, self._read_opts(""), cfg.input_format)
+        opts = self._read_opts(common_root(shards), text_optional=bool(ops) and ops[0].creates_text)
+        self._preflight(shards, opts)
+        with WorkDirLock(self.work):
+            stale = remove_stale_tmp(self.work, recursive=True, any_pid=True)
+            if cfg.export_path:
+                stale += remove_stale_tmp(os.path.dirname(os.path.abspath(cfg.export_path)), recursive=False)
+                if export_format(cfg.export_path)[0] == "arrow":
+                    stale += remove_stale_tmp(cfg.export_path, recursive=False)
+            if stale:
+                self.log(f"removed {stale} temp file(s) left by an interrupted run")
+            return self._run(ops, shards, opts, t_start)
+
+    def _preflight(self, shards: list[Shard], opts: ReadOptions) -> None:
+        cfg = self.cfg
+        inputs = [f for s in shards for f in (s.source, *s.files)]
+        names = shard_names(cfg.export_path, 2) if cfg.export_path else []
+        check_outputs(cfg.dataset_path, inputs, cfg.export_path, self.work, names)
+        check_writable(self.work, "work dir")
+        if cfg.export_path:
+            arrow = export_format(cfg.export_path)[0] == "arrow"
+            check_export_target(cfg.export_path)
+            check_writable(cfg.export_path if arrow else os.path.dirname(os.path.abspath(cfg.export_path)),
+                           "export directory")
+        size = sum(os.path.getsize(f) for f in set(inputs) if os.path.isfile(f))
+        warning = free_space_warning(self.work, size)
+        if warning:
+            self.log(f"warning: {warning}")
+        if shards and not opts.text_optional:
+            self._check_text_key(shards[0], opts)
+
+    def _check_text_key(self, shard: Shard, opts: ReadOptions) -> None:
+        """Fail fast when the text field is absent from the first batch of the first shard (a misspelt
+        ``text_keys`` would otherwise reject every row, one by one)."""
+        from dataclasses import replace
+        key = opts.text_key
+        for item in read_shard(shard, replace(opts, text_optional=True)):
+            if isinstance(item, pa.RecordBatch) and item.num_rows:
+                if key not in item.schema.names:
+                    fields = [n for n in item.schema.names if not n.startswith("__")]
+                    raise RunRefused(f"text_keys {key!r}: no such field in the first {item.num_rows:,} records "
+                                       f"of {shard.source} (fields: {', '.join(fields)}){closest(key, fields)}")
+                return
+
+    def _run(self, ops: list[Op], shards: list[Shard], opts: ReadOptions, t_start: float) -> dict:
+        cfg = self.cfg
+        for op in ops:
+            op.bind_text_key(cfg.text_key)
+        stages = build_stages(ops)
+        export_fmt, export_comp = export_format(cfg.export_path) if cfg.export_path else ("ipc", "")
+        fp = input_fingerprint(shards, opts, cfg)
+        manifest = {"input": fp, "stages": []}
+        previous = load_manifest(self.work)
+        stage_results: list[list[dict]] = []
+        counts: dict[int, OpCounts] = {}
+        read_counts, mix_counts = OpCounts(), OpCounts()
+        inputs: list = list(shards)
+        before_info: tuple | None = None  # (removals dir, state path) of the op ending the previous stage
+        executor = None
+        try:
+            for stage in stages:
+                last = stage is stages[-1]
+                fp = fingerprint(fp, stage.index, [o.config() for o in stage.ops],
+                                 stage.after.config() if stage.after else None,
+                                 (export_fmt, export_comp, cfg.keep_stats_in_res_ds) if last else None,
+                                 cfg.keep_removed, cfg.removed_sample)
+                stage_dir = os.path.join(self.work, "stages", f"{stage.index:02d}-{fp}")
+                why = invalidation(previous, stage, fp)
+                if why:
+                    self.log(why)
+                manifest["stages"].append({"index": stage.index, "fingerprint": fp, "describe": stage.describe(),
+                                           "ops": [o.config() for o in stage.ops]})
+                tasks = []
+                for i, inp in enumerate(inputs):
+                    t = Task(stage=stage.index, shard=i, stage_dir=stage_dir, ops=stage.ops, read_opts=opts,
+                             before=stage.before if isinstance(stage.before, RemovalOp) else None,
+                             out_kind="fragment" if (last and cfg.export_path) else "ipc",
+                             export_fmt=export_fmt, export_comp=export_comp,
+                             keep_stats=cfg.keep_stats_in_res_ds,
+                             removed_limit=None if cfg.keep_removed else cfg.removed_sample, seed=cfg.seed)
+                    if isinstance(inp, Shard):
+                        t.source = inp
+                    else:
+                        t.parts = inp
+                    if before_info is not None:
+                        rem_dir, state = before_info
+                        t.removals = os.path.join(rem_dir, f"shard-{i:05d}.parquet")
+                        t.state = state
+                    tasks.append(t)
+                if executor is None:
+                    executor = self.make_executor()
+                results = self._run_tasks(stage, tasks, executor)
+                stage_results.append(results)
+                for r in results:
+                    for k, v in r["counts"].items():
+                        oc = OpCounts.from_dict(v)
+                        pos = int(k)
+                        if pos == READ_POS:
+                            read_counts.merge(oc)
+                        elif pos == MIX_POS:
+                            mix_counts.merge(oc)
+                        else:
+                            counts.setdefault(pos, OpCounts()).merge(oc)
+                parts = [r["parts"] for r in results]
+                before_info = None
+                if isinstance(stage.after, RemovalOp):
+                    before_info = self._resolve(stage.after, parts, stage_dir, executor)
+                    inputs = parts
+                elif isinstance(stage.after, Grouper):
+                    inputs, gcounts = self._group(stage.after, parts, stage_dir, executor)
+                    counts.setdefault(stage.after.position, OpCounts()).merge(gcounts)
+                else:
+                    inputs = parts
+        except BaseException:
+            if executor is not None:
+                executor.close(abort=True)
+            raise
+        if executor is not None:
+            executor.close()
+        exported = []
+        if cfg.export_path:
+            exported = self._export([r["parts"] for r in stage_results[-1]], fp)
+        save_manifest(self.work, manifest)
+        report = write_report(cfg, self.work, ops, read_counts, mix_counts, counts, stage_results, stages, exported,
+                              time.perf_counter() - t_start, len(shards), self._outputs)
+        report["final_parts"] = [r["parts"] for r in stage_results[-1]]
+        return report
+
+    # -- pieces ---------------------------------------------------------------------------------
+    def make_executor(self) -> Executor:  # pragma: no cover - each engine names its own
+        raise NotImplementedError
+
+    def _run_tasks(self, stage: Stage, tasks: list[Task], executor: Executor) -> list[dict]:
+        results: list[dict | None] = [load_marker(t) for t in tasks]
+        todo = [t for t, r in zip(tasks, results) if r is None]
+        if len(todo) < len(tasks):
+            self.log(f"stage {stage.index}: {len(tasks) - len(todo)} of {len(tasks)} shards already done, skipped")
+        prog = Progress(self.cfg.progress)
+        prog.start(f"stage {stage.index}", len(tasks))
+        for _ in range(len(tasks) - len(todo)):
+            prog.shard_done()
+        try:
+            for res in executor.run(todo, prog.add):
+                results[res["shard"]] = res
+                prog.shard_done()
+        finally:
+            prog.stop()
+        return results  # type: ignore[return-value]
+
+    def _resolve(self, op: RemovalOp, parts: list[list[str]], stage_dir: str, executor: Executor):
+        rdir = os.path.join(stage_dir, "resolve")
+        out_dir = os.path.join(rdir, "output")
+        marker = os.path.join(rdir, "done.json")
+        rem_dir = os.path.join(rdir, "removals")
+        state_path = os.path.join(rdir, "state.pickle")
+        if os.path.exists(marker):
+            self.log(f"{op.name}: resolve already done, reused")
+            self._outputs[op.position] = _listing(out_dir)
+            with open(marker) as f:
+                return rem_dir, json.load(f).get("state")
+        shutil.rmtree(rdir, ignore_errors=True)
+        ctx = StageResolveContext(parts, rdir, self.cfg.seed, executor)
+        t0 = time.perf_counter()
+        self.log(f"{op.name}: resolving over {len(parts)} shards")
+        state = op.resolve(ctx)
+        ctx.write_removals(rem_dir)
+        state_file = None
+        if state is not None:
+            tmp = tmp_path(state_path)
+            with open(tmp, "wb") as f:
+                pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
+            atomic_rename(tmp, state_path)
+            state_file = state_path
+        shutil.rmtree(ctx.scratch_dir, ignore_errors=True)
+        tmp = tmp_path(marker)
+        with open(tmp, "w") as f:
+            json.dump({"state": state_file, "seconds": time.perf_counter() - t0}, f)
+        atomic_rename(tmp, marker)
+        self._outputs[op.position] = _listing(out_dir)
+        return rem_dir, state_file
+
+    def _group(self, op: Grouper, parts: list[list[str]], stage_dir: str, executor: Executor):
+        gdir = os.path.join(stage_dir, "grouped")
+        marker = os.path.join(gdir, "done.json")
+        if os.path.exists(marker):
+            with open(marker) as f:
+                m = json.load(f)
+            return m["shards"], OpCounts.from_dict(m["counts"])
+        shutil.rmtree(gdir, ignore_errors=True)
+        os.makedirs(gdir)
+        ctx = StageResolveContext(parts, gdir, self.cfg.seed, executor)
+        rows_in = sum(b.num_rows for parts_i in parts for b in read_shard_parts(parts_i, [C.ID]))
+        t0 = time.perf_counter()
+        out_shards, writer, n_out, in_shard = [], None, 0, 0
+        per_shard = max(self.cfg.batch_size * 10, 1)
+        for b in op.group(ctx):
+            for s in range(0, b.num_rows, per_shard):
+                piece = b.slice(s, per_shard)
+                if writer is None or in_shard >= per_shard:
+                    if writer is not None:
+                        out_shards.append(writer.close())
+                    writer = ShardWriter(os.path.join(gdir, f"shard-{len(out_shards):05d}"))
+                    in_shard = 0
+                writer.write(piece)
+                in_shard += piece.num_rows
+                n_out += piece.num_rows
+        if writer is not None:
+            out_shards.append(writer.close())
+        c = OpCounts(rows_in=rows_in, rows_out=n_out, added=n_out - rows_in, seconds=time.perf_counter() - t0)
+        tmp = tmp_path(marker)
+        with open(tmp, "w") as f:
+            json.dump({"shards": out_shards, "counts": c.to_dict()}, f)
+        atomic_rename(tmp, marker)
+        return out_shards, c
+
+    def _export(self, fragments: list[list[str]], fp: str) -> list[str]:
+        marker = os.path.join(self.work, "export.done.json")
+        want = {"export_path": os.path.abspath(self.cfg.export_path), "fingerprint": fp,
+                "shard_size": self.cfg.export_shard_size}
+        try:
+            with open(marker) as f:
+                m = json.load(f)
+            if {k: m.get(k) for k in want} == want and all(os.path.exists(p) for p in m["files"]):
+                self.log("export already complete, reused")
+                return m["files"]
+        except (OSError, ValueError):
+            pass
+        begin_export(self.cfg.export_path)
+        try:
+            with naming(os.path.abspath(self.cfg.export_path)):
+                files = assemble(fragments, self.cfg.export_path, self.cfg.export_shard_size)
+        except BaseException:
+            arrow = export_format(self.cfg.export_path)[0] == "arrow"
+            remove_own_tmp(self.cfg.export_path if arrow else os.path.dirname(os.path.abspath(self.cfg.export_path)))
+            raise
+        for gone in finish_export(self.cfg.export_path, files):
+            self.log(f"removed {gone}: written by an earlier run, not part of this export")
+        tmp = tmp_path(marker)
+        with open(tmp, "w") as f:
+            json.dump({**want, "files": files}, f)
+        atomic_rename(tmp, marker)
+        return files
+
+    def _export(self, fragments: list[list[str]], fp: str) -> list[str]:
+        marker = os.path.join(self.work, "export.done.json")
+        want = {"export_path": os.path.abspath(self.cfg.export_path), "fingerprint": fp,
+                "shard_size": self.cfg.export_shard_size}
+        try:
+            with open(marker) as f:
+                m = json.load(f)
+            if {k: m.get(k) for k in want} == want and all(os.path.exists(p) for p in m["files"]):
+                self.log("export already complete, reused")
+                return m["files"]
+        except (OSError, ValueError):
+            pass
+        begin_export(self.cfg.export_path)
+        try:
+            with naming(os.path.abspath(self.cfg.export_path)):
+                files = assemble(fragments, self.cfg.export_path, self.cfg.export_shard_size)
+        except BaseException:
+            arrow = export_format(self.cfg.export_path)[0] == "arrow"
+            remove_own_tmp(self.cfg.export_path if arrow else os.path.dirname(os.path.abspath(self.cfg.export_path)))
+            raise
+        for gone in finish_export(self.cfg.export_path, files):
+            self.log(f"removed {gone}: written by an earlier run, not part of this export")
+        tmp = tmp_path(marker)
+        with open(tmp, "w") as f:
+            json.dump({**want, "files": files}, f)
+        atomic_rename(tmp, marker)
+        return files
