@@ -167,14 +167,24 @@ class ResolveContext(Protocol):
     """What a global op sees of the dataset during its resolve step (implemented by engines)."""
 
     num_shards: int
-    scratch_dir: Path
+    scratch_dir: Path  # temporary files of the resolve, on storage every worker sees; removed afterwards
+    output_dir: Path  # files kept for inspection (e.g. a deduplicator's clusters), listed in the report
+    shard_parts: list[list[str]]  # the finished stage's files per shard (Arrow IPC), for ``map`` workers
     seed: int
 
     def iter_columns(self, columns: list[str]) -> Iterator[tuple[int, int, pa.RecordBatch]]:
         """Yield (shard index, offset of the batch's first row within the shard, batch of ``columns``)."""
 
+    def iter_batches(self) -> Iterator[tuple[int, int, pa.RecordBatch]]:
+        """Like ``iter_columns`` with every column (for groupers, which emit whole rows)."""
+
     def remove(self, shard: int, rows, reason, extra: dict | None = None) -> None:
         """Mark rows (indices within the shard) as removed, with a reason (str or per-row array)."""
+
+    def map(self, fn, items: list) -> list:
+        """``[fn(x) for x in items]`` on the engine's workers (``fn`` a module-level function, ``items`` and
+        results picklable and small: pass paths, not data), results in order. For the parallel phases
+        of a resolve (per-shard scans, per-partition work); the workers see ``scratch_dir``."""
 
 
 class GlobalOp(Op):
