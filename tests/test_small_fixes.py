@@ -6,8 +6,9 @@ import re
 import subprocess
 import sys
 
+import yaml
 
-from gm_testutil import REPO, SAMPLE
+from gm_testutil import REPO, SAMPLE, read_jsonl
 from gristmill.ops import base
 from gristmill.registry import all_ops, describe
 
@@ -46,3 +47,22 @@ def test_readme_python_example_runs_as_a_script(tmp_path):
     rows_out, listed = json.loads(proc.stdout.strip().splitlines()[-1])
     assert rows_out == listed > 0
     assert (tmp_path / "clean.parquet").exists()
+
+
+def test_common_crawl_recipe_keeps_rows_from_its_bundled_sample(tmp_path):
+    """As shipped it exported 0 rows (its sample was mostly non-English); its real English WARCs now."""
+    with open(REPO / "recipes" / "common-crawl.yaml") as f:
+        cfg = yaml.safe_load(f)
+    assert cfg["dataset_path"] == "examples/data/web/"
+    cfg.update(export_path=str(tmp_path / "documents.jsonl.gz"), work_dir=str(tmp_path / "work"))
+    recipe = tmp_path / "common-crawl.yaml"
+    recipe.write_text(yaml.safe_dump(cfg))
+    proc = subprocess.run([sys.executable, "-m", "gristmill.cli", "run", str(recipe), "--no-progress"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rows = read_jsonl(tmp_path / "documents.jsonl.gz")
+    report = json.loads((tmp_path / "work" / "report.json").read_text())
+    assert report["rows_read"] == 37 and report["rejects"] == 0 and len(rows) == report["rows_out"] == 22
+    urls = {r["__meta__"]["url"].strip("<>") for r in rows}
+    assert {"https://commoncrawl.org/faq", "https://creativecommons.org/mission/", "https://allenai.org/"} <= urls
+    assert all(r["__stats__"]["lang_score"] >= 0.65 for r in rows)
