@@ -93,6 +93,8 @@ def _exact_type(vals: list) -> pa.DataType | None:
         return pa.bool_()
     if t is float:
         return pa.float64()
+    if t is bytes:  # (from Python callers, not JSON)
+        return pa.binary()
     present = [v for v in vals if v is not None] if None in vals else vals
     if t is int:
         return pa.int64() if _INT64[0] <= min(present) and max(present) <= _INT64[1] else None
