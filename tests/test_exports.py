@@ -3,6 +3,8 @@ package whatever the column types, and compressed exports are byte-identical fro
 import datetime
 import json
 import os
+import subprocess
+import sys
 
 import datasets
 import pyarrow as pa
@@ -65,13 +67,17 @@ def test_hf_export_of_arrow_types_loads_with_datasets(tmp_path):
 
 @pytest.mark.parametrize("name", ["out.jsonl.gz", "out.jsonl.zst", "out.parquet"])
 def test_exports_are_byte_identical_across_runs(tmp_path, name):
-    """Two runs in different work dirs, by different worker processes (so different temp-file names)."""
+    """Two runs in different work dirs, each in its own process (so different pid-named temp files)."""
     rows = [{"text": f"document number {i} " + "word " * (i % 17)} for i in range(300)]
-    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    write_jsonl(tmp_path / "in-0.jsonl", rows[:150])
+    write_jsonl(tmp_path / "in-1.jsonl", rows[150:])
     outs = []
     for run in ("a", "b"):
         out = tmp_path / run / name
-        Dataset.load(src).export(str(out), np=2, work_dir=str(tmp_path / run / f"work-{run}"))
+        code = (f"from gristmill import Dataset\nif __name__ == '__main__':\n"
+                f"    Dataset.load({str(tmp_path / 'in-*.jsonl')!r}).export({str(out)!r}, np=2, "
+                f"work_dir={str(tmp_path / run / 'work')!r})\n")
+        subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path)
         outs.append(out.read_bytes())
     assert outs[0] == outs[1]
     if name.endswith(".gz"):
