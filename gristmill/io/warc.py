@@ -251,7 +251,9 @@ def _fastwarc_record(r) -> Record:
         mime = ident
     elif not r.is_http:
         mime = _mime(h.get("Content-Type"))
-    return Record(offset=int(r.stream_pos), warc_type=wtype, url=h.get("WARC-Target-URI"),
+    url = h.get("WARC-Target-URI")  # WARC/1.0 writers such as wget put it in angle brackets
+    url = url[1:-1] if url and url.startswith("<") and url.endswith(">") else url
+    return Record(offset=int(r.stream_pos), warc_type=wtype, url=url,
                   date=h.get("WARC-Date"), record_id=h.get("WARC-Record-ID"), mime=mime, charset=charset,
                   status=status, length=int(r.content_length))
 
