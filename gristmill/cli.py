@@ -83,13 +83,16 @@ def run_guarded(fn, work_dir: str, con) -> tuple[int, object]:
 
 def reject_verdict(report: dict, max_ratio: float) -> str | None:
     """Why a finished run failed its reject budget (None if it did not): every row rejected, or more than
-    ``max_ratio`` of the rows read; names the top reasons."""
+    ``max_ratio`` of the rows read; names the top reasons. Records a reader skipped by the user's own options
+    (e.g. WARC content types not asked for) are not errors and count on neither side."""
     rows = sum(o["rows_in"] for o in report["ops"] if o["op"] == "read") or report["rows_read"]
-    rejected = report.get("rejects", 0)
+    reasons = [r for r in report.get("reject_reasons", []) if not r.get("policy_skip")]
+    skipped = report.get("rejects", 0) - sum(r["count"] for r in reasons)  # by the reader's own options
+    rows, rejected = rows - skipped, report.get("rejects", 0) - skipped
     if not rows or not rejected or (rejected < rows and rejected / rows <= max_ratio):
         return None
     top = "; ".join(f"{r['count']:,} × {r['op']} {r['error_type']} ({r['example']})"
-                    for r in report.get("reject_reasons", [])[:5])
+                    for r in reasons[:5])
     what = "every row was rejected" if rejected >= rows else \
         f"{rejected:,} of {rows:,} rows rejected ({rejected / rows:.1%} > max_reject_ratio {max_ratio})"
     return f"{what}; top reasons: {top}; see {report.get('rejects_file')}"

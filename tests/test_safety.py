@@ -164,6 +164,22 @@ def test_reject_ratio_budget(tmp_path):
     assert run_cli("run", str(p), "--no-progress").returncode == 0
 
 
+def test_records_skipped_by_reader_options_are_not_errors(tmp_path):
+    """WARC responses of content types the user did not ask for (PDFs, images) are listed as rejects but do
+    not count toward max_reject_ratio: a real crawl is full of them."""
+    sys.path.insert(0, str(REPO / "tests" / "web"))
+    from webutil import http_response, warc_record, write_warc
+    recs = [warc_record("response", f"http://e.com/{i}", http_response(
+        f"<html><body><p>page {i}</p></body></html>".encode()), n=i) for i in range(2)]
+    recs += [warc_record("response", f"http://e.com/{i}.pdf", http_response(b"%PDF-1.4", "application/pdf"), n=i)
+             for i in range(2, 5)]
+    data = write_warc(tmp_path / "crawl.warc.gz", recs)
+    res = run_cli("run", str(recipe(tmp_path, data, tmp_path / "out.jsonl")), "--no-progress")
+    assert res.returncode == 0, res.stderr
+    assert "3 × read SkippedContentType" in res.stderr
+    assert len(read_jsonl(tmp_path / "out.jsonl")) == 2
+
+
 def test_absent_text_key_fails_fast_with_suggestion(tmp_path):
     data = write_jsonl(tmp_path / "in.jsonl", rows(30, key="content"))
     p = recipe(tmp_path, data, tmp_path / "out.jsonl", text_keys="contents")

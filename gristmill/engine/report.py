@@ -83,9 +83,14 @@ def _listing(directory: str) -> list[str]:
     return sorted(os.path.join(directory, f) for f in os.listdir(directory) if not f.endswith(".tmp"))
 
 
-def _concat_rejects(files: list[str], out: str, top: int = 10) -> tuple[int, list[dict]]:
-    """Merge the shards' reject files into ``out``; returns the count and the ``top`` reasons (op and
-    error type, with one example message) by count."""
+# Rejects a reader makes by the user's own options (content types not asked for, records over
+# max_record_bytes): listed like every reject, but not errors, so they don't count toward max_reject_ratio.
+POLICY_SKIPS = frozenset({"SkippedContentType", "RecordTooLarge"})
+
+
+def _concat_rejects(files: list[str], out: str) -> tuple[int, list[dict]]:
+    """Merge the shards' reject files into ``out``; returns the count and the reasons (op and error type,
+    with a count, one example message and whether it is a policy skip), most frequent first."""
     import orjson
     n, by = 0, {}
     tmp = tmp_path(out)
@@ -98,7 +103,8 @@ def _concat_rejects(files: list[str], out: str, top: int = 10) -> tuple[int, lis
                     rec = orjson.loads(line)
                     key = (rec.get("op"), rec.get("error_type"))
                     entry = by.setdefault(key, {"op": key[0], "error_type": key[1], "count": 0,
-                                                "example": str(rec.get("message"))[:200]})
+                                                "example": str(rec.get("message"))[:200],
+                                                "policy_skip": key[1] in POLICY_SKIPS})
                     entry["count"] += 1
     atomic_rename(tmp, out)
-    return n, sorted(by.values(), key=lambda e: -e["count"])[:top]
+    return n, sorted(by.values(), key=lambda e: -e["count"])
