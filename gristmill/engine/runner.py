@@ -239,10 +239,7 @@ class StageEngine:
             atomic_rename(tmp, state_path)
             state_file = state_path
         shutil.rmtree(ctx.scratch_dir, ignore_errors=True)
-        tmp = tmp_path(marker)
-        with open(tmp, "w") as f:
-            json.dump({"state": state_file, "seconds": time.perf_counter() - t0}, f)
-        atomic_rename(tmp, marker)
+        write_json(marker, {"state": state_file, "seconds": time.perf_counter() - t0})
         self._outputs[op.position] = _listing(out_dir)
         return rem_dir, state_file
 
@@ -274,10 +271,7 @@ class StageEngine:
         if writer is not None:
             out_shards.append(writer.close())
         c = OpCounts(rows_in=rows_in, rows_out=n_out, added=n_out - rows_in, seconds=time.perf_counter() - t0)
-        tmp = tmp_path(marker)
-        with open(tmp, "w") as f:
-            json.dump({"shards": out_shards, "counts": c.to_dict()}, f)
-        atomic_rename(tmp, marker)
+        write_json(marker, {"shards": out_shards, "counts": c.to_dict()})
         return out_shards, c
 
     def _export(self, fragments: list[list[str]], fp: str) -> list[str]:
@@ -302,36 +296,13 @@ class StageEngine:
             raise
         for gone in finish_export(self.cfg.export_path, files):
             self.log(f"removed {gone}: written by an earlier run, not part of this export")
-        tmp = tmp_path(marker)
-        with open(tmp, "w") as f:
-            json.dump({**want, "files": files}, f)
-        atomic_rename(tmp, marker)
+        write_json(marker, {**want, "files": files})
         return files
 
-    def _export(self, fragments: list[list[str]], fp: str) -> list[str]:
-        marker = os.path.join(self.work, "export.done.json")
-        want = {"export_path": os.path.abspath(self.cfg.export_path), "fingerprint": fp,
-                "shard_size": self.cfg.export_shard_size}
-        try:
-            with open(marker) as f:
-                m = json.load(f)
-            if {k: m.get(k) for k in want} == want and all(os.path.exists(p) for p in m["files"]):
-                self.log("export already complete, reused")
-                return m["files"]
-        except (OSError, ValueError):
-            pass
-        begin_export(self.cfg.export_path)
-        try:
-            with naming(os.path.abspath(self.cfg.export_path)):
-                files = assemble(fragments, self.cfg.export_path, self.cfg.export_shard_size)
-        except BaseException:
-            arrow = export_format(self.cfg.export_path)[0] == "arrow"
-            remove_own_tmp(self.cfg.export_path if arrow else os.path.dirname(os.path.abspath(self.cfg.export_path)))
-            raise
-        for gone in finish_export(self.cfg.export_path, files):
-            self.log(f"removed {gone}: written by an earlier run, not part of this export")
-        tmp = tmp_path(marker)
-        with open(tmp, "w") as f:
-            json.dump({**want, "files": files}, f)
-        atomic_rename(tmp, marker)
-        return files
+
+def write_json(path: str, obj) -> None:
+    """A small JSON file (a completion marker), appearing atomically."""
+    tmp = tmp_path(path)
+    with open(tmp, "w") as f:
+        json.dump(obj, f)
+    atomic_rename(tmp, path)
