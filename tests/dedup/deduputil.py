@@ -4,6 +4,7 @@ and a runner that applies a dedup op the way the engine does (prepare per batch 
 boundaries are exercised; random documents for test corpora."""
 from __future__ import annotations
 
+import pickle
 import random
 from pathlib import Path
 
@@ -11,10 +12,15 @@ import numpy as np
 import pyarrow as pa
 
 from gristmill import columns as C
+from gristmill.io.writers import ShardWriter
 from gristmill.ops.base import FusedOp
 
 
 class MemoryContext:
+    """The shards are also written as Arrow IPC files (``shard_parts``, as a finished stage's) for the
+    resolve's ``map`` phases; ``map`` runs in this process but hands every item through pickle, as the
+    engine's workers get them (so an op's lazy resources are gone and nothing shared by reference works)."""
+
     def __init__(self, shards: list[list[pa.RecordBatch]], scratch: Path, seed: int = 42):
         self.shards = shards
         self.num_shards = len(shards)
@@ -24,6 +30,17 @@ class MemoryContext:
         self.seed = seed
         self.removed: list[dict] = []
         self.passes = 0
+        self.maps = 0
+        self.shard_parts = []
+        for s, batches in enumerate(shards):
+            w = ShardWriter(str(scratch / f"stage-{s:05d}"))
+            for b in batches:
+                w.write(b)
+            self.shard_parts.append(w.close())
+
+    def map(self, fn, items):
+        self.maps += 1
+        return [fn(pickle.loads(pickle.dumps(x))) for x in items]
 
     def iter_columns(self, columns):
         self.passes += 1

@@ -7,11 +7,13 @@ one 64-bit bucket key, mixed with the band number so that bands never share buck
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
 from ._hashing import GOLDEN, MASK, U64, combine_columns, fmix64
-from ._partition import Spill, run_pairs, runs, unique_pairs
+from ._partition import run_pairs, runs, unique_pairs
+from ._shuffle import forest, save_pairs
 
 MAX64 = np.iinfo(np.uint64).max
 EDGE_DTYPE = np.dtype([("key", "<u8"), ("g", "<i8")])
@@ -34,11 +36,11 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return fmix64(h ^ (band_no * GOLDEN)).reshape(n, bands)
 
 
-def bucket_edges(spill: Spill, all_pairs_upto: int = 0):
+def bucket_edges(parts, all_pairs_upto: int = 0):
     """Candidate edges (u < v) from every bucket (records sharing a key) with more than one row: all pairs
     of a bucket of at most ``all_pairs_upto`` rows, else its first row (in dataset order) to each other
     row, which is enough for a transitive closure. Yields (u, v) arrays per partition, deduplicated."""
-    for part in spill.partitions():
+    for part in parts:
         order = np.argsort(part["key"])
         keys, g = part["key"][order], part["g"][order]
         starts, lens = runs(keys)
@@ -54,6 +56,18 @@ def bucket_edges(spill: Spill, all_pairs_upto: int = 0):
         u = np.concatenate([np.minimum(g[i], g[j]), first[run_id[sel]]])
         v = np.concatenate([np.maximum(g[i], g[j]), g[sel]])
         yield unique_pairs(u, v)
+
+
+def bucket_forest(shuffle, p: int, out: str) -> str:
+    """Partition p's buckets as a forest of its local clusters (see ``_shuffle.forest``), written to a file."""
+    u, v = concat_edges(list(bucket_edges(shuffle.partition(p))))
+    return save_pairs(Path(out) / f"p_{p:02d}.bin", *forest(u, v))
+
+
+def concat_edges(edges) -> tuple[np.ndarray, np.ndarray]:
+    if not edges:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return np.concatenate([e[0] for e in edges]), np.concatenate([e[1] for e in edges])
 
 
 def lsh_probability(s, bands: int, rows: int):
@@ -86,6 +100,7 @@ __all__ = [
     "MASK",
     "band_keys",
     "bucket_edges",
+    "bucket_forest",
     "lsh_probability",
     "optimal_param",
     "permutations",

@@ -1,20 +1,26 @@
-"""Hash-partitioned spill files: the out-of-core group-by under every dedup resolve.
+"""Hash-partitioned spill files: the out-of-core, distributed group-by under every dedup resolve.
 
-Records (a numpy structured dtype whose ``key`` field is a well-mixed uint64) are appended in stream
-order and written to one of 64 files by the key's top 6 bits, so no process ever holds all keys of the
-corpus. Each partition is read back alone, in stream order; one that is still too big for memory is
-split again by the next 6 bits of the key before it is returned.
+Records (a numpy structured dtype whose ``key`` field is a well-mixed uint64 and whose ``g`` field is a row
+number) are written by *sources* (the scan of one shard, the edges of one partition), each through its own
+``PartWriter`` into its own 64 files chosen by the key's top 6 bits: no process ever holds all keys of the
+corpus, and no two writers (worker processes, Ray tasks) ever share a file. Partition p is every source's
+file p in source order, each source's ``g`` shifted by that source's row offset; as a source writes in its
+own stream order, a partition comes back in global stream order whatever the number of workers. One that
+is still too big for memory is split again by the next 6 bits of the key, in the reading worker's own files.
 """
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 FANOUT_BITS = 6
 FANOUT = 1 << FANOUT_BITS
+MAX_PART_BYTES = 256 << 20
 
 
 def _part_of(keys: np.ndarray, level: int) -> np.ndarray:
@@ -35,19 +41,18 @@ def _append_parts(base: Path, rec: np.ndarray, level: int) -> None:
                 rec[lo:hi].tofile(f)
 
 
-class Spill:
-    """Append records; iterate partitions. ``max_part_bytes`` bounds what one partition load may take."""
+class PartWriter:
+    """One source's records, buffered and appended to its partition files. The directory is emptied
+    first, so a retried task (a worker lost on a cluster) rewrites its files instead of doubling them."""
 
-    def __init__(self, directory: Path, dtype: np.dtype, buffer_bytes: int = 64 << 20,
-                 max_part_bytes: int = 256 << 20):
+    def __init__(self, directory: Path, dtype: np.dtype, buffer_bytes: int = 64 << 20):
         self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir.mkdir(parents=True)
         self.dtype = np.dtype(dtype)
         self.buffer_rows = max(1, buffer_bytes // self.dtype.itemsize)
-        self.max_part_bytes = max_part_bytes
         self._buf: list[np.ndarray] = []
         self._rows = 0
-        self.total = 0
 
     def add(self, rec: np.ndarray) -> None:
         if rec.dtype != self.dtype:
@@ -55,7 +60,6 @@ class Spill:
         if rec.size:
             self._buf.append(rec)
             self._rows += rec.size
-            self.total += rec.size
             if self._rows >= self.buffer_rows:
                 self.flush()
 
@@ -64,33 +68,81 @@ class Spill:
             _append_parts(self.dir / "p", np.concatenate(self._buf), 0)
         self._buf, self._rows = [], 0
 
-    def partitions(self) -> Iterator[np.ndarray]:
-        """Every record exactly once, grouped by key (all records of one key in one yielded array), each
-        array in stream order. Files are deleted once read."""
-        self.flush()
-        yield from self._walk(self.dir / "p", 0)
 
-    def _walk(self, base: Path, level: int) -> Iterator[np.ndarray]:
-        for p in range(FANOUT):
-            path = Path(f"{base}_{p:02d}.bin")
-            if not path.exists():
-                continue
-            size = path.stat().st_size
-            if size > self.max_part_bytes and FANOUT_BITS * (level + 2) <= 64:
-                sub = Path(f"{base}_{p:02d}")
-                rows = max(1, self.max_part_bytes // (2 * self.dtype.itemsize))
-                with open(path, "rb") as f:
-                    while True:
-                        chunk = np.fromfile(f, dtype=self.dtype, count=rows)
-                        if not chunk.size:
-                            break
-                        _append_parts(sub, chunk, level + 1)
-                os.unlink(path)
-                yield from self._walk(sub, level + 1)
-            else:
-                rec = np.fromfile(path, dtype=self.dtype)
-                os.unlink(path)
-                yield rec
+@dataclass(frozen=True)
+class Shuffle:
+    """Handle on the partitions written by ``len(offsets)`` sources under ``directory`` (small and
+    picklable: each worker gets it and reads one partition). ``offsets[i]`` is added to source i's ``g``
+    (the shard's first global row; 0 for sources that write global rows)."""
+
+    directory: str
+    dtype: np.dtype
+    offsets: tuple[int, ...]
+    max_part_bytes: int = MAX_PART_BYTES
+
+    def source_dir(self, i: int) -> Path:
+        return Path(self.directory) / f"src-{i:05d}"
+
+    def writer(self, i: int) -> PartWriter:
+        return PartWriter(self.source_dir(i), self.dtype)
+
+    def _files(self, p: int) -> list[tuple[Path, int]]:
+        files = [(self.source_dir(i) / f"p_{p:02d}.bin", off) for i, off in enumerate(self.offsets)]
+        return [(f, off) for f, off in files if f.exists()]
+
+    def _load(self, path: Path, off: int, start: int = 0, count: int = -1) -> np.ndarray:
+        rec = np.fromfile(path, dtype=self.dtype, count=count, offset=start * self.dtype.itemsize)
+        if off:
+            rec["g"] += off
+        return rec
+
+    def partition(self, p: int) -> Iterator[np.ndarray]:
+        """Every record of partition p exactly once, grouped by key (all records of one key in one yielded
+        array), each array in global stream order. The source files stay (a retried task reads them again);
+        ``remove`` deletes them once the phase is done."""
+        files = self._files(p)
+        if not files:
+            return
+        if sum(f.stat().st_size for f, _ in files) <= self.max_part_bytes:
+            yield np.concatenate([self._load(f, off) for f, off in files])
+            return
+        split = Path(self.directory) / f"split-{p:02d}-{os.getpid()}"
+        shutil.rmtree(split, ignore_errors=True)
+        split.mkdir(parents=True)
+        rows = max(1, self.max_part_bytes // (2 * self.dtype.itemsize))
+        for f, off in files:
+            total = f.stat().st_size // self.dtype.itemsize
+            for s in range(0, total, rows):
+                _append_parts(split / "p", self._load(f, off, s, min(rows, total - s)), 1)
+        try:
+            yield from _walk(split / "p", 1, self.dtype, self.max_part_bytes)
+        finally:
+            shutil.rmtree(split, ignore_errors=True)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _walk(base: Path, level: int, dtype: np.dtype, max_part_bytes: int) -> Iterator[np.ndarray]:
+    for p in range(FANOUT):
+        path = Path(f"{base}_{p:02d}.bin")
+        if not path.exists():
+            continue
+        if path.stat().st_size > max_part_bytes and FANOUT_BITS * (level + 2) <= 64:
+            sub = Path(f"{base}_{p:02d}")
+            rows = max(1, max_part_bytes // (2 * dtype.itemsize))
+            with open(path, "rb") as f:
+                while True:
+                    chunk = np.fromfile(f, dtype=dtype, count=rows)
+                    if not chunk.size:
+                        break
+                    _append_parts(sub, chunk, level + 1)
+            os.unlink(path)
+            yield from _walk(sub, level + 1, dtype, max_part_bytes)
+        else:
+            rec = np.fromfile(path, dtype=dtype)
+            os.unlink(path)
+            yield rec
 
 
 def runs(sorted_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

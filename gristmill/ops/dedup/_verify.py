@@ -1,10 +1,12 @@
 """Exact-Jaccard verification of LSH candidate pairs and precision-correct clustering, out of core.
 
-Candidate edges are first joined into candidate components (a throw-away union-find); each component is
-assigned to a disk partition by its root, and the shingle sets of its rows (recomputed from the text in
-one streaming pass) go to the same partition, together with its edges. Each partition is then checked in
-memory: an edge survives when |A ∩ B| / |A ∪ B| of the two rows' shingle sets reaches the threshold.
-A partition holds whole components, so memory is bounded by the largest candidate component.
+Every step runs on the engine's workers (``_shuffle``). Each band-key partition yields its candidate edges
+and their forest; the forests are merged into candidate components (the driver's union-find over row
+numbers, saved for the workers as a memory-mapped ``.npy``); each component is assigned to a disk partition
+by its root, and the shingle sets of its rows (recomputed from the text by one worker per shard) go to the
+same partition, together with its edges (one worker per edge file). Each partition is then checked in
+memory by one worker: an edge survives when |A ∩ B| / |A ∪ B| of the two rows' shingle sets reaches the
+threshold. A partition holds whole components, so memory is bounded by the largest candidate component.
 
 Clusters are then formed without chaining, as stars: the row with the most verified near-duplicates (ties:
 the earliest in dataset order) becomes a cluster's kept row and takes all its verified neighbours not yet in
@@ -15,13 +17,15 @@ near-duplicates are not split just because an early row sits at its edge.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from numba import njit
 
-from . import _resolve as R
+from . import _shuffle as S
 from ._hashing import fmix64
-from ._partition import Spill, unique_pairs
-from ._unionfind import UnionFind
+from ._lsh import bucket_edges, concat_edges
+from ._partition import Shuffle, unique_pairs
 
 # one record per shingle (g >= 0: row g owns shingle v) or per edge (g < 0: edge from row -1-g to row v)
 VERIFY_DTYPE = np.dtype([("key", "<u8"), ("g", "<i8"), ("v", "<u8")])
@@ -49,10 +53,10 @@ def jaccard_pairs(sets: dict[int, np.ndarray], u: np.ndarray, v: np.ndarray) -> 
 
 
 @njit(cache=True)
-def _stars(rep, nodes, indptr, other, order):
+def _stars(rep, indptr, other, order):
     """Visit nodes in ``order``; a node not yet taken becomes a kept row and takes its free neighbours
-    (``other[indptr[i]:indptr[i + 1]]``, as node indices). Writes the kept row (a global row) to ``rep``."""
-    taken = np.zeros(nodes.size, np.bool_)
+    (``other[indptr[i]:indptr[i + 1]]``). Writes the kept node of every taken neighbour to ``rep``."""
+    taken = np.zeros(rep.size, np.bool_)
     for i in order:
         if taken[i]:
             continue
@@ -61,69 +65,91 @@ def _stars(rep, nodes, indptr, other, order):
             y = other[k]
             if not taken[y]:
                 taken[y] = True
-                rep[nodes[y]] = nodes[i]
+                rep[y] = i
 
 
-def star_roots(rep: np.ndarray, u: np.ndarray, v: np.ndarray) -> None:
-    """Cluster whole components given by verified edges (u, v) into stars (see the module docstring)."""
+def star_pairs(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cluster whole components given by verified edges (u, v) into stars (see the module docstring):
+    (removed row, kept row) pairs."""
+    if not u.size:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
     ends, other = np.concatenate([u, v]), np.concatenate([v, u])
     nodes, idx = np.unique(ends, return_inverse=True)
     order = np.argsort(idx, kind="stable")
     other = np.searchsorted(nodes, other[order])
     degree = np.bincount(idx, minlength=nodes.size)
     indptr = np.concatenate([[0], np.cumsum(degree)])
-    _stars(rep, nodes, indptr, other, np.lexsort((nodes, -degree)))
+    rep = np.full(nodes.size, -1, np.int64)
+    _stars(rep, indptr, other, np.lexsort((nodes, -degree)))
+    m = rep >= 0
+    return nodes[m], nodes[rep[m]]
 
 
-def verified_roots(op, ctx, candidates, n: int) -> np.ndarray:
-    """The kept row of every row (itself when kept), from candidate edges checked by exact Jaccard."""
-    rep = np.arange(n, dtype=np.int64)
-    for u, v in verified_edges(op, ctx, candidates, n):
-        star_roots(rep, u, v)  # a partition holds whole components: decide them here
-    return rep
-
-
-def verified_edges(op, ctx, candidates, n: int):
-    """Yield, per partition (whole candidate components), (u, v) arrays of the candidate edges whose exact
-    Jaccard similarity >= op's threshold."""
-    threshold = op.params.jaccard_threshold
-    edge_dir = ctx.scratch_dir / f"verify-{op.position}"
-    edge_dir.mkdir(parents=True, exist_ok=True)
-    edge_file = edge_dir / "edges.bin"
-    comp = UnionFind(n)
-    with open(edge_file, "wb") as f:
-        for u, v in candidates:
-            comp.union(u, v)
-            np.stack([u, v], axis=1).astype(np.int64).tofile(f)
-    roots = comp.roots()
+def verified_roots(op, ctx, shuffle: Shuffle, n: int, all_pairs_upto: int) -> np.ndarray:
+    """The kept row of every row (itself when kept): band buckets → candidate edges → candidate
+    components → exact Jaccard per component → stars, every heavy step on the engine's workers."""
+    base = ctx.scratch_dir / f"verify-{op.position}"
+    found = S.map_partitions(ctx, _candidates, shuffle, str(base / "candidates"), all_pairs_upto)
+    comp = S.merge_forests([f for _, f in found], n)
+    sizes = np.bincount(comp, minlength=n)
+    comp[sizes[comp] <= 1] = -1  # rows with no candidate
+    del sizes
+    comp_file = base / "components.npy"  # 8 bytes × rows, memory-mapped by the routing workers
+    np.save(comp_file, comp)
     del comp
-    sizes = np.bincount(roots, minlength=n)
-    spill = Spill(edge_dir / "parts", VERIFY_DTYPE)
-    part_key = fmix64(roots.astype(np.uint64))  # all of a component shares one key
-    with open(edge_file, "rb") as f:
-        while True:
-            e = np.fromfile(f, dtype=np.int64, count=2 << 20).reshape(-1, 2)
-            if not e.size:
-                break
-            rec = np.empty(e.shape[0], VERIFY_DTYPE)
-            rec["key"] = part_key[e[:, 0]]
-            rec["g"] = -1 - e[:, 0]
-            rec["v"] = e[:, 1].astype(np.uint64)
-            spill.add(rec)
-    edge_file.unlink()
-    for _, _, g0, batch in R.scan(ctx, [op.text_key]):
-        g = np.arange(g0, g0 + batch.num_rows)
-        rows = np.flatnonzero(sizes[roots[g]] > 1)
-        if not rows.size:
-            continue
-        doc, sh = op.shingle(batch.column(op.text_key).take(rows))
-        gg = g0 + rows[doc]
-        rec = np.empty(sh.size, VERIFY_DTYPE)
-        rec["key"] = part_key[gg]
-        rec["g"] = gg
-        rec["v"] = sh
-        spill.add(rec)
-    for part in spill.partitions():
+    parts = Shuffle(str(base / "parts"), VERIFY_DTYPE, (0,) * (ctx.num_shards + len(found)))
+    shards = [(op, parts, str(comp_file), i, ("rows", ps, shuffle.offsets[i]))
+              for i, ps in enumerate(ctx.shard_parts)]
+    edges = [(op, parts, str(comp_file), ctx.num_shards + p, ("edges", e, 0)) for p, (e, _) in enumerate(found)]
+    ctx.map(_route, shards + edges)
+    kept = S.map_partitions(ctx, _verify_partition, parts, str(base / "kept"), op.params.jaccard_threshold)
+    return S.apply_pairs(kept, n)
+
+
+def _candidates(shuffle, p: int, out: str, all_pairs_upto: int) -> tuple[str, str]:
+    """Partition p's candidate edges (kept for verification) and their forest (for the components)."""
+    u, v = concat_edges(list(bucket_edges(shuffle.partition(p), all_pairs_upto)))
+    return (S.save_pairs(Path(out) / f"edges_{p:02d}.bin", u, v),
+            S.save_pairs(Path(out) / f"forest_{p:02d}.bin", *S.forest(u, v)))
+
+
+def _route(item) -> int:
+    """One source of the verification shuffle, keyed by candidate component: a shard's shingle sets (rows
+    in a component only, shingled from the text again) or a partition's candidate edges."""
+    op, parts, comp_file, src, (kind, what, g0) = item
+    comp = np.load(comp_file, mmap_mode="r")
+    w = parts.writer(src)
+    if kind == "edges":
+        u, v = S.load_pairs(what)
+        for s in range(0, u.size, 1 << 20):
+            uu = u[s:s + (1 << 20)]
+            rec = np.empty(uu.size, VERIFY_DTYPE)
+            rec["key"] = fmix64(np.asarray(comp[uu]).astype(np.uint64))
+            rec["g"] = -1 - uu
+            rec["v"] = v[s:s + (1 << 20)].astype(np.uint64)
+            w.add(rec)
+    else:
+        row = g0
+        for batch in S.read_columns(what, [op.text_key]):
+            c = np.asarray(comp[row:row + batch.num_rows])
+            rows = np.flatnonzero(c >= 0)
+            if rows.size:
+                doc, sh = op.shingle(batch.column(0).take(rows))
+                rec = np.empty(sh.size, VERIFY_DTYPE)
+                rec["key"] = fmix64(c[rows[doc]].astype(np.uint64))
+                rec["g"] = row + rows[doc]
+                rec["v"] = sh
+                w.add(rec)
+            row += batch.num_rows
+    w.flush()
+    return 0
+
+
+def _verify_partition(parts, p: int, out: str, threshold: float) -> str:
+    """Whole candidate components: keep the edges whose exact Jaccard similarity >= threshold, and cluster
+    them into stars; writes (removed row, kept row) pairs."""
+    gone, kept = [], []
+    for part in parts.partition(p):
         is_edge = part["g"] < 0
         # the same pair may come from several bands: count it once (degrees decide the kept rows)
         eu, ev = unique_pairs(-1 - part["g"][is_edge], part["v"][is_edge].astype(np.int64))
@@ -138,7 +164,10 @@ def verified_edges(op, ctx, candidates, n: int):
         empty = np.empty(0, np.uint64)
         for x in np.unique(np.concatenate([eu, ev])).tolist():
             sets.setdefault(x, empty)
-        j = jaccard_pairs(sets, eu, ev)
-        ok = j >= threshold
-        if ok.any():
-            yield eu[ok], ev[ok]
+        ok = jaccard_pairs(sets, eu, ev) >= threshold
+        a, b = star_pairs(eu[ok], ev[ok])  # a partition holds whole components: decide them here
+        gone.append(a)
+        kept.append(b)
+    a = np.concatenate(gone) if gone else np.empty(0, np.int64)
+    b = np.concatenate(kept) if kept else np.empty(0, np.int64)
+    return S.save_pairs(Path(out) / f"p_{p:02d}.bin", a, b)

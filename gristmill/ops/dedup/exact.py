@@ -8,6 +8,7 @@ composition and has no structured collisions.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -21,10 +22,29 @@ from ...registry import register
 from ..base import Deduplicator, Params
 from . import _resolve as R
 from ._hashing import string_offsets
-from ._partition import Spill
+from . import _shuffle as S
 from ._text import NON_CHARACTER, as_text, normalize_whitespace, remove_pattern
 
 KEY_DTYPE = np.dtype([("key", "<u8"), ("key2", "<u8"), ("prio", "<f8"), ("g", "<i8")])
+
+
+def _kept_rows(shuffle, p: int, out: str, keep_last: bool) -> str:
+    """Partition p: sort by (key, priority desc, row) and map every row of a key to the key's first row;
+    writes the (row, kept row) pairs of the rows that go."""
+    gone, kept = [], []
+    for part in shuffle.partition(p):
+        if keep_last:
+            part["prio"] = part["g"]
+        q = part[np.lexsort((part["g"], -part["prio"], part["key2"], part["key"]))]
+        new = np.ones(q.size, bool)
+        new[1:] = (q["key"][1:] != q["key"][:-1]) | (q["key2"][1:] != q["key2"][:-1])
+        root = q["g"][np.flatnonzero(new)[np.cumsum(new) - 1]]
+        go = root != q["g"]
+        gone.append(q["g"][go])
+        kept.append(root[go])
+    a = np.concatenate(gone) if gone else np.empty(0, np.int64)
+    b = np.concatenate(kept) if kept else np.empty(0, np.int64)
+    return S.save_pairs(Path(out) / f"p_{p:02d}.bin", a, b)
 
 
 def digests(arr: pa.Array) -> np.ndarray:
@@ -72,36 +92,34 @@ class _KeyDedup(Deduplicator):
     def resolve_columns(self) -> list[str]:
         return [C.ID, *self.columns]
 
-    def resolve(self, ctx):
+    def spill_columns(self) -> list[str]:
         kcol, pcol = self.columns
-        spill = Spill(ctx.scratch_dir / f"exact-{self.position}", KEY_DTYPE)
-        n = 0
-        for _, _, g0, batch in R.scan(ctx, [kcol] + ([pcol] if self.priority_used() else [])):
-            col = batch.column(kcol)
-            if isinstance(col, pa.ChunkedArray):
-                col = col.combine_chunks()
-            m = batch.num_rows
-            d = col.values.slice(col.offset * 2, m * 2).to_numpy(zero_copy_only=False).reshape(m, 2)
-            valid = np.flatnonzero(~col.is_null().to_numpy(zero_copy_only=False))
-            rec = np.empty(valid.size, KEY_DTYPE)
-            rec["key"], rec["key2"] = d[valid, 0], d[valid, 1]
-            if pcol in batch.schema.names:
-                pr = pc.fill_null(batch.column(pcol), np.nan).to_numpy(zero_copy_only=False)[valid]
-                rec["prio"] = np.where(np.isnan(pr), -np.inf, pr)
-            else:
-                rec["prio"] = (g0 + valid) if self._keep_last() else 0.0
-            rec["g"] = g0 + valid
-            spill.add(rec)
-            n = g0 + m
-        roots = np.arange(n, dtype=np.int64)
-        for part in spill.partitions():
-            p = part[np.lexsort((part["g"], -part["prio"], part["key2"], part["key"]))]
-            new = np.ones(p.size, bool)
-            new[1:] = (p["key"][1:] != p["key"][:-1]) | (p["key2"][1:] != p["key2"][:-1])
-            head = np.flatnonzero(new)
-            run = np.cumsum(new) - 1
-            roots[p["g"]] = p["g"][head[run]]
-        self.last_stats = R.emit(ctx, roots, self.reason_text)
+        return [kcol] + ([pcol] if self.priority_used() else [])
+
+    def spill_records(self, batch: pa.RecordBatch, row0: int) -> np.ndarray:
+        """(digest, priority, row) of every row with a key; rows numbered from ``row0`` in the shard."""
+        kcol, pcol = self.columns
+        col = batch.column(kcol)
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
+        m = batch.num_rows
+        d = col.values.slice(col.offset * 2, m * 2).to_numpy(zero_copy_only=False).reshape(m, 2)
+        valid = np.flatnonzero(~col.is_null().to_numpy(zero_copy_only=False))
+        rec = np.empty(valid.size, KEY_DTYPE)
+        rec["key"], rec["key2"] = d[valid, 0], d[valid, 1]
+        if pcol in batch.schema.names:
+            pr = pc.fill_null(batch.column(pcol), np.nan).to_numpy(zero_copy_only=False)[valid]
+            rec["prio"] = np.where(np.isnan(pr), -np.inf, pr)
+        else:
+            rec["prio"] = 0.0  # keep: last sets it to the global row once the partition is read
+        rec["g"] = row0 + valid
+        return rec
+
+    def resolve(self, ctx):
+        shuffle, n = S.scatter(ctx, self, f"exact-{self.position}", KEY_DTYPE)
+        out = str(ctx.scratch_dir / f"exact-kept-{self.position}")
+        paths = S.map_partitions(ctx, _kept_rows, shuffle, out, self._keep_last())
+        self.last_stats = R.emit(ctx, S.apply_pairs(paths, n), self.reason_text)
 
     def priority_used(self) -> bool:
         return False

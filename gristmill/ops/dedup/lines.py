@@ -8,8 +8,9 @@ Two rules:
   (C4: any span of ``n_sentences`` consecutive sentences seen before): every occurrence but the first in
   dataset order is removed. Spans shorter than ``min_length`` characters are never touched.
 
-All are out of core: ``compute_hash`` stores per-row lists of unit hashes; ``resolve`` streams
-(hash, row) pairs into hash partitions on disk and decides per partition; what ``finalize`` needs (a sorted
+All are out of core: ``compute_hash`` stores per-row lists of unit hashes; ``resolve`` has every shard
+write its (hash, row) pairs into hash partitions on disk and decides per partition, each on the engine's
+workers (``_shuffle``); what ``finalize`` needs (a sorted
 uint64 array of hashes, or of (row, unit) keys) is written to a ``.npy`` file that ``finalize``
 memory-maps, so workers share it through the page cache instead of each holding a copy.
 """
@@ -25,14 +26,68 @@ from pydantic import Field
 from ... import columns as C
 from ...registry import register
 from ..base import Deduplicator, Params
-from . import _resolve as R
 from ._hashing import GOLDEN, U64, fmix64, hash_strings
-from ._partition import Spill
+from . import _shuffle as S
 from ._text import NON_CHARACTER, as_text, remove_pattern
 
 PAIR_DTYPE = np.dtype([("key", "<u8"), ("g", "<i8"), ("unit", "<i8")])
-ROW_BLOCK_BITS = 16
 MARK = "\ue000\ue001"  # private-use split marker; rows containing it take the slow path
+
+
+def _save_array(path: Path, arr: np.ndarray) -> str:
+    """``np.save`` that appears atomically (a retried task replaces the file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp.npy")
+    np.save(tmp, arr)
+    tmp.replace(path)
+    return str(path)
+
+
+def _frequent(shuffle, p: int, out: str, threshold: int) -> str:
+    """Partition p: the hashes of lines found in more than ``threshold`` documents."""
+    frequent = [np.empty(0, U64)]
+    for part in shuffle.partition(p):
+        keys, counts = np.unique(part["key"], return_counts=True)
+        frequent.append(keys[counts > threshold])
+    return _save_array(Path(out) / f"p_{p:02d}.npy", np.concatenate(frequent))
+
+
+def _later_occurrences(shuffle, p: int, out: str) -> None:
+    """Partition p: every occurrence of a key but its first in dataset order, written per shard (global
+    rows) for ``_drop_keys``."""
+    found = [np.empty(0, PAIR_DTYPE)]
+    for part in shuffle.partition(p):
+        q = part[np.argsort(part["key"], kind="stable")]  # stream order = (row, unit) order
+        later = np.zeros(q.size, bool)
+        later[1:] = q["key"][1:] == q["key"][:-1]
+        found.append(q[later])
+    d = np.concatenate(found)
+    shard = np.searchsorted(np.asarray(shuffle.offsets), d["g"], side="right") - 1
+    for s in np.unique(shard).tolist():
+        path = Path(out) / f"s{s:05d}" / f"p_{p:02d}.bin"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        d[shard == s].tofile(tmp)
+        tmp.replace(path)
+
+
+def _drop_keys(item) -> tuple[str, int]:
+    """One shard: the occurrence keys (row id, unit, hash) of its units to drop, saved for the driver."""
+    op, out, i, parts, g0 = item
+    shard_dir = Path(out) / f"s{i:05d}"
+    d = np.concatenate([np.empty(0, PAIR_DTYPE)] + [np.fromfile(f, PAIR_DTYPE) for f in sorted(shard_dir.glob("p_*.bin"))])
+    keys = [np.empty(0, U64)]
+    if d.size:
+        d = d[np.argsort(d["g"], kind="stable")]
+        row = g0
+        for batch in S.read_columns(parts, [C.ID]):
+            lo, hi = np.searchsorted(d["g"], [row, row + batch.num_rows])
+            if hi > lo:
+                sel = d[lo:hi]
+                keys.append(op._occurrence_keys(batch.column(0), sel["g"] - row, sel["unit"], sel["key"]))
+            row += batch.num_rows
+    arr = np.concatenate(keys)
+    return _save_array(Path(out) / f"keys-{i:05d}.npy", arr), int(arr.size)
 
 
 def _lookup(path: str) -> np.ndarray:
@@ -69,6 +124,7 @@ class _UnitDedup(Deduplicator):
     """Shared machinery: subclasses define ``units(text)`` → list array of units, and ``unit_keys``."""
 
     sep_regex = "\n"
+    per_doc_unique = False  # True: a unit counts once per document
 
     def units(self, text: pa.Array) -> pa.ListArray:
         t = as_text(text)
@@ -106,25 +162,25 @@ class _UnitDedup(Deduplicator):
     def resolve_columns(self):
         return [C.ID, self.column]
 
-    def _stream(self, ctx, spill: Spill, per_doc_unique: bool) -> int:
-        n = 0
-        for _, _, g0, batch in R.scan(ctx, [self.column]):
-            col = batch.column(self.column)
-            if isinstance(col, pa.ChunkedArray):
-                col = col.combine_chunks()
-            h = pc.list_flatten(col).to_numpy(zero_copy_only=False)
-            parent = pc.list_parent_indices(col).to_numpy()
-            start = col.offsets.to_numpy()[:-1] - col.offsets[0].as_py()
-            unit = np.arange(h.size) - start[parent] if h.size else np.empty(0, np.int64)
-            ok = h != 0
-            rec = np.empty(int(ok.sum()), PAIR_DTYPE)
-            rec["key"], rec["g"], rec["unit"] = h[ok], g0 + parent[ok], unit[ok]
-            if per_doc_unique and rec.size:
-                _, first = np.unique(np.stack([rec["g"], rec["key"].view(np.int64)], 1), axis=0, return_index=True)
-                rec = rec[np.sort(first)]
-            spill.add(rec)
-            n = g0 + batch.num_rows
-        return n
+    def spill_columns(self) -> list[str]:
+        return [self.column]
+
+    def spill_records(self, batch: pa.RecordBatch, row0: int) -> np.ndarray:
+        """(unit hash, row, unit index) of every eligible unit; rows numbered from ``row0`` in the shard."""
+        col = batch.column(self.column)
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
+        h = pc.list_flatten(col).to_numpy(zero_copy_only=False)
+        parent = pc.list_parent_indices(col).to_numpy()
+        start = col.offsets.to_numpy()[:-1] - col.offsets[0].as_py()
+        unit = np.arange(h.size) - start[parent] if h.size else np.empty(0, np.int64)
+        ok = h != 0
+        rec = np.empty(int(ok.sum()), PAIR_DTYPE)
+        rec["key"], rec["g"], rec["unit"] = h[ok], row0 + parent[ok], unit[ok]
+        if self.per_doc_unique and rec.size:
+            _, first = np.unique(np.stack([rec["g"], rec["key"].view(np.int64)], 1), axis=0, return_index=True)
+            rec = rec[np.sort(first)]
+        return rec
 
     def _save(self, ctx, name: str, arr: np.ndarray) -> str:
         out = Path(getattr(ctx, "output_dir", None) or ctx.scratch_dir)
@@ -174,14 +230,13 @@ class DocumentLineDeduplicator(_UnitDedup):
         h[h == 0] = 1
         return h, ok
 
+    per_doc_unique = True  # a line counts once per document
+
     def resolve(self, ctx):
-        spill = Spill(ctx.scratch_dir / f"lines-{self.position}", PAIR_DTYPE)
-        self._stream(ctx, spill, per_doc_unique=True)
-        frequent = []
-        for part in spill.partitions():
-            keys, counts = np.unique(part["key"], return_counts=True)
-            frequent.append(keys[counts > self.params.frequency_threshold])
-        arr = np.concatenate(frequent) if frequent else np.empty(0, U64)
+        shuffle, _ = S.scatter(ctx, self, f"lines-{self.position}", PAIR_DTYPE)
+        out = str(ctx.scratch_dir / f"lines-frequent-{self.position}")
+        paths = S.map_partitions(ctx, _frequent, shuffle, out, self.params.frequency_threshold)
+        arr = np.concatenate([np.load(p) for p in paths])
         self.last_stats = {"frequent_lines": int(arr.size)}
         return {"frequent": self._save(ctx, "frequent_lines.npy", arr)}
 
@@ -223,41 +278,14 @@ class _FirstOccurrence(_UnitDedup):
         return fmix64(fmix64(idh[rows] ^ (unit.astype(U64) * GOLDEN)) ^ h)
 
     def resolve(self, ctx):
-        spill = Spill(ctx.scratch_dir / f"spans-{self.position}", PAIR_DTYPE)
-        self._stream(ctx, spill, per_doc_unique=False)
-        # drops go to files by block of rows, so the pass that joins them with ids holds one block at a time
-        drop_dir = ctx.scratch_dir / f"spans-drop-{self.position}"
-        drop_dir.mkdir(parents=True, exist_ok=True)
-        for part in spill.partitions():
-            order = np.argsort(part["key"], kind="stable")  # stream order = (row, unit) order
-            p = part[order]
-            later = np.zeros(p.size, bool)
-            later[1:] = p["key"][1:] == p["key"][:-1]
-            d = p[later]
-            blk = d["g"] >> ROW_BLOCK_BITS
-            for b in np.unique(blk).tolist():
-                with open(drop_dir / f"{b}.bin", "ab") as f:
-                    d[blk == b].tofile(f)
-        keys, gone = [], 0
-        cur_blk, blk_rec = -1, np.empty(0, PAIR_DTYPE)
-        for _, _, g0, batch in R.scan(ctx, [self.column]):
-            m = batch.num_rows
-            sel_parts = []
-            for b in range(g0 >> ROW_BLOCK_BITS, ((g0 + max(m, 1) - 1) >> ROW_BLOCK_BITS) + 1):
-                if b != cur_blk:
-                    path = drop_dir / f"{b}.bin"
-                    blk_rec = np.fromfile(path, PAIR_DTYPE) if path.exists() else np.empty(0, PAIR_DTYPE)
-                    cur_blk = b
-                sel_parts.append(blk_rec[(blk_rec["g"] >= g0) & (blk_rec["g"] < g0 + m)])
-            sel = np.concatenate(sel_parts)
-            if not sel.size:
-                continue
-            r_idx = sel["g"] - g0
-            u_idx = sel["unit"]
-            keys.append(self._occurrence_keys(batch.column(C.ID), r_idx, u_idx, sel["key"]))
-            gone += int(sel.size)
-        arr = np.concatenate(keys) if keys else np.empty(0, U64)
-        self.last_stats = {"spans_removed": gone}
+        shuffle, _ = S.scatter(ctx, self, f"spans-{self.position}", PAIR_DTYPE)
+        # later occurrences go to files by shard, so that one worker per shard joins them with its ids
+        drop_dir = str(ctx.scratch_dir / f"spans-drop-{self.position}")
+        S.map_partitions(ctx, _later_occurrences, shuffle, drop_dir)
+        found = ctx.map(_drop_keys, [(self, drop_dir, i, parts, shuffle.offsets[i])
+                                        for i, parts in enumerate(ctx.shard_parts)])
+        arr = np.concatenate([np.load(p) for p, _ in found]) if found else np.empty(0, U64)
+        self.last_stats = {"spans_removed": sum(k for _, k in found)}
         return {"drop": self._save(ctx, f"{self.name}_drop.npy", arr)}
 
     def finalize(self, batch, state):

@@ -2,10 +2,11 @@
 
 Stages (the engine runs them): ``compute_hash`` is row-local and fused into the previous stage: it
 shingles the text, computes the MinHash signature and stores only the LSH band keys (``num_bands`` ×
-8 bytes per row) in a private column. ``resolve`` streams the band keys once into 64 hash partitions on
-disk, groups each partition by key (one partition in memory at a time) and unions the rows that share a
-bucket in a numpy union-find over global row numbers; every row but the first (in dataset order) of each
-cluster is removed. With ``verify``, candidate pairs are checked by exact Jaccard similarity instead and
+8 bytes per row) in a private column. ``resolve`` runs on the engine's workers (``_shuffle``): each shard's
+scan writes its band keys into 64 hash partitions on disk, each partition is grouped by key on a worker
+(one partition in memory there) and the rows that share a bucket are reduced to a forest of their local
+clusters, which the driver merges in a union-find over global row numbers; every row but the first (in
+dataset order) of each cluster is removed. With ``verify``, candidate pairs are checked by exact Jaccard similarity instead and
 clustered without chaining (``_verify``).
 """
 from __future__ import annotations
@@ -22,10 +23,9 @@ from ...registry import register
 from ..base import Deduplicator, Params
 from . import _resolve as R
 from ._kernels import MODES, minhash_signatures, shingle_arrays
-from ._lsh import EDGE_DTYPE, band_keys, bucket_edges, optimal_param, permutations
-from ._partition import Spill
+from . import _shuffle as S
+from ._lsh import EDGE_DTYPE, band_keys, bucket_forest, optimal_param, permutations
 from ._text import as_text, remove_pattern
-from ._unionfind import UnionFind
 from ._verify import verified_roots
 
 # with verification, a bucket of up to this many rows yields all its pairs as candidates, so that two rows
@@ -126,27 +126,28 @@ class DocumentMinhashDeduplicator(Deduplicator):
     def resolve_columns(self) -> list[str]:
         return [C.ID, self.column] + ([self.text_key] if self.params.verify else [])
 
-    def resolve(self, ctx):
+    def spill_columns(self) -> list[str]:
+        return [self.column]
+
+    def spill_records(self, batch: pa.RecordBatch, row0: int) -> np.ndarray:
+        """(band key, row) for every band of every row with a signature; rows numbered from ``row0``."""
         nb = self.params.num_bands
-        spill = Spill(ctx.scratch_dir / f"minhash-{self.position}", EDGE_DTYPE)
-        n = 0
-        for _, _, g0, batch in R.scan(ctx, [self.column]):
-            col = batch.column(self.column)
-            if isinstance(col, pa.ChunkedArray):
-                col = col.combine_chunks()
-            m = batch.num_rows
-            keys = col.values.slice(col.offset * nb, m * nb).to_numpy(zero_copy_only=False).reshape(m, nb)
-            valid = np.flatnonzero(~col.is_null().to_numpy(zero_copy_only=False))
-            rec = np.empty(valid.size * nb, EDGE_DTYPE)
-            rec["key"] = keys[valid].ravel()
-            rec["g"] = np.repeat(g0 + valid, nb)
-            spill.add(rec)
-            n = g0 + m
+        col = batch.column(self.column)
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
+        m = batch.num_rows
+        keys = col.values.slice(col.offset * nb, m * nb).to_numpy(zero_copy_only=False).reshape(m, nb)
+        valid = np.flatnonzero(~col.is_null().to_numpy(zero_copy_only=False))
+        rec = np.empty(valid.size * nb, EDGE_DTYPE)
+        rec["key"] = keys[valid].ravel()
+        rec["g"] = np.repeat(row0 + valid, nb)
+        return rec
+
+    def resolve(self, ctx):
+        shuffle, n = S.scatter(ctx, self, f"minhash-{self.position}", EDGE_DTYPE)
         if self.params.verify:
-            roots = verified_roots(self, ctx, bucket_edges(spill, VERIFY_ALL_PAIRS_UPTO), n)
+            roots = verified_roots(self, ctx, shuffle, n, VERIFY_ALL_PAIRS_UPTO)
         else:
-            uf = UnionFind(n)
-            for u, v in bucket_edges(spill):
-                uf.union(u, v)
-            roots = uf.roots()
+            out = str(ctx.scratch_dir / f"minhash-forest-{self.position}")
+            roots = S.merge_forests(S.map_partitions(ctx, bucket_forest, shuffle, out), n)
         self.last_stats = R.emit(ctx, roots, "minhash duplicate")

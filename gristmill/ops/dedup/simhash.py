@@ -3,12 +3,15 @@
 ``compute_hash`` stores a 64-bit SimHash per row (compiled kernel, same shingling as MinHash). Two hashes
 within Hamming distance k of each other agree on at least ``num_blocks - k`` of the ``num_blocks`` bit
 blocks (pigeonhole), so ``resolve`` buckets every row once per choice of ``num_blocks - k`` blocks, on disk
-by hash partition, compares hashes only inside buckets, and joins rows within distance k in a union-find.
+by hash partition (one scan per shard on the engine's workers), compares hashes only inside buckets (one
+partition per worker task), and joins rows within distance k: a forest per partition, merged in a
+union-find (``_shuffle``).
 The first row of each cluster in dataset order is kept.
 """
 from __future__ import annotations
 
 from itertools import combinations
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -22,9 +25,10 @@ from ..base import Deduplicator, Params
 from . import _resolve as R
 from ._hashing import MASK, U64, fmix64
 from ._kernels import simhashes
-from ._partition import Spill, run_pairs, runs
+from . import _shuffle as S
+from ._lsh import concat_edges
+from ._partition import run_pairs, runs
 from ._text import as_text, remove_pattern
-from ._unionfind import UnionFind
 
 SIM_DTYPE = np.dtype([("key", "<u8"), ("g", "<i8"), ("h", "<u8")])
 
@@ -77,39 +81,54 @@ class DocumentSimhashDeduplicator(Deduplicator):
     def resolve_columns(self) -> list[str]:
         return [C.ID, self.column]
 
-    def resolve(self, ctx):
+    def _combos(self) -> list[np.uint64]:
         p = self.params
         masks = block_masks(p.num_blocks)
-        combos = [np.uint64(sum(masks[i] for i in c))
-                  for c in combinations(range(p.num_blocks), p.num_blocks - p.hamming_distance)]
-        spill = Spill(ctx.scratch_dir / f"simhash-{self.position}", SIM_DTYPE)
-        n = 0
-        for _, _, g0, batch in R.scan(ctx, [self.column]):
-            col = batch.column(self.column)
-            valid = np.flatnonzero(~col.is_null().to_numpy(zero_copy_only=False))
-            h = pc.fill_null(col, 0).to_numpy(zero_copy_only=False).astype(U64)[valid]
-            for ci, m in enumerate(combos):
-                rec = np.empty(valid.size, SIM_DTYPE)
-                rec["key"] = fmix64((h & m) ^ U64(((ci + 1) * 0x9E3779B97F4A7C15) & MASK))
-                rec["g"] = g0 + valid
-                rec["h"] = h
-                spill.add(rec)
-            n = g0 + batch.num_rows
-        uf = UnionFind(n)
-        for part in spill.partitions():
-            order = np.lexsort((part["g"], part["h"], part["key"]))
-            part = part[order]
-            # identical hashes: join directly, then compare only distinct hashes within a bucket
-            kh_new = np.ones(part.size, bool)
-            kh_new[1:] = (part["key"][1:] != part["key"][:-1]) | (part["h"][1:] != part["h"][:-1])
-            head = np.flatnonzero(kh_new)
-            run = np.cumsum(kh_new) - 1
-            dup = ~kh_new
-            if dup.any():
-                uf.union(part["g"][head[run[dup]]], part["g"][dup])
-            uniq = part[head]
-            starts, lens = runs(uniq["key"])
-            u, v = close_pairs(uniq["g"], uniq["h"], starts, lens, p.hamming_distance)
-            if u.size:
-                uf.union(u, v)
-        self.last_stats = R.emit(ctx, uf.roots(), "simhash duplicate")
+        return [np.uint64(sum(masks[i] for i in c))
+                for c in combinations(range(p.num_blocks), p.num_blocks - p.hamming_distance)]
+
+    def spill_columns(self) -> list[str]:
+        return [self.column]
+
+    def spill_records(self, batch: pa.RecordBatch, row0: int) -> np.ndarray:
+        """(bucket key, row, hash) of every row with a hash, once per choice of blocks."""
+        col = batch.column(self.column)
+        valid = np.flatnonzero(~col.is_null().to_numpy(zero_copy_only=False))
+        h = pc.fill_null(col, 0).to_numpy(zero_copy_only=False).astype(U64)[valid]
+        recs = []
+        for ci, m in enumerate(self._combos()):
+            rec = np.empty(valid.size, SIM_DTYPE)
+            rec["key"] = fmix64((h & m) ^ U64(((ci + 1) * 0x9E3779B97F4A7C15) & MASK))
+            rec["g"] = row0 + valid
+            rec["h"] = h
+            recs.append(rec)
+        return np.concatenate(recs)
+
+    def resolve(self, ctx):
+        shuffle, n = S.scatter(ctx, self, f"simhash-{self.position}", SIM_DTYPE)
+        out = str(ctx.scratch_dir / f"simhash-forest-{self.position}")
+        paths = S.map_partitions(ctx, _close_forest, shuffle, out, self.params.hamming_distance)
+        self.last_stats = R.emit(ctx, S.merge_forests(paths, n), "simhash duplicate")
+
+
+def _close_forest(shuffle, p: int, out: str, k: int) -> str:
+    """Partition p: rows with equal hashes in a bucket, and distinct hashes within k bits of each other,
+    as a forest of their local clusters."""
+    us, vs = [], []
+    for part in shuffle.partition(p):
+        part = part[np.lexsort((part["g"], part["h"], part["key"]))]
+        # identical hashes: join directly, then compare only distinct hashes within a bucket
+        kh_new = np.ones(part.size, bool)
+        kh_new[1:] = (part["key"][1:] != part["key"][:-1]) | (part["h"][1:] != part["h"][:-1])
+        head = np.flatnonzero(kh_new)
+        run = np.cumsum(kh_new) - 1
+        dup = ~kh_new
+        us.append(part["g"][head[run[dup]]])
+        vs.append(part["g"][dup])
+        uniq = part[head]
+        starts, lens = runs(uniq["key"])
+        u, v = close_pairs(uniq["g"], uniq["h"], starts, lens, k)
+        us.append(u)
+        vs.append(v)
+    u, v = concat_edges(list(zip(us, vs)))
+    return S.save_pairs(Path(out) / f"p_{p:02d}.bin", *S.forest(u, v))
