@@ -91,8 +91,8 @@ class Result:
         return pq.read_table(p).to_pylist() if p.exists() else []
 
 
-def run_dedup(op, rows: list[dict], tmp_path: Path, shard_rows: int = 7, batch_rows: int = 3) -> Result:
-    """Apply a RemovalOp to ``rows`` through the engine's protocol; returns kept rows (public columns)."""
+def stage_batches(op, rows: list[dict], shard_rows: int, batch_rows: int) -> list[list[pa.RecordBatch]]:
+    """``rows`` cut into shards of batches, each batch through the op's row-local part (as a stage)."""
     fused = FusedOp([op])
     shards = []
     for s in range(0, len(rows), shard_rows):
@@ -103,6 +103,12 @@ def run_dedup(op, rows: list[dict], tmp_path: Path, shard_rows: int = 7, batch_r
             assert not res.rejects, res.rejects
             batches.append(res.batch)
         shards.append(batches)
+    return shards
+
+
+def run_dedup(op, rows: list[dict], tmp_path: Path, shard_rows: int = 7, batch_rows: int = 3) -> Result:
+    """Apply a RemovalOp to ``rows`` through the engine's protocol; returns kept rows (public columns)."""
+    shards = stage_batches(op, rows, shard_rows, batch_rows)
     ctx = MemoryContext(shards, tmp_path)
     state = op.resolve(ctx)
     gone = {(r["shard"], r["row"]) for r in ctx.removed}
