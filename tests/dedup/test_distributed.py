@@ -35,7 +35,7 @@ def _corpus(rng: random.Random) -> list[dict]:
 
 def _pipeline():
     return [FieldDeduplicator(field="url", keep="last"), DocumentDeduplicator(lowercase=True),
-            DocumentSimhashDeduplicator(hamming_distance=3), DocumentMinhashDeduplicator(preset="datatrove"),
+            DocumentSimhashDeduplicator(hamming_distance=6, num_blocks=8), DocumentMinhashDeduplicator(preset="datatrove"),
             ParagraphDeduplicator(min_length=20), DocumentLineDeduplicator(frequency_threshold=3)]
 
 
@@ -76,7 +76,7 @@ def test_np1_and_np2_give_identical_removals_and_clusters(tmp_path):
     left = [r for r in left if r["id"] not in exact]
     seen: set[str] = set()  # a family (d{i}, its copy c{i}, its near copy n{i}) keeps its first member left
     near = {r["id"] for r in left if r["id"][0] != "p" and (r["id"][1:] in seen or seen.add(r["id"][1:]))}
-    assert removed[2] | removed[3] == near and len(near) >= 7
+    assert removed[2] | removed[3] == near and removed[2] and removed[3]
     assert got[1]["export"].count(b"Subscribe to our newsletter") == 0  # in > 3 documents: removed
     assert got[1]["export"].count(b"word for word") == 1
     assert got[1]["3:clusters.parquet"] == got[2]["3:clusters.parquet"]
