@@ -9,9 +9,10 @@ distinct documents share no shingles; a fraction ``--dup`` of rows copy the text
 of copies make chains), half of them with their first letter upper-cased (the datatrove preset lowercases,
 so they are still identical after normalisation). The exact number of rows to remove is therefore known.
 The run is ``Dataset.load(dir).process(document_minhash_deduplicator(preset=datatrove)).export(...)``:
-signatures in ``--np`` worker processes, band keys partitioned to disk, union-find, row-local filter.
-Prints wall time, the resolve's own time, peak RSS of the main process (which runs the resolve) and of
-the largest worker, peak disk used by the work dir, and the removal count against the truth.
+signatures in ``--np`` worker processes; the resolve's scan (per shard) and bucket → forest phase (per
+partition) on the same workers, the forest merge and clusters file in the main process; row-local filter.
+Prints wall time, the resolve's own time, peak RSS of the main process (the resolve's driver) and of the
+largest worker, peak disk used by the work dir, and the removal count against the truth.
 """
 from __future__ import annotations
 

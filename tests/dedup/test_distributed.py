@@ -13,7 +13,11 @@ from gristmill.dataset import Dataset
 from gristmill.engine.executor import LocalExecutor
 from gristmill.engine.resolve_context import StageResolveContext
 from gristmill.ops.dedup.exact import DocumentDeduplicator, FieldDeduplicator
-from gristmill.ops.dedup.lines import DocumentLineDeduplicator, ParagraphDeduplicator, SentenceSpanDeduplicator
+from gristmill.ops.dedup.lines import (
+    DocumentLineDeduplicator,
+    ParagraphDeduplicator,
+    SentenceSpanDeduplicator,
+)
 from gristmill.ops.dedup.minhash import DocumentMinhashDeduplicator
 from gristmill.ops.dedup.simhash import DocumentSimhashDeduplicator
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.ipc as ipc
+from pyarrow import ipc
 
 from ._partition import FANOUT, Shuffle
 from ._unionfind import UnionFind

@@ -1,8 +1,8 @@
 """Exact deduplication on a key: the whole (normalised) text, or any field such as a URL.
 
 ``compute_hash`` stores a 128-bit xxh3 digest of the key (and a keep-priority) per row; ``resolve``
-streams them into hash partitions on disk (no process holds all keys), sorts each partition by
-(key, priority, row) and keeps one row per key. The digest is computed per row with xxhash straight from
+has every shard write them into hash partitions on disk (no process holds all keys) and every partition
+sorted by (key, priority, row) on the engine's workers (``_shuffle``), keeping one row per key. The digest is computed per row with xxhash straight from
 the Arrow buffer (one C call per row, no Python string is built): xxh3 is faster than any numpy
 composition and has no structured collisions.
 """
@@ -21,8 +21,8 @@ from ... import columns as C
 from ...registry import register
 from ..base import Deduplicator, Params
 from . import _resolve as R
-from ._hashing import string_offsets
 from . import _shuffle as S
+from ._hashing import string_offsets
 from ._text import NON_CHARACTER, as_text, normalize_whitespace, remove_pattern
 
 KEY_DTYPE = np.dtype([("key", "<u8"), ("key2", "<u8"), ("prio", "<f8"), ("g", "<i8")])

@@ -26,8 +26,8 @@ from pydantic import Field
 from ... import columns as C
 from ...registry import register
 from ..base import Deduplicator, Params
-from ._hashing import GOLDEN, U64, fmix64, hash_strings
 from . import _shuffle as S
+from ._hashing import GOLDEN, U64, fmix64, hash_strings
 from ._text import NON_CHARACTER, as_text, remove_pattern
 
 PAIR_DTYPE = np.dtype([("key", "<u8"), ("g", "<i8"), ("unit", "<i8")])

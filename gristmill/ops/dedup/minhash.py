@@ -22,8 +22,8 @@ from ... import columns as C
 from ...registry import register
 from ..base import Deduplicator, Params
 from . import _resolve as R
-from ._kernels import MODES, minhash_signatures, shingle_arrays
 from . import _shuffle as S
+from ._kernels import MODES, minhash_signatures, shingle_arrays
 from ._lsh import EDGE_DTYPE, band_keys, bucket_forest, optimal_param, permutations
 from ._text import as_text, remove_pattern
 from ._verify import verified_roots

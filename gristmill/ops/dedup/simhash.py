@@ -23,9 +23,9 @@ from ... import columns as C
 from ...registry import register
 from ..base import Deduplicator, Params
 from . import _resolve as R
+from . import _shuffle as S
 from ._hashing import MASK, U64, fmix64
 from ._kernels import simhashes
-from . import _shuffle as S
 from ._lsh import concat_edges
 from ._partition import run_pairs, runs
 from ._text import as_text, remove_pattern
