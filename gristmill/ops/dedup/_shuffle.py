@@ -54,11 +54,19 @@ def read_columns(parts: list[str], columns: list[str]):
                 yield b.select(columns)
 
 
+def run_map(ctx, fn, items: list) -> list:
+    """``ctx.map``, except for a single-shard stage (small data, whose shard task ran in-process too), where
+    starting workers to share out the partitions would cost more than the work. Same results either way."""
+    if ctx.num_shards <= 1:
+        return [fn(x) for x in items]
+    return ctx.map(fn, items)
+
+
 def scatter(ctx, op, name: str, dtype: np.dtype) -> tuple[Shuffle, int]:
     """Phase 1: every shard's scan (``op.spill_records(batch, first_row)`` over ``op.spill_columns()``)
     writes its own partition files on a worker. Returns the shuffle and the number of rows."""
     shuffle = Shuffle(str(ctx.scratch_dir / name), np.dtype(dtype), ())
-    counts = ctx.map(_scatter_shard, [(op, shuffle, i, parts) for i, parts in enumerate(ctx.shard_parts)])
+    counts = run_map(ctx, _scatter_shard, [(op, shuffle, i, parts) for i, parts in enumerate(ctx.shard_parts)])
     ends = np.cumsum(np.asarray(counts, dtype=np.int64))
     offsets = tuple(int(x) for x in np.concatenate([[0], ends[:-1]])) if len(counts) else ()
     return Shuffle(shuffle.directory, shuffle.dtype, offsets), int(ends[-1]) if len(counts) else 0
@@ -79,7 +87,7 @@ def map_partitions(ctx, fn, shuffle: Shuffle, *args) -> list:
     """Phase 2: ``fn(shuffle, p, *args)`` for every partition p on the workers (``fn`` module-level),
     results in partition order; the spill files are deleted afterwards."""
     try:
-        return ctx.map(_call, [(fn, shuffle, p, args) for p in range(FANOUT)])
+        return run_map(ctx, _call, [(fn, shuffle, p, args) for p in range(FANOUT)])
     finally:
         shuffle.remove()
 

@@ -101,7 +101,7 @@ def verified_roots(op, ctx, shuffle: Shuffle, n: int, all_pairs_upto: int) -> np
     shards = [(op, parts, str(comp_file), i, ("rows", ps, shuffle.offsets[i]))
               for i, ps in enumerate(ctx.shard_parts)]
     edges = [(op, parts, str(comp_file), ctx.num_shards + p, ("edges", e, 0)) for p, (e, _) in enumerate(found)]
-    ctx.map(_route, shards + edges)
+    S.run_map(ctx, _route, shards + edges)
     kept = S.map_partitions(ctx, _verify_partition, parts, str(base / "kept"), op.params.jaccard_threshold)
     return S.apply_pairs(kept, n)
 

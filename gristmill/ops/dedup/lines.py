@@ -282,7 +282,7 @@ class _FirstOccurrence(_UnitDedup):
         # later occurrences go to files by shard, so that one worker per shard joins them with its ids
         drop_dir = str(ctx.scratch_dir / f"spans-drop-{self.position}")
         S.map_partitions(ctx, _later_occurrences, shuffle, drop_dir)
-        found = ctx.map(_drop_keys, [(self, drop_dir, i, parts, shuffle.offsets[i])
+        found = S.run_map(ctx, _drop_keys, [(self, drop_dir, i, parts, shuffle.offsets[i])
                                         for i, parts in enumerate(ctx.shard_parts)])
         arr = np.concatenate([np.load(p) for p, _ in found]) if found else np.empty(0, U64)
         self.last_stats = {"spans_removed": sum(k for _, k in found)}
