@@ -1,0 +1,60 @@
+"""Joining (or starting) a Ray cluster quietly, and leaving it as found.
+
+Ray is an optional dependency: everything that needs it goes through ``require_ray``, whose error is one
+line the CLI prints with exit status 2."""
+from __future__ import annotations
+
+import logging
+import os
+
+
+class RayUnavailable(ValueError):
+    """Ray is not installed, or the cluster cannot be reached (a ValueError: refused before work starts)."""
+
+
+def require_ray():
+    """The ``ray`` module, or ``RayUnavailable`` saying how to install it."""
+    try:
+        import ray
+    except ImportError as e:
+        raise RayUnavailable(f"engine 'ray' needs Ray: pip install 'gristmill[ray]' ({e})") from None
+    return ray
+
+
+def connect(address: str | None, num_cpus: int) -> bool:
+    """Connect this process to Ray; returns True when it started a Ray instance of its own (which the
+    caller then shuts down), False when it joined a running cluster or one this process was already on.
+
+    ``address`` None starts a local instance with ``num_cpus`` CPUs (unless ``RAY_ADDRESS`` names a
+    cluster); ``"auto"`` joins the cluster started on this node by ``ray start``; ``HOST:PORT`` a remote one."""
+    ray = require_ray()
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+    started = address is None and not os.environ.get("RAY_ADDRESS")
+    kw: dict = dict(logging_level=logging.WARNING, log_to_driver=True)
+    if started:
+        kw.update(num_cpus=num_cpus, include_dashboard=False)
+        # "token authentication is enabled" on every start of a private, single-machine instance
+        logging.getLogger("ray._private.authentication").setLevel(logging.ERROR)
+    try:
+        ray.init(address=address, **kw)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        where = address or os.environ.get("RAY_ADDRESS")
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise RayUnavailable(f"cannot join the Ray cluster at {where!r}: {msg} (start one with `ray start "
+                             f"--head`, or leave the address out to run on a local Ray instance)") from None
+    _quiet()
+    return started
+
+
+def _quiet() -> None:
+    """Ray's own INFO lines (autoscaler, worker start-up) would drown the CLI's progress and table."""
+    for name in ("ray", "ray.data", "ray.tune", "ray.serve"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def shutdown() -> None:
+    ray = require_ray()
+    if ray.is_initialized():
+        ray.shutdown()

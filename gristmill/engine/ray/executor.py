@@ -1,0 +1,111 @@
+"""``RayExecutor``: shard tasks and resolve pieces as Ray tasks, results yielded as they finish.
+
+A shard task reads its input from shared storage, writes its outputs atomically and its completion marker
+last, so it is idempotent: Ray may rerun a task lost with its worker or node (``max_retries``) on any other
+node, and the rerun overwrites nothing a finished task wrote. Errors raised by an op are not retried (they
+would fail again); they reach the caller as the op's own exception, as in the local engine."""
+from __future__ import annotations
+
+import os
+from concurrent.futures.process import BrokenProcessPool
+from typing import Callable, Iterator
+
+from ..executor import run_one
+from ..shard_task import Task
+from .connect import connect, require_ray, shutdown
+
+MAX_RETRIES = 3  # reruns of a task whose worker process or node died
+POLL_S = 0.5  # how often the driver wakes up while waiting (so Ctrl-C is handled at once)
+
+
+def _in_driver_cwd(cwd: str) -> None:
+    """Relative input paths (``dataset_path: data/``) mean the same on a worker as in the driver, provided
+    the driver's directory exists there (one machine, or a shared file system mounted at the same path)."""
+    if os.getcwd() != cwd and os.path.isdir(cwd):
+        os.chdir(cwd)
+
+
+def _shard(task: Task, cwd: str) -> tuple[dict, int, int]:
+    """One shard task on a Ray worker; returns its completion record and the rows and bytes it read."""
+    _in_driver_cwd(cwd)
+    seen = [0, 0]
+
+    def progress(rows: int, nbytes: int) -> None:
+        seen[0] += rows
+        seen[1] += nbytes
+
+    return run_one(task, progress), seen[0], seen[1]
+
+
+def _call(fn: Callable, item, cwd: str):
+    _in_driver_cwd(cwd)
+    return fn(item)
+
+
+class RayExecutor:
+    """Runs tasks on the Ray cluster ``address`` names (None: a local Ray instance with ``np`` CPUs, shut
+    down on close; a cluster this process joined is left running)."""
+
+    def __init__(self, np: int, address: str | None, log: Callable[[str], None] = lambda m: None):
+        ray = require_ray()
+        self._ray = ray
+        self._started = connect(address, np)
+        self.workers = max(1, int(ray.cluster_resources().get("CPU", np)))
+        self._cwd = os.getcwd()
+        opts = dict(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=False)
+        self._shard = ray.remote(**opts)(_shard)
+        self._call = ray.remote(**opts)(_call)
+        self._pending: set = set()
+        nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+        where = "a local Ray instance" if self._started else f"the Ray cluster at {address or 'RAY_ADDRESS'}"
+        log(f"ray: {self.workers} CPUs on {nodes} node(s) of {where}")
+
+    def run(self, tasks: list[Task], on_progress: Callable[[int, int], None]) -> Iterator[dict]:
+        refs = [self._shard.remote(t, self._cwd) for t in tasks]
+        self._pending.update(refs)
+        waiting = list(refs)
+        while waiting:
+            done, waiting = self._ray.wait(waiting, num_returns=1, timeout=POLL_S)
+            for ref in done:
+                result, rows, nbytes = self._get(ref)
+                on_progress(rows, nbytes)
+                yield result
+
+    def map(self, fn: Callable, items: list) -> list:
+        refs = [self._call.remote(fn, x, self._cwd) for x in items]
+        self._pending.update(refs)
+        waiting = list(refs)
+        while waiting:  # wait in short steps, so an interrupt is not held up by a long resolve piece
+            _, waiting = self._ray.wait(waiting, num_returns=len(waiting), timeout=POLL_S)
+        return [self._get(r) for r in refs]
+
+    def _get(self, ref):
+        """A finished task's value; an op's exception is re-raised as itself (one line in the CLI, like the
+        local engine's), a worker or node lost more than ``MAX_RETRIES`` times as a broken pool."""
+        exc = self._ray.exceptions
+        self._pending.discard(ref)
+        try:
+            return self._ray.get(ref)
+        except exc.RayTaskError as e:
+            cause = getattr(e, "cause", None)
+            if isinstance(cause, BaseException):
+                raise cause from None
+            raise
+        except (exc.WorkerCrashedError, exc.NodeDiedError, exc.ObjectLostError, exc.OutOfMemoryError,
+                exc.LocalRayletDiedError) as e:
+            raise BrokenProcessPool(f"a Ray worker died ({type(e).__name__}) {MAX_RETRIES + 1} times "
+                                    "running the same task") from None
+
+    def close(self, abort: bool = False) -> None:
+        """``abort`` force-cancels every outstanding task (kills its worker), so an interrupt stops the
+        cluster's work too; unfinished shards have no completion marker and rerun on resume."""
+        if abort:
+            for ref in list(self._pending):
+                try:
+                    self._ray.cancel(ref, force=True)
+                except Exception:  # noqa: BLE001 - finished or already cancelled meanwhile
+                    pass
+        self._pending.clear()
+        if self._started:
+            shutdown()
+            self._started = False
