@@ -29,7 +29,7 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gristmill.io.warc import decode_html  # noqa: E402
+from gristmill.core.charset import decode_html  # noqa: E402
 from gristmill.ops.web.extract import DEFAULT_OPTIONS, justext_stoplist  # noqa: E402
 from gristmill.registry import create_op  # noqa: E402
 

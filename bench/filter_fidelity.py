@@ -165,7 +165,7 @@ def token_check(texts: list[str], n: int, dt_python: str, show: int) -> None:
 
 
 def gristmill_side(texts: list[str]) -> tuple[dict, float]:
-    from gristmill.ops.base import FusedOp
+    from gristmill.core.fused import FusedOp
     from gristmill.registry import create_op
     res = {name: [] for name in FILTERS}
     c4_text = []

@@ -132,7 +132,7 @@ def count_lines(d: Path) -> int:
 
 
 def run_ops(table: pa.Table, ops_spec) -> tuple[float, int]:
-    from gristmill.ops.base import FusedOp
+    from gristmill.core.fused import FusedOp
     from gristmill.registry import create_op
     fused = FusedOp([create_op(n, p) for n, p in ops_spec])
     kept = 0
@@ -145,7 +145,7 @@ def run_ops(table: pa.Table, ops_spec) -> tuple[float, int]:
 def recipe_profile(table: pa.Table) -> tuple[list[float], int]:
     """CPU seconds per recipe op, the ops applied one after another to each 1000-row batch as FusedOp
     does (each op sees the previous op's kept rows)."""
-    from gristmill.ops.base import FusedOp
+    from gristmill.core.fused import FusedOp
     from gristmill.registry import create_op
     ops = [FusedOp([create_op(n, p)]) for n, p in RECIPE]
     secs, kept = [0.0] * len(ops), 0
@@ -182,7 +182,7 @@ import sys, time
 t0 = time.perf_counter()
 sys.path.insert(0, sys.argv[2])
 import polars as pl
-from gristmill.ops.base import FusedOp
+from gristmill.core.fused import FusedOp
 from gristmill.registry import create_op
 import json
 recipe = json.loads(sys.argv[3])

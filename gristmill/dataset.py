@@ -73,19 +73,19 @@ class Dataset:
             report = create_engine(self._config(work_dir or tmp, None, np, progress=False, **kw)).run(self.ops)
             self.last_report = report
             batches = [b for parts in report["final_parts"] for b in read_shard_parts(parts)]
-            from . import columns as C
+            from .core import columns as C
             keep_stats = kw.get("keep_stats_in_res_ds", True)
             batches = [C.drop_private(b, keep_stats) for b in batches]
             return pa.Table.from_batches([C.concat_batches(batches)]) if batches else pa.table({})
 
     def to_list(self, np: int = 1, **kw) -> list[dict]:
         """Rows as dicts, fields as they were read (raw JSON fields decoded: see ``columns.from_records``)."""
-        from . import columns as C
+        from .core import columns as C
         return [r for b in self.to_table(np=np, **kw).to_batches() for r in C.to_pylist(b)]
 
     def head(self, n: int = 5) -> list[dict]:
         """The first ``n`` input rows (ops not applied), read without running the engine."""
-        from . import columns as C
+        from .core import columns as C
         from .io.base import ReadOptions
         from .io.formats import read_shard
         from .io.planner import common_root, plan_dataset

@@ -1,7 +1,6 @@
 """Op registry: name → op class. Param schemas, validation and docs all derive from each op's ``Params``."""
 from __future__ import annotations
 
-import difflib
 import importlib
 import importlib.util
 import inspect
@@ -9,6 +8,8 @@ import re
 from typing import Any
 
 from pydantic import ValidationError
+
+from .core.names import closest
 
 _OPS: dict[str, type] = {}
 _LOADED = False
@@ -85,11 +86,6 @@ def _lookup(name: str) -> type | None:
     if name not in _OPS and name in _index():
         importlib.import_module(_index()[name])
     return _OPS.get(name)
-
-
-def closest(name: str, candidates) -> str:
-    m = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.5)
-    return f"; did you mean {m[0]!r}?" if m else ""
 
 
 def get_op_class(name: str, where: str = "") -> type:

@@ -10,11 +10,11 @@ import pytest
 import zstandard
 
 from gristmill import Dataset
-from gristmill import columns as C
+from gristmill.core import columns as C
 from gristmill.io.base import ReadOptions
 from gristmill.io.formats import read_shard, read_texts
 from gristmill.io.planner import plan_dataset
-from gristmill.ops.base import Reject
+from gristmill.core.accounting import Reject
 
 from gm_testutil import write_jsonl
 

@@ -6,7 +6,7 @@ import os
 import shutil
 
 from ..io.writers import atomic_rename, tmp_path
-from ..ops.base import OpCounts
+from ..core.accounting import OpCounts
 from .config import RunConfig
 
 

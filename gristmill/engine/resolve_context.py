@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .. import columns as C
+from ..core import columns as C
 from ..io.writers import atomic_rename, read_shard_parts, tmp_path
 
 

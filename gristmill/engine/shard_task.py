@@ -15,11 +15,13 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .. import columns as C
+from ..core import columns as C
 from ..io.base import ReadOptions, Shard
 from ..io.formats import read_shard
 from ..io.writers import FragmentWriter, ShardWriter, atomic_rename, read_shard_parts, tmp_path
-from ..ops.base import REASON, FusedOp, GlobalOp, Mapper, OpCounts, Reject, RemovalOp
+from ..core.accounting import REASON, OpCounts, Reject
+from ..core.fused import FusedOp
+from ..ops.base import GlobalOp, Mapper, RemovalOp
 
 READ_POS = -1  # counts key of the reader pseudo-op
 MIX_POS = -2  # counts key of the mixture-weight sampling step

@@ -14,8 +14,8 @@ from typing import ClassVar, Iterator
 import numpy as np
 import pyarrow as pa
 
-from .. import columns as C
-from ..ops.base import Reject
+from ..core import columns as C
+from ..core.accounting import Reject
 
 COMPRESSIONS = (".gz", ".zst", ".zstd", ".bz2", ".xz", ".lz4")
 
@@ -94,7 +94,7 @@ def reader_options() -> dict[str, str]:
 def check_reader_params(params: dict) -> dict:
     """``params`` with list values as tuples, or ValueError naming each unknown option and the closest
     known one (the recipe, ``Dataset.load`` and ``gristmill head -p`` all check through here)."""
-    from ..registry import closest
+    from ..core.names import closest
     known = reader_options()
     bad = [k for k in params if k not in known]
     if bad:
@@ -123,7 +123,7 @@ def reader_for(path: str, explicit: str | None = None) -> Reader:
     rs = readers()
     if explicit:
         if explicit not in rs:
-            from ..registry import closest
+            from ..core.names import closest
             raise ValueError(f"unknown format {explicit!r}{closest(explicit, rs)}; known: {sorted(rs)}")
         return rs[explicit]
     if os.path.isdir(path):

@@ -17,8 +17,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import columns as C
-from ..ops.base import Reject
+from ..core import columns as C
+from ..core.accounting import Reject
 from .base import byte_ranges, ReadOptions, Reader, Shard, register_reader, strip_compression, with_ids
 from .streams import Chunk, TruncatedInput, iter_decompressed, line_chunks, read_all
 

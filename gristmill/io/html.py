@@ -1,7 +1,7 @@
 """HTML files (.html / .htm / .xhtml, optionally compressed): one row per file, the decoded HTML in the text
 field and the encoding it was decoded with in ``charset``, ready for ``html_extract_mapper``.
 
-The encoding is found as for WARC records (:func:`gristmill.io.warc.decode_html`): UTF-8 when the bytes are
+The encoding is found as for WARC records (:func:`gristmill.core.charset.decode_html`): UTF-8 when the bytes are
 valid UTF-8, else the page's ``<meta>`` charset or a detected one. The row id is the file's path relative
 to the dataset root, so a removed or rejected page names its file.
 """
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..ops.base import Reject
+from ..core.accounting import Reject
+from ..core.charset import decode_html
 from .base import Reader, register_reader, relative_source, strip_compression
 from .streams import TruncatedInput, read_all
-from .warc import decode_html
 
 READ = "read"
 

@@ -24,7 +24,8 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from ..ops.base import Reject
+from ..core.accounting import Reject
+from ..core.charset import decode_html
 from .base import ReadOptions, Reader, Shard, register_reader, relative_source, strip_compression, with_ids
 
 READ = "read"
@@ -73,25 +74,6 @@ _CHARSET = re.compile(r"charset\s*=\s*[\"']?([^\"';\s]+)", re.I)
 def _charset(content_type: str | None) -> str | None:
     m = _CHARSET.search(content_type or "")
     return m.group(1) if m else None
-
-
-def decode_html(body: bytes, declared: str | None) -> tuple[str, str]:
-    """(text, encoding). The declared HTTP charset wins when the bytes are valid in it; otherwise the
-    encoding is taken from the page's <meta> tag or detected (resiliparse), as browsers do."""
-    from resiliparse.parse.encoding import bytes_to_str, detect_encoding, map_encoding_to_html5
-    if declared:
-        enc = map_encoding_to_html5(declared, fallback_utf8=False)
-        if enc:
-            try:
-                return body.decode(enc).lstrip("\ufeff"), enc
-            except (UnicodeDecodeError, LookupError):
-                pass
-    try:
-        return body.decode("utf-8").lstrip("\ufeff"), "utf-8"
-    except UnicodeDecodeError:
-        pass
-    enc = detect_encoding(body, from_html_meta=True) or "cp1252"
-    return bytes_to_str(body, enc, errors="replace"), enc
 
 
 def _decode_transfer(body: bytes, headers: dict) -> bytes:

@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 import pyarrow as pa
 
-from ..ops.base import Reject
+from ..core.accounting import Reject
 from .base import ReadOptions, Reader, Shard, register_reader, strip_compression, with_ids
 
 READ = "read"

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from .. import columns as C
+from ..core import columns as C
 from .base import strip_compression
 from .streams import copy_range, iter_decompressed
 

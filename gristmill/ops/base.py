@@ -13,9 +13,6 @@ and ``gristmill ops`` help from it.
 from __future__ import annotations
 
 import re
-import time
-import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Iterator, Protocol
 
@@ -24,7 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
-from .. import columns as C
+from ..core import columns as C
+from ..core.accounting import REASON
 
 
 class Params(BaseModel):
@@ -92,6 +90,16 @@ class Op:
         """``op.run(dataset)``: the dataset with this op applied (lazy, like ``Dataset.process``)."""
         return dataset.process(self)
 
+    # -- row-local application (by ``core.fused.FusedOp``) ----------------------------------------
+    def apply_row_local(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.RecordBatch | None]:
+        """(kept rows, removed rows with a ``REASON`` column or None), as the fused executor applies it."""
+        raise TypeError(f"{self!r} is not row-local")
+
+    def _same_rows(self, batch: pa.RecordBatch, out: pa.RecordBatch) -> pa.RecordBatch:
+        if not getattr(self, "expands", False) and out.num_rows != batch.num_rows:
+            raise ValueError(f"{self.name} returned {out.num_rows} rows for {batch.num_rows}")
+        return out
+
 
 class Mapper(Op):
     """Transforms a batch. 1:1 in rows unless ``expands`` (then each input row may yield 0..n rows)."""
@@ -101,6 +109,9 @@ class Mapper(Op):
 
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def apply_row_local(self, batch: pa.RecordBatch):
+        return self._same_rows(batch, self.process_batch(batch)), None
 
 
 class Aggregator(Mapper):
@@ -129,6 +140,32 @@ class Filter(Op):
         if self.stats_keys and C.has_stats(batch, self.stats_keys):
             return batch
         return self.compute_stats(batch)
+
+    def apply_row_local(self, batch: pa.RecordBatch):
+        b = self.ensure_stats(batch)
+        if b.num_rows != batch.num_rows:
+            raise ValueError(f"{self.name}.compute_stats changed the row count")
+        m = _as_mask(self.keep(b), b.num_rows)
+        if m.all():
+            return b, None
+        kept = b.filter(pa.array(m))
+        gone = b.filter(pa.array(~m))
+        return kept, gone.append_column(REASON, _reason_array(self.reason(gone), gone.num_rows))
+
+
+def _as_mask(mask, n: int) -> np.ndarray:
+    if isinstance(mask, (pa.Array, pa.ChunkedArray)):
+        mask = pc.fill_null(mask, False).to_numpy(zero_copy_only=False)
+    m = np.asarray(mask, dtype=bool)
+    if m.shape != (n,):
+        raise ValueError(f"keep() returned {m.shape} for {n} rows")
+    return m
+
+
+def _reason_array(reason, n: int) -> pa.Array:
+    if isinstance(reason, str):
+        return pa.array([reason] * n, pa.string())
+    return pa.array(list(reason) if not isinstance(reason, (pa.Array, np.ndarray)) else reason, pa.string())
 
 
 def _floats(values) -> np.ndarray:
@@ -200,6 +237,9 @@ class RemovalOp(GlobalOp):
     def prepare(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         return batch
 
+    def apply_row_local(self, batch: pa.RecordBatch):
+        return self._same_rows(batch, self.prepare(batch)), None
+
     def resolve_columns(self) -> list[str]:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -234,176 +274,6 @@ class Grouper(GlobalOp):
 
     def group(self, ctx: ResolveContext) -> Iterator[pa.RecordBatch]:  # pragma: no cover - abstract
         raise NotImplementedError
-
-
-# -- fused application with fault tolerance --------------------------------------------------------
-
-@dataclass
-class OpCounts:
-    """Row accounting for one op: rows_in + added = rows_out + removed + rejected."""
-
-    rows_in: int = 0
-    rows_out: int = 0
-    removed: int = 0
-    rejected: int = 0
-    added: int = 0  # net rows created by expanding mappers / groupers (negative when merged)
-    file_errors: int = 0  # whole-file read problems (truncated, unreadable): rejects that are not rows
-    seconds: float = 0.0
-    reasons: dict[str, int] = field(default_factory=dict)
-
-    def merge(self, other: "OpCounts") -> None:
-        self.rows_in += other.rows_in
-        self.rows_out += other.rows_out
-        self.removed += other.removed
-        self.rejected += other.rejected
-        self.added += other.added
-        self.file_errors += other.file_errors
-        self.seconds += other.seconds
-        for k, v in other.reasons.items():
-            self.reasons[k] = self.reasons.get(k, 0) + v
-
-    def to_dict(self) -> dict:
-        return {"rows_in": self.rows_in, "rows_out": self.rows_out, "removed": self.removed,
-                "rejected": self.rejected, "added": self.added, "file_errors": self.file_errors,
-                "seconds": round(self.seconds, 6),
-                "reasons": dict(sorted(self.reasons.items()))}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "OpCounts":
-        return cls(**{**d, "reasons": dict(d.get("reasons", {}))})
-
-
-@dataclass
-class Reject:
-    """A row an op could not process (or a record a reader could not parse)."""
-
-    op: str
-    error_type: str
-    message: str
-    row: dict | None = None
-    source: str | None = None
-    offset: int | None = None
-    line: int | None = None
-    position: int | None = None  # the op's index in the recipe
-    counts_as_row: bool = True  # False for a whole-file problem (truncated, unreadable): no row behind it
-
-    def to_dict(self) -> dict:
-        d = {"op": self.op, "position": self.position, "error_type": self.error_type, "message": self.message, "source": self.source,
-             "offset": self.offset, "line": self.line, "record": self.row}
-        if not self.counts_as_row:
-            d["file_error"] = True
-        return d
-
-
-@dataclass
-class FusedResult:
-    batch: pa.RecordBatch
-    counts: list[OpCounts]
-    removed: list[pa.RecordBatch | None]  # per op: removed rows with a __reason__ column
-    rejects: list[Reject]
-
-
-REASON = "__reason__"
-
-
-def _as_mask(mask, n: int) -> np.ndarray:
-    if isinstance(mask, (pa.Array, pa.ChunkedArray)):
-        mask = pc.fill_null(mask, False).to_numpy(zero_copy_only=False)
-    m = np.asarray(mask, dtype=bool)
-    if m.shape != (n,):
-        raise ValueError(f"keep() returned {m.shape} for {n} rows")
-    return m
-
-
-def _reason_array(reason, n: int) -> pa.Array:
-    if isinstance(reason, str):
-        return pa.array([reason] * n, pa.string())
-    return pa.array(list(reason) if not isinstance(reason, (pa.Array, np.ndarray)) else reason, pa.string())
-
-
-class FusedOp(Op):
-    """Applies a chain of row-local ops batch by batch. If an op raises on a batch, that batch is retried
-    row by row and only the failing rows become rejects; counts are kept per op."""
-
-    kind = "fused"
-
-    def __init__(self, ops: list[Op]):
-        super().__init__()
-        self.ops = ops
-
-    def config(self) -> dict:
-        return {"op": "fused", "ops": [o.config() for o in self.ops]}
-
-    def _apply(self, op: Op, batch: pa.RecordBatch):
-        """Return (kept, removed_or_None)."""
-        if isinstance(op, Filter):
-            b = op.ensure_stats(batch)
-            if b.num_rows != batch.num_rows:
-                raise ValueError(f"{op.name}.compute_stats changed the row count")
-            m = _as_mask(op.keep(b), b.num_rows)
-            if m.all():
-                return b, None
-            kept = b.filter(pa.array(m))
-            gone = b.filter(pa.array(~m))
-            return kept, gone.append_column(REASON, _reason_array(op.reason(gone), gone.num_rows))
-        if isinstance(op, RemovalOp):
-            out = op.prepare(batch)
-        elif isinstance(op, Mapper):
-            out = op.process_batch(batch)
-        else:
-            raise TypeError(f"{op!r} is not row-local")
-        if not getattr(op, "expands", False) and out.num_rows != batch.num_rows:
-            raise ValueError(f"{op.name} returned {out.num_rows} rows for {batch.num_rows}")
-        return out, None
-
-    def _apply_rowwise(self, op: Op, batch: pa.RecordBatch, rejects: list[Reject]):
-        kept, removed = [], []
-        for r in range(batch.num_rows):
-            row = batch.slice(r, 1)
-            try:
-                k, g = self._apply(op, row)
-            except Exception as e:  # noqa: BLE001 - every failure becomes a reject, never a crash
-                rec = row.to_pylist()[0]
-                rec = {k2: v for k2, v in rec.items() if not k2.startswith(C.TMP_PREFIX)}
-                msg = str(e) or traceback.format_exception_only(type(e), e)[-1].strip()
-                rejects.append(Reject(op=op.name, error_type=type(e).__name__, message=msg[:2000], row=rec,
-                                      position=op.position))
-                continue
-            kept.append(k)
-            if g is not None:
-                removed.append(g)
-        kept_b = C.concat_batches(kept) if kept else C.empty_like(batch)
-        return kept_b, (C.concat_batches(removed) if removed else None)
-
-    def run_batch(self, batch: pa.RecordBatch) -> FusedResult:
-        counts = [OpCounts() for _ in self.ops]
-        removed: list[pa.RecordBatch | None] = [None] * len(self.ops)
-        rejects: list[Reject] = []
-        for i, op in enumerate(self.ops):
-            c = counts[i]
-            n_in = batch.num_rows
-            c.rows_in = n_in
-            t0 = time.perf_counter()
-            if n_in:
-                try:
-                    out, gone = self._apply(op, batch)
-                except Exception:  # noqa: BLE001
-                    before = len(rejects)
-                    out, gone = self._apply_rowwise(op, batch, rejects)
-                    c.rejected = len(rejects) - before
-            else:
-                out, gone = batch, None
-            c.seconds = time.perf_counter() - t0
-            if gone is not None and gone.num_rows:
-                c.removed = gone.num_rows
-                removed[i] = gone
-                vals, cnts = np.unique(np.asarray(gone.column(REASON).to_numpy(zero_copy_only=False), dtype=object)
-                                       .astype(str), return_counts=True)
-                c.reasons = {str(v): int(k) for v, k in zip(vals, cnts)}
-            c.rows_out = out.num_rows
-            c.added = c.rows_out + c.removed + c.rejected - c.rows_in
-            batch = out
-        return FusedResult(batch, counts, removed, rejects)
 
 
 _IDENT = re.compile(r"[^a-z0-9]+")

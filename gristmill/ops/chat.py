@@ -16,7 +16,7 @@ import re
 import pyarrow as pa
 from pydantic import Field
 
-from .. import columns as C
+from ..core import columns as C
 from ..registry import register
 from .base import Mapper, Params
 

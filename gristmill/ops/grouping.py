@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import Field
 
-from .. import columns as C
+from ..core import columns as C
 from ..registry import register
 from .base import Aggregator, Grouper, Mapper, Params
 

@@ -38,7 +38,7 @@ def shard_heads(pick: list, limit_bytes: int, per_shard_bytes: int) -> list[str]
     ``limit_bytes`` in all; at least 4 KB a shard). Many documents' heads cover more kinds of text than one
     long document for the same cost, and both tokenizers are compared on the same strings either way."""
     from ..io.formats import read_texts
-    from ..ops.base import Reject
+    from ..core.accounting import Reject
     if not pick or limit_bytes <= 0:
         return []
     budget = max(min(per_shard_bytes, limit_bytes // len(pick)), 4096)

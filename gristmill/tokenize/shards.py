@@ -99,7 +99,7 @@ def _prefetch(it, depth: int = 2):
 def tokenize_shard(job: ShardJob, settings: EncodeSettings, tok_dir: str, progress=None) -> ShardResult:
     """Tokenize ``job.shard`` into ``tok_dir/<name>.*``; returns the shard's counts (also in its marker)."""
     from ..io.formats import read_texts
-    from ..ops.base import Reject
+    from ..core.accounting import Reject
 
     t0 = time.time()
     run, ref = _backends(settings)

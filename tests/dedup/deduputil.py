@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from gristmill import columns as C
+from gristmill.core import columns as C
 from gristmill.io.writers import ShardWriter
-from gristmill.ops.base import FusedOp
+from gristmill.core.fused import FusedOp
 
 
 class MemoryContext:

@@ -2,11 +2,11 @@ import os
 
 import pytest
 
-from gristmill import columns as C
+from gristmill.core import columns as C
 from gristmill.io.base import ReadOptions
 from gristmill.io.formats import read_shard
 from gristmill.io.planner import plan_dataset
-from gristmill.ops.base import Reject
+from gristmill.core.accounting import Reject
 
 
 def read_all(path, **kw):

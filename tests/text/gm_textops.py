@@ -1,7 +1,7 @@
 """Helpers shared by the text-op tests: apply one op to a few rows through FusedOp."""
 import pyarrow as pa
 
-from gristmill.ops.base import FusedOp
+from gristmill.core.fused import FusedOp
 from gristmill.registry import create_op
 
 

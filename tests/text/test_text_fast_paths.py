@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from gristmill.ops.base import FusedOp
+from gristmill.core.fused import FusedOp
 from gristmill.ops.text import charclass as cc
 from gristmill.ops.text import token_memo
 from gristmill.ops.text import unicode_fix as U

@@ -3,7 +3,7 @@ Data-Juicer semantics pinned on hand-checked inputs."""
 import pyarrow as pa
 import pytest
 
-from gristmill.ops.base import FusedOp
+from gristmill.core.fused import FusedOp
 from gristmill.registry import create_op
 
 

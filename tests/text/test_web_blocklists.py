@@ -2,7 +2,7 @@
 import pyarrow as pa
 import pytest
 
-from gristmill.ops.base import FusedOp
+from gristmill.core.fused import FusedOp
 from gristmill.ops.text.url_filter import public_suffixes, split_host
 from gristmill.registry import create_op
 

@@ -1,7 +1,7 @@
 import pyarrow as pa
 import pytest
 
-from gristmill.ops.base import FusedOp
+from gristmill.core.fused import FusedOp
 from gristmill.registry import create_op
 
 

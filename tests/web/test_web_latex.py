@@ -83,7 +83,7 @@ def test_expand_macros():
 def test_redpajama_chain():
     ops = [create_op(n, {}) for n in ("remove_comments_mapper", "expand_macro_mapper", "remove_header_mapper",
                                        "remove_bibliography_mapper")]
-    from gristmill.ops.base import FusedOp
+    from gristmill.core.fused import FusedOp
     import pyarrow as pa
     res = FusedOp(ops).run_batch(pa.RecordBatch.from_pylist([{"text": PAPER}]))
     text = res.batch.to_pylist()[0]["text"]

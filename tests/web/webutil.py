@@ -8,7 +8,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from gristmill.io.base import ReadOptions, reader_for
-from gristmill.ops.base import FusedOp, Reject
+from gristmill.core.accounting import Reject
+from gristmill.core.fused import FusedOp
 
 DATA = Path(__file__).parent / "data"
 

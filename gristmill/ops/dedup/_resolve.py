@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ... import columns as C
+from ...core import columns as C
 
 CLUSTERS_FILE = "clusters.parquet"
 ROW_GROUP = 1 << 16

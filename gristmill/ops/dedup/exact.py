@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import xxhash
 from pydantic import Field
 
-from ... import columns as C
+from ...core import columns as C
 from ...registry import register
 from ..base import Deduplicator, Params
 from . import _resolve as R

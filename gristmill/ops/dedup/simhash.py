@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field
 
-from ... import columns as C
+from ...core import columns as C
 from ...registry import register
 from ..base import Deduplicator, Params
 from . import _resolve as R

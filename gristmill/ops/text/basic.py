@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field
 
-from ... import columns as C
+from ...core import columns as C
 from ...registry import register
 from ..base import Filter, Mapper, Params, in_range, range_reason
 from .re2_exact import to_re2

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, model_validator
 
-from ... import columns as C
+from ...core import columns as C
 from ...registry import register
 from ..base import Mapper, Params
 from .basic import _to_re2

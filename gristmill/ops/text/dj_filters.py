@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
-from ... import columns as C
+from ...core import columns as C
 from ...registry import register
 from ..base import Filter, Params, in_range, range_reason
 from . import charclass as cc

@@ -12,7 +12,7 @@ import numba as nb
 import numpy as np
 from pydantic import Field
 
-from ... import columns as C
+from ...core import columns as C
 from ...registry import register
 from ..base import Params
 from . import charclass as cc

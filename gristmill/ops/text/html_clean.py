@@ -10,7 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ... import columns as C
+from ...core import columns as C
 from ...registry import register
 from ..base import Mapper
 from .basic import replace_rows

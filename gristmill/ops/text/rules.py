@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import columns as C
+from ...core import columns as C
 from ..base import Filter
 from . import charclass as cc
 from . import token_memo

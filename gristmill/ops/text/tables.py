@@ -11,7 +11,7 @@ from __future__ import annotations
 import pyarrow.compute as pc
 from pydantic import Field
 
-from ... import columns as C
+from ...core import columns as C
 from ...registry import register
 from ..base import Mapper, Params
 

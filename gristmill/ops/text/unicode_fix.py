@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field
 
-from ... import columns as C
+from ...core import columns as C
 from ...registry import register
 from ..base import Mapper, Params
 from . import charclass as cc

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field
 
-from ... import columns as C
+from ...core import columns as C
 from ...registry import register
 from ..base import Filter, Params
 from .dj_filters import load_words

@@ -17,7 +17,7 @@ import pyarrow as pa
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from ... import columns as C
+from ...core import columns as C
 from ...registry import closest, register
 from ..base import Mapper, Params
 from .timeout import CallFailed, CallTimeout, ChildDied, TimeLimit, alarm_handler
@@ -240,7 +240,7 @@ class HtmlExtractMapper(Mapper):
                 raise KeyError(f"{self.name}: HTML field {key!r} not in batch (fields: {batch.schema.names})")
             return [None] * batch.num_rows
         if pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type):  # raw bytes: find the charset
-            from ...io.warc import decode_html
+            from ...core.charset import decode_html
             return [None if h is None else decode_html(h, None)[0] for h in col.to_pylist()]
         if self.params.extractor in UTF8_EXTRACTORS and (pa.types.is_string(col.type)
                                                          or pa.types.is_large_string(col.type)):
