@@ -6,6 +6,8 @@ import json
 import os
 import sys
 
+from .core import defaults as D
+
 
 def _console():
     from rich.console import Console
@@ -305,7 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where to run (overrides the recipe's executor_type; default local)")
     r.add_argument("--address", default=None, help="Ray cluster to join: auto or HOST:PORT (with --engine ray)")
     r.add_argument("--max-reject-ratio", type=_ratio, default=None,
-                   help="exit 1 when more than this share of rows is rejected (overrides the recipe; default 0.05)")
+                   help="exit 1 when more than this share of rows is rejected (overrides the recipe; default "
+                        f"{D.MAX_REJECT_RATIO})")
     r.add_argument("--work-dir", default=None, help="work directory (resume state, report, rejects)")
     r.add_argument("--allow-scripts", action="store_true", help="allow ops that run user Python code")
     r.add_argument("--no-progress", action="store_true")
@@ -317,7 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     h = sub.add_parser("head", help="show the first samples of a dataset")
     h.add_argument("path")
     h.add_argument("-n", type=int, default=5)
-    h.add_argument("--text-key", default="text")
+    h.add_argument("--text-key", default=D.TEXT_KEY)
     h.add_argument("--format", default=None)
     h.add_argument("--txt-mode", default=None, choices=["file", "line"])
     h.add_argument("-p", "--reader-param", action="append", default=[], metavar="KEY=VALUE",

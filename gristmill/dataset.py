@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
+from .core.defaults import TEXT_KEY
 from .engine.base import create_engine
 from .engine.config import RunConfig
 from .io.writers import read_shard_parts
@@ -21,14 +22,14 @@ from .ops.base import Op
 class Dataset:
     source: object  # path, glob, weighted spec, or list of paths
     ops: list[Op] = field(default_factory=list)
-    text_key: str = "text"
+    text_key: str = TEXT_KEY
     input_format: str | None = None
     reader_params: dict = field(default_factory=dict)
     _tmp: object = None  # keeps an in-memory source's temp dir alive
     last_report: dict | None = None
 
     @classmethod
-    def load(cls, path, text_key: str = "text", format: str | None = None, **reader_params) -> "Dataset":
+    def load(cls, path, text_key: str = TEXT_KEY, format: str | None = None, **reader_params) -> "Dataset":
         """Any supported file, directory, glob, HF `save_to_disk` dir, or weighted list "w1 p1 w2 p2";
         ``reader_params`` are reader options (``gristmill formats`` lists them; unknown ones raise)."""
         from .io.base import check_reader_params
@@ -36,7 +37,7 @@ class Dataset:
                    reader_params=check_reader_params(reader_params))
 
     @classmethod
-    def from_table(cls, table: pa.Table, text_key: str = "text") -> "Dataset":
+    def from_table(cls, table: pa.Table, text_key: str = TEXT_KEY) -> "Dataset":
         """An in-memory table (written once to a temporary Parquet file so the engine can shard it)."""
         import pyarrow.parquet as pq
         tmp = tempfile.TemporaryDirectory(prefix="gristmill-mem-")
@@ -45,7 +46,7 @@ class Dataset:
         return cls(source=path, text_key=text_key, _tmp=tmp)
 
     @classmethod
-    def from_list(cls, rows: list[dict], text_key: str = "text") -> "Dataset":
+    def from_list(cls, rows: list[dict], text_key: str = TEXT_KEY) -> "Dataset":
         return cls.from_table(pa.Table.from_pylist(rows), text_key)
 
     def process(self, ops) -> "Dataset":

@@ -7,6 +7,7 @@ import os
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .core import defaults as D
 from .engine.config import RunConfig
 from .registry import OpError, closest, create_op
 from .web.download import DownloadStage
@@ -32,23 +33,24 @@ class Recipe(BaseModel):
     dataset_path: str | list = Field(..., description="File, directory, glob, or weighted list 'w1 p1 w2 p2'.")
     export_path: str | None = Field(None, description="Output file (.jsonl[.gz|.zst], .parquet) or directory.")
     np: int = Field(1, ge=1, description="Worker processes.")
-    text_keys: str | list[str] = Field("text", description="Text field (the first one is used by ops).")
+    text_keys: str | list[str] = Field(D.TEXT_KEY, description="Text field (the first one is used by ops).")
     work_dir: str | None = Field(None, description="Resume state, reports, rejects, removed samples.")
     process: list = Field(default_factory=list, description="Ops: a list of {op_name: {params}}.")
     keep_stats_in_res_ds: bool = False
-    keep_removed: bool = Field(False, description="Write every removed row, not only the first 100 per op.")
-    removed_sample: int = Field(100, ge=0, description="Removed rows kept per op for inspection.")
+    keep_removed: bool = Field(False, description="Write every removed row, not only the first "
+                               f"{D.REMOVED_SAMPLE} per op.")
+    removed_sample: int = Field(D.REMOVED_SAMPLE, ge=0, description="Removed rows kept per op for inspection.")
     export_shard_size: int = Field(0, ge=0, description="Split the export into files of about this many bytes.")
-    batch_size: int = Field(1000, ge=1)
-    shard_size_mb: int = Field(16, ge=1, description="Split big plain JSONL/text inputs into shards of this size.")
+    batch_size: int = Field(D.BATCH_SIZE, ge=1)
+    shard_size_mb: int = Field(D.SHARD_SIZE_MB, ge=1, description="Split big plain JSONL/text inputs into shards of this size.")
     input_format: str | None = Field(None, description="Force a reader (jsonl, json, parquet, csv, txt, arrow...).")
     txt_mode: str = Field("file", description="Plain text: one document per 'file' or per 'line'.")
     reader_params: dict = Field(default_factory=dict,
                                 description="Reader options, e.g. {mime_types: '*'} (see `gristmill formats`).")
     allow_scripts: bool = Field(False, description="Allow ops that run user Python code.")
-    max_reject_ratio: float = Field(0.05, ge=0, le=1, description="`gristmill run` exits 1 when more than this "
+    max_reject_ratio: float = Field(D.MAX_REJECT_RATIO, ge=0, le=1, description="`gristmill run` exits 1 when more than this "
                                     "share of the rows read was rejected (every row rejected always fails).")
-    seed: int = 42
+    seed: int = D.SEED
     executor_type: str = Field("local", description="Engine: 'local' (worker processes here; Data-Juicer's "
                                "'default' means the same) or 'ray' (a Ray cluster, see docs/distributed.md).")
     ray_address: str | None = Field(None, description="Ray cluster to join ('auto', 'HOST:PORT'); "

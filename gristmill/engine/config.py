@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..core import defaults as D
+
 
 @dataclass
 class RunConfig:
@@ -10,17 +12,22 @@ class RunConfig:
     work_dir: str
     export_path: str | None = None
     np: int = 1
-    text_key: str = "text"
-    batch_size: int = 1000
-    shard_bytes: int = 16 << 20
+    text_key: str = D.TEXT_KEY
+    batch_size: int = D.BATCH_SIZE
+    shard_bytes: int = D.SHARD_BYTES
     keep_stats_in_res_ds: bool = False
     keep_removed: bool = False
-    removed_sample: int = 100
+    removed_sample: int = D.REMOVED_SAMPLE
     export_shard_size: int = 0
     input_format: str | None = None
     reader_params: dict = field(default_factory=dict)
-    seed: int = 42
+    seed: int = D.SEED
     progress: bool = True
     engine: str = "local"  # see engine.base.ENGINES
     engine_address: str | None = None  # the cluster to join (Ray: "auto", "HOST:PORT"); None starts a local one
     project_name: str = "gristmill"
+
+    @property
+    def removed_limit(self) -> int | None:
+        """Removed rows kept per op for inspection; None = all (``keep_removed``)."""
+        return None if self.keep_removed else self.removed_sample

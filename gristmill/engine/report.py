@@ -22,7 +22,7 @@ def write_report(cfg: RunConfig, work: str, ops, read_counts: OpCounts, mix_coun
     shutil.rmtree(removed_dir, ignore_errors=True)
     removed_files = {}
     by_op: dict[int, list[bytes]] = {}
-    limit = None if cfg.keep_removed else cfg.removed_sample
+    limit = cfg.removed_limit
     for res in stage_results:
         for r in res:
             if not r["removed"]:

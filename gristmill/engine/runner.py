@@ -145,7 +145,7 @@ class StageEngine:
                              out_kind="fragment" if (last and cfg.export_path) else "ipc",
                              export_fmt=export_fmt, export_comp=export_comp,
                              keep_stats=cfg.keep_stats_in_res_ds,
-                             removed_limit=None if cfg.keep_removed else cfg.removed_sample, seed=cfg.seed)
+                             removed_limit=cfg.removed_limit, seed=cfg.seed)
                     if isinstance(inp, Shard):
                         t.source = inp
                     else:

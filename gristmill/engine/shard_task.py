@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..core import columns as C
+from ..core import defaults as D
 from ..io.base import ReadOptions, Shard
 from ..io.formats import read_shard
 from ..io.writers import FragmentWriter, ShardWriter, atomic_rename, read_shard_parts, tmp_path
@@ -43,8 +44,8 @@ class Task:
     export_fmt: str = "jsonl"
     export_comp: str = ""
     keep_stats: bool = False
-    removed_limit: int | None = 100  # per op and shard; None = keep all
-    seed: int = 42
+    removed_limit: int | None = D.REMOVED_SAMPLE  # per op and shard; None = keep all
+    seed: int = D.SEED
 
     @property
     def name(self) -> str:

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..core import columns as C
+from ..core import defaults as D
 from ..core.accounting import Reject
 
 COMPRESSIONS = (".gz", ".zst", ".zstd", ".bz2", ".xz", ".lz4")
@@ -22,9 +23,9 @@ COMPRESSIONS = (".gz", ".zst", ".zstd", ".bz2", ".xz", ".lz4")
 
 @dataclass(frozen=True)
 class ReadOptions:
-    text_key: str = "text"
-    batch_size: int = 1000
-    shard_bytes: int = 16 << 20  # uncompressed line-based files are split into pieces of about this size
+    text_key: str = D.TEXT_KEY
+    batch_size: int = D.BATCH_SIZE
+    shard_bytes: int = D.SHARD_BYTES  # uncompressed line-based files are split into pieces of about this size
     root: str = ""  # ids are made relative to this directory
     params: tuple = ()  # reader-specific options as sorted (key, value) pairs, e.g. (("txt_mode", "line"),)
     text_optional: bool = False  # rows without the text field pass (the first op creates it, e.g. chat data)

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..core import columns as C
+from ..core.defaults import TEXT_KEY
 from ..core.accounting import REASON
 
 
@@ -43,7 +44,7 @@ class Op:
 
     def __init__(self, **params: Any):
         self.params = self.Params(**params)
-        self.text_key = self.params.text_key or "text"
+        self.text_key = self.params.text_key or TEXT_KEY
         self._explicit_text_key = self.params.text_key is not None
         self.position = 0  # index in the recipe, set by the plan
 

@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 from pydantic import Field
 
 from ..core import columns as C
+from ..core.defaults import SEED
 from ..registry import register
 from .base import Filter, Params, Selector, in_range
 
@@ -129,7 +130,7 @@ class RandomSelector(Selector):
     class Params(Params):
         select_ratio: float | None = Field(None, ge=0, le=1, description="Fraction of samples to keep.")
         select_num: int | None = Field(None, ge=0, description="Number of samples to keep.")
-        seed: int = Field(42, description="Seed of the draw.")
+        seed: int = Field(SEED, description="Seed of the draw.")
 
     def prepare(self, batch):
         import xxhash

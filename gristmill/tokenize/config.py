@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..core import defaults as D
 from ..registry import closest
 from .formats import FORMATS
 from .packing import canonical_mode
@@ -40,7 +41,7 @@ class TokenizeConfig(BaseModel):
                                                "text already ends with it (chat templates) gets no second one.")
     bos: str | None = Field(None, description="Token prepended to every document (by name); null = none.")
     pad: str | None = Field(None, description="Pad token by name (default: <|endoftext|> when present, else EOS).")
-    text_key: str = Field("text", description="Field holding the text.")
+    text_key: str = Field(D.TEXT_KEY, description="Field holding the text.")
     sources: str | list[SourceSpec | str] | None = Field(
         None, description="Inputs: a path, Data-Juicer's 'w1 p1 w2 p2' form, or a list of {path, weight, name}.")
     dataset_path: str | list[str] | None = Field(None, description="Alias of sources (recipe-level input).")
@@ -63,7 +64,7 @@ class TokenizeConfig(BaseModel):
                                                              "shards beyond the 64 checked up front re-check "
                                                              "this much in the worker (a mismatch redoes the "
                                                              "shard with the reference).")
-    shard_bytes: int = Field(16 << 20, gt=0, description="Plain line-based inputs are split into shards of about "
+    shard_bytes: int = Field(D.SHARD_BYTES, gt=0, description="Plain line-based inputs are split into shards of about "
                                                          "this size (the unit of parallelism and of resume).")
 
     @field_validator("pack")
