@@ -25,7 +25,7 @@ def create_engine(cfg: RunConfig, log: Callable[[str], None] | None = None) -> E
     """The engine ``cfg.engine`` names, or a ValueError naming the valid ones / the missing install."""
     spec = ENGINES.get(cfg.engine)
     if spec is None:
-        from ..registry import closest
+        from ..core.names import closest
         raise ValueError(f"unknown engine {cfg.engine!r}{closest(cfg.engine, ENGINES)} (engines: {', '.join(ENGINES)})")
     module, cls = spec.split(":")
     return getattr(importlib.import_module(module), cls)(cfg, log)

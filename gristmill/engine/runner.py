@@ -21,14 +21,14 @@ from typing import Callable
 import pyarrow as pa
 
 from ..core import columns as C
+from ..core.accounting import OpCounts
+from ..core.names import closest
 from ..io.base import ReadOptions, Shard
 from ..io.formats import read_shard
 from ..io.planner import common_root, plan_dataset
 from ..io.writers import (ShardWriter, assemble, atomic_rename, export_format, read_shard_parts, shard_names,
                           tmp_path)
-from ..core.accounting import OpCounts
 from ..ops.base import Grouper, Op, RemovalOp
-from ..registry import closest
 from .config import RunConfig
 from .executor import Executor
 from .export_record import begin_export, check_export_target, finish_export

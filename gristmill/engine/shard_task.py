@@ -17,11 +17,11 @@ import pyarrow.parquet as pq
 
 from ..core import columns as C
 from ..core import defaults as D
+from ..core.accounting import REASON, OpCounts, Reject
+from ..core.fused import FusedOp
 from ..io.base import ReadOptions, Shard
 from ..io.formats import read_shard
 from ..io.writers import FragmentWriter, ShardWriter, atomic_rename, read_shard_parts, tmp_path
-from ..core.accounting import REASON, OpCounts, Reject
-from ..core.fused import FusedOp
 from ..ops.base import GlobalOp, Mapper, RemovalOp
 
 READ_POS = -1  # counts key of the reader pseudo-op

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..core import defaults as D
-from ..registry import closest
+from ..core.names import closest
 from .formats import FORMATS
 from .packing import canonical_mode
 

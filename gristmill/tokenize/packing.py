@@ -29,7 +29,7 @@ ALIASES = {"steel": "padded", "tinyllama": "padded", "litgpt": "padded", "megatr
 def canonical_mode(mode: str) -> str:
     m = ALIASES.get(mode, mode)
     if m not in MODES:
-        from ..registry import closest
+        from ..core.names import closest
         raise ValueError(f"unknown pack mode {mode!r}{closest(str(mode), [*MODES, *ALIASES])} "
                          f"(one of {', '.join(MODES)}; aliases {', '.join(sorted(ALIASES))})")
     return m

@@ -18,7 +18,8 @@ from pydantic import Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from ...core import columns as C
-from ...registry import closest, register
+from ...core.names import closest
+from ...registry import register
 from ..base import Mapper, Params
 from .timeout import CallFailed, CallTimeout, ChildDied, TimeLimit, alarm_handler
 
