@@ -59,3 +59,17 @@ def artifacts(report: dict) -> dict:
         for p in o.get("outputs", []):
             got[f"{key}:{Path(p).name}"] = Path(p).read_bytes()
     return got
+
+
+def wait_while(path) -> str:
+    """A lambda expression that waits (in 50 ms steps) while ``path`` exists: ``any(...)`` of sleeps."""
+    return (f"any(__import__('time').sleep(0.05) for _ in iter(lambda: __import__('os').path.exists({str(path)!r}), "
+            "False))")
+
+
+def wait_for(cond, what: str, timeout: float = 120):
+    import time
+    deadline = time.time() + timeout
+    while not cond():
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)

@@ -65,7 +65,7 @@ class RayExecutor:
         self._pending.update(refs)
         waiting = list(refs)
         while waiting:
-            done, waiting = self._ray.wait(waiting, num_returns=1, timeout=POLL_S)
+            done, waiting = self._wait(waiting, 1)
             for ref in done:
                 result, rows, nbytes = self._get(ref)
                 on_progress(rows, nbytes)
@@ -76,8 +76,18 @@ class RayExecutor:
         self._pending.update(refs)
         waiting = list(refs)
         while waiting:  # wait in short steps, so an interrupt is not held up by a long resolve piece
-            _, waiting = self._ray.wait(waiting, num_returns=len(waiting), timeout=POLL_S)
+            _, waiting = self._wait(waiting, len(waiting))
         return [self._get(r) for r in refs]
+
+    def _wait(self, refs: list, n: int):
+        """``ray.wait`` for up to ``POLL_S``. A signal handler's exception (Ctrl-C → ``Interrupted``) raised
+        while Ray waits in native code comes out as a SystemError caused by it: re-raise the interrupt."""
+        try:
+            return self._ray.wait(refs, num_returns=n, timeout=POLL_S)
+        except SystemError as e:
+            if isinstance(e.__cause__, BaseException) and not isinstance(e.__cause__, Exception):
+                raise e.__cause__ from None
+            raise
 
     def _get(self, ref):
         """A finished task's value; an op's exception is re-raised as itself (one line in the CLI, like the
