@@ -69,7 +69,8 @@ def run_guarded(fn, work_dir: str, con) -> tuple[int, object]:
         con.print(f"[yellow]interrupted ({e or 'SIGINT'})[/yellow]: {resume}", highlight=False)
         return status, None
     except (WorkDirBusy, FileNotFoundError, ValueError) as e:
-        con.print(f"[red]error:[/red] {e}", highlight=False)
+        from rich.markup import escape  # a message may hold brackets: pip install 'gristmill[ray]'
+        con.print(f"[red]error:[/red] {escape(str(e))}", highlight=False)
         return 2, None
     except BrokenProcessPool:
         con.print(f"[red]error:[/red] a worker process died (killed, or out of memory?); {resume}", highlight=False)

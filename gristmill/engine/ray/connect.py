@@ -37,6 +37,8 @@ def connect(address: str | None, num_cpus: int) -> bool:
         kw.update(num_cpus=num_cpus, include_dashboard=False)
         # "token authentication is enabled" on every start of a private, single-machine instance
         logging.getLogger("ray._private.authentication").setLevel(logging.ERROR)
+    if address and address != "auto":
+        _probe(address)
     try:
         ray.init(address=address, **kw)
     except (ConnectionError, RuntimeError, ValueError) as e:
@@ -46,6 +48,20 @@ def connect(address: str | None, num_cpus: int) -> bool:
                              f"--head`, or leave the address out to run on a local Ray instance)") from None
     _quiet()
     return started
+
+
+def _probe(address: str) -> None:
+    """Fail in seconds, in one line, when nothing listens at ``HOST:PORT`` (Ray itself retries for minutes)."""
+    import socket
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise RayUnavailable(f"Ray address {address!r}: expected auto or HOST:PORT (e.g. 10.0.0.1:6379)")
+    try:
+        socket.create_connection((host, int(port)), timeout=10).close()
+    except OSError as e:
+        raise RayUnavailable(f"cannot reach the Ray cluster at {address}: {e.strerror or e} (is `ray start --head` "
+                             "running there, and is the port open?)") from None
 
 
 def _quiet() -> None:
