@@ -59,3 +59,22 @@ def test_ray_gives_the_local_engines_bytes(cluster, data, tmp_path, name, proces
     if name == "group":
         assert local["rows"] == (210, 9, 9) and len(local["exported"]) == 9  # sharded export
         assert local["1:key_value_grouper"]["added"] == -160  # 169 rows into g0..g6, copies, near
+
+
+def test_no_address_starts_a_private_instance_beside_a_running_cluster(cluster, tmp_path):
+    """Without an address a run never joins whatever cluster this machine happens to run (a plain
+    ``ray.init()`` would join the last one started here)."""
+    import subprocess
+    import sys
+
+    import yaml
+    from gm_testutil import REPO, SAMPLE
+    p = tmp_path / "r.yaml"
+    p.write_text(yaml.safe_dump({"dataset_path": str(SAMPLE), "export_path": str(tmp_path / "out.jsonl"),
+                                 "work_dir": str(tmp_path / "w"), "np": 2, "executor_type": "ray",
+                                 "process": [{"words_num_filter": {"min_num": 50}}]}))
+    res = subprocess.run([sys.executable, "-m", "gristmill.cli", "run", str(p), "--no-progress"], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "ray: 2 CPUs on 1 node(s) of a local Ray instance" in res.stderr
+    assert "179 rows read → 116 rows out" in res.stderr

@@ -26,11 +26,11 @@ def connect(address: str | None, num_cpus: int) -> bool:
     caller then shuts down), False when it joined a running cluster or one this process was already on.
 
     ``address`` None starts a local instance with ``num_cpus`` CPUs (unless ``RAY_ADDRESS`` names a
-    cluster); ``"auto"`` joins the cluster started on this node by ``ray start``; ``HOST:PORT`` a remote one."""
+    cluster, as in a job started by ``ray job submit``); ``"auto"`` joins the cluster started on this node
+    by ``ray start``; ``HOST:PORT`` a remote one."""
     ray = require_ray()
     if ray.is_initialized():
         return False
-    os.environ.setdefault("RAY_DEDUP_LOGS", "1")
     started = address is None and not os.environ.get("RAY_ADDRESS")
     kw: dict = dict(logging_level=logging.WARNING, log_to_driver=True)
     if started:
@@ -40,7 +40,9 @@ def connect(address: str | None, num_cpus: int) -> bool:
     if address and address != "auto":
         _probe(address)
     try:
-        ray.init(address=address, **kw)
+        # "local": a new instance even when this machine runs a cluster (ray start, another user's job)
+        # that a plain ray.init() would silently join
+        ray.init(address="local" if started else address, **kw)
     except (ConnectionError, RuntimeError, ValueError) as e:
         where = address or os.environ.get("RAY_ADDRESS")
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
