@@ -64,8 +64,8 @@ class RayExecutor:
         refs = [self._shard.remote(t, self._cwd) for t in tasks]
         self._pending.update(refs)
         waiting = list(refs)
-        while waiting:
-            done, waiting = self._wait(waiting, 1)
+        while waiting:  # everything finished so far, every POLL_S: one ray.wait per step, not per task
+            done, waiting = self._wait(waiting, len(waiting))
             for ref in done:
                 result, rows, nbytes = self._get(ref)
                 on_progress(rows, nbytes)
@@ -80,7 +80,8 @@ class RayExecutor:
         return [self._get(r) for r in refs]
 
     def _wait(self, refs: list, n: int):
-        """``ray.wait`` for up to ``POLL_S``. A signal handler's exception (Ctrl-C → ``Interrupted``) raised
+        """``ray.wait`` for up to ``POLL_S`` (a cluster run has ~10⁵ shards: waiting for one at a time would
+        scan the whole list once per task). A signal handler's exception (Ctrl-C → ``Interrupted``) raised
         while Ray waits in native code comes out as a SystemError caused by it: re-raise the interrupt."""
         try:
             return self._ray.wait(refs, num_returns=n, timeout=POLL_S)
