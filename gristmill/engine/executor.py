@@ -26,9 +26,11 @@ class Executor(Protocol):
 
 
 def run_one(task: Task, progress=None) -> dict:
-    """Run one task; an OSError without a file name (a full disk) names the stage directory."""
+    """Run one task; an OSError without a file name (a full disk) names the stage directory. A task of
+    another kind (a tokenize shard) brings its own ``run(progress) -> dict`` and ``stage_dir``."""
     with naming(task.stage_dir):
-        return run_task(task, progress)
+        own = getattr(task, "run", None)
+        return own(progress) if own is not None else run_task(task, progress)
 
 
 def _run_in_worker(task: Task) -> dict:
@@ -72,6 +74,20 @@ class LocalExecutor:
         if self._pool is not None:
             self._pool.close(abort=abort)
             self._pool = None
+
+
+def make_executor(engine: str, np: int, address: str | None = None,
+                  log: Callable[[str], None] = lambda m: None) -> Executor:
+    """The executor of the engine ``engine`` names (``local`` | ``ray``), for work that runs tasks without
+    the stage loop (tokenize). Ray is imported only when asked for (a one-line error without it)."""
+    if engine == "local":
+        return LocalExecutor(np, log)
+    if engine == "ray":
+        from .ray.executor import RayExecutor
+        return RayExecutor(np, address, log)
+    from ..core.names import closest
+    from .base import ENGINES
+    raise ValueError(f"unknown engine {engine!r}{closest(engine, ENGINES)} (engines: {', '.join(ENGINES)})")
 
 
 def _indexed(arg):
