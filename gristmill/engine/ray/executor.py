@@ -57,7 +57,7 @@ class RayExecutor:
         self._call = ray.remote(**opts)(_call)
         self._pending: set = set()
         nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
-        where = "a local Ray instance" if self._started else f"the Ray cluster at {address or 'RAY_ADDRESS'}"
+        where = "a local Ray instance" if self._started else f"the Ray cluster at {address or os.environ.get('RAY_ADDRESS')}"
         log(f"ray: {self.workers} CPUs on {nodes} node(s) of {where}")
 
     def run(self, tasks: list[Task], on_progress: Callable[[int, int], None]) -> Iterator[dict]:
