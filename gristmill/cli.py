@@ -210,6 +210,43 @@ def cmd_head(args) -> int:
     return 0
 
 
+def cmd_split(args) -> int:
+    """Re-shard a dataset into N JSONL files of about equal size (see gristmill/io/split.py)."""
+    from .engine.paths import RunRefused, check_outputs
+    from .io.base import ReadOptions, check_reader_params
+    from .io.planner import plan_dataset
+    from .io.split import SplitRefused, compression_of, part_names, split_dataset
+    con = _console()
+    params = {"txt_mode": args.txt_mode} if args.txt_mode else {}
+    for kv in args.reader_param:
+        key, _, value = kv.partition("=")
+        params[key] = value
+    try:
+        opts = ReadOptions(text_key=args.text_key, params=tuple(sorted(check_reader_params(params).items())))
+        comp = compression_of(args.compression)
+        names = part_names(args.output, args.n, comp, args.prefix)
+        shards = plan_dataset(list(args.paths), opts, args.format)
+        try:  # never over or inside the input (the output directory is checked as a run's work dir is)
+            check_outputs(list(args.paths), [f for s in shards for f in (s.source, *s.files)], names[0],
+                          args.output, names)
+        except RunRefused as e:
+            raise RunRefused(str(e).replace("work dir", "output directory", 1).replace("export_path", "output", 1))
+        res = split_dataset(list(args.paths), args.output, args.n, opts, args.format, comp, args.prefix,
+                            log=lambda m: con.print(f"  {m}", highlight=False))
+    except (SplitRefused, RunRefused, FileNotFoundError, ValueError) as e:
+        from rich.markup import escape
+        con.print(f"[red]error:[/red] {escape(str(e))}", highlight=False)
+        return 2
+    for f in res["files"]:
+        print(f"{f['path']}\t{f['rows']:,} rows\t{f['bytes'] / 1e6:,.1f} MB")
+    con.print(f"{res['rows']:,} rows in {len(res['files'])} files", highlight=False)
+    if res["rejects"] or res["file_errors"]:
+        con.print(f"[yellow]warning:[/yellow] {res['rejects']:,} record(s) rejected by the reader"
+                  + (f", {res['file_errors']} file error(s) (truncated or unreadable)" if res["file_errors"] else "")
+                  + f": not in the parts, listed in {res['rejects_file']}", highlight=False)
+    return 0
+
+
 def cmd_tokenize(args) -> int:
     """Tokenize a recipe's export (its `tokenize:` section) or a file that is just a tokenize section."""
     from .recipe import RecipeError
@@ -330,6 +367,18 @@ def build_parser() -> argparse.ArgumentParser:
     h.set_defaults(fn=cmd_head)
     f = sub.add_parser("formats", help="list input formats, their extensions and reader options")
     f.set_defaults(fn=cmd_formats)
+    sp = sub.add_parser("split", help="re-shard a dataset into N JSONL files of about equal size")
+    sp.add_argument("paths", nargs="+", metavar="PATH", help="files, directories or globs (any readable format)")
+    sp.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="where the parts go")
+    sp.add_argument("-n", type=_positive_int, required=True, help="number of files")
+    sp.add_argument("--compression", default="none", choices=["none", "gz", "zst"], help="of the parts")
+    sp.add_argument("--prefix", default="part", help="file name prefix (PREFIX-00000-of-0000N.jsonl)")
+    sp.add_argument("--text-key", default=D.TEXT_KEY)
+    sp.add_argument("--format", default=None, help="force a reader (see `gristmill formats`)")
+    sp.add_argument("--txt-mode", default=None, choices=["file", "line"])
+    sp.add_argument("-p", "--reader-param", action="append", default=[], metavar="KEY=VALUE",
+                    help="reader option (see `gristmill formats`)")
+    sp.set_defaults(fn=cmd_split)
     t = sub.add_parser("tokenize", help="tokenize, pack and write training data (recipe `tokenize:` section)")
     t.add_argument("recipe")
     t.add_argument("--np", type=_positive_int, default=None, help="worker processes (overrides the recipe)")

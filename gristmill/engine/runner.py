@@ -25,6 +25,7 @@ from ..core.accounting import OpCounts
 from ..core.names import closest
 from ..io.base import ReadOptions, Shard
 from ..io.formats import read_shard
+from ..io.pieces import presplit
 from ..io.planner import common_root, plan_dataset
 from ..io.writers import (ShardWriter, assemble, atomic_rename, export_format, read_shard_parts, shard_names,
                           tmp_path)
@@ -77,6 +78,7 @@ class StageEngine:
                     stale += remove_stale_tmp(cfg.export_path, recursive=False)
             if stale:
                 self.log(f"removed {stale} temp file(s) left by an interrupted run")
+            shards = presplit(shards, opts, self.work, cfg.np, self.log)  # big compressed files → pieces
             return self._run(ops, shards, opts, t_start)
 
     def _preflight(self, shards: list[Shard], opts: ReadOptions) -> None:

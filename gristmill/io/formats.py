@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from ..core import columns as C
 from ..core.accounting import Reject
 from .base import byte_ranges, ReadOptions, Reader, Shard, register_reader, strip_compression, with_ids
+from .pieces import PieceLineCounter, piece_chunks, piece_of
 from .streams import Chunk, TruncatedInput, iter_decompressed, line_chunks, read_all
 
 READ = "read"
@@ -214,6 +215,12 @@ class LineCounter:
         return n + 1
 
 
+def _line_counter(shard: Shard):
+    """Line numbers for a shard's rejects: in the original file, also for a piece of a pre-split one."""
+    piece = piece_of(shard)
+    return PieceLineCounter(piece) if piece else LineCounter(shard.source, strip_compression(shard.source)[1])
+
+
 def _safe_decompressed(path, compression):
     try:
         yield from iter_decompressed(path, compression)
@@ -364,7 +371,9 @@ class JsonlReader(Reader):
         """The shard's line-aligned chunks (a UTF-8 byte order mark at the start of the file dropped),
         then a file-level reject if a compressed file ends early."""
         _, comp = strip_compression(shard.source)
-        chunks = line_chunks(shard.source, comp, shard.start, shard.end, chunk_size=chunk_bytes)
+        piece = piece_of(shard)  # a piece of a pre-split compressed file: its chunks are the unsplit read's
+        chunks = piece_chunks(piece, chunk_bytes) if piece else \
+            line_chunks(shard.source, comp, shard.start, shard.end, chunk_size=chunk_bytes)
         while True:
             try:
                 chunk = next(chunks)
@@ -378,7 +387,7 @@ class JsonlReader(Reader):
             yield chunk
 
     def read(self, shard, opts):
-        counter = LineCounter(shard.source, strip_compression(shard.source)[1])
+        counter = _line_counter(shard)
         for chunk in self._chunks(shard):
             if isinstance(chunk, Reject):
                 yield chunk
@@ -391,7 +400,7 @@ class JsonlReader(Reader):
         anything unusual (a line that does not parse, a missing, null or non-string text) sends that line
         through :meth:`read` 's path, so it gets the same reject. Lists hold the rows of about
         ``chunk_bytes`` of input."""
-        counter = LineCounter(shard.source, strip_compression(shard.source)[1])
+        counter = _line_counter(shard)
         key = opts.text_key
         for chunk in self._chunks(shard, chunk_bytes):
             if isinstance(chunk, Reject):
@@ -672,11 +681,12 @@ class TextReader(Reader):
     def read(self, shard, opts):
         mode = opts.param("txt_mode", "file")
         _, comp = strip_compression(shard.source)
-        files = shard.files or (shard.source,)
+        piece = piece_of(shard)  # a piece of a pre-split compressed file (line mode)
+        files = (shard.source,) if piece else (shard.files or (shard.source,))
         rows, positions, ids = [], [], []
         for path in files:
             if mode == "line":
-                yield from self._lines(path, comp, shard, opts)
+                yield from self._lines(path, comp, shard, opts, piece)
                 continue
             try:
                 raw = read_all(path, comp)
@@ -703,15 +713,18 @@ class TextReader(Reader):
         return pa.RecordBatch.from_pydict({C.ID: [relative_source(p, opts) for p in paths],
                                            opts.text_key: pa.array(rows, pa.string())})
 
-    def _lines(self, path, comp, shard, opts):
+    def _lines(self, path, comp, shard, opts, piece=None):
         sub = Shard(source=path, reader=self.name, start=shard.start, end=shard.end)
-        line_no = 0
+        line_no = piece.line - 1 if piece else 0
         rows, positions = [], []
         try:
-            for chunk in line_chunks(path, comp, sub.start if not shard.files else 0,
-                                     sub.end if not shard.files else None):
+            for chunk in piece_chunks(piece) if piece else \
+                    line_chunks(path, comp, sub.start if not shard.files else 0, sub.end if not shard.files else None):
                 pos = chunk.offset
-                for line in chunk.data.split(b"\n"):
+                lines = chunk.data.split(b"\n")
+                if not lines[-1]:  # the empty string after the chunk's last newline is not a line
+                    lines.pop()
+                for line in lines:
                     off = pos
                     pos += len(line) + 1
                     line_no += 1
@@ -724,7 +737,7 @@ class TextReader(Reader):
                         positions.append(off)
                     except UnicodeDecodeError as e:
                         yield Reject(READ, "UnicodeDecodeError", f"invalid UTF-8: {e}", row=_raw(line),
-                                     source=path, offset=off, line=line_no if shard.start == 0 else None)
+                                     source=path, offset=off, line=line_no if shard.start == 0 or piece else None)
                     if len(rows) >= opts.batch_size:
                         yield with_ids(pa.RecordBatch.from_pydict({opts.text_key: pa.array(rows, pa.string())}),
                                        sub, positions, opts)
