@@ -88,10 +88,11 @@ def presplit(shards: list[Shard], opts: ReadOptions, work: str, np: int,
     keys = {i: piece_key(shards[i], opts) for i in chosen}
     _remove_unused(root, set(keys.values()))
     if chosen:
-        done = _split_all([(shards[i], os.path.join(root, keys[i])) for i in chosen], opts, np, log)
+        jobs = {keys[i]: shards[i] for i in chosen}  # a file listed twice (weighted lists) is split once
+        indexes = _split_all([(s, os.path.join(root, k)) for k, s in jobs.items()], opts, np, log)
         out: list[Shard] = []
         for i, s in enumerate(shards):
-            out.extend(done[chosen.index(i)] if i in keys else [s])
+            out.extend(piece_shards(indexes[keys[i]], s, os.path.join(root, keys[i])) if i in keys else [s])
         shards = [replace(s, index=k) for k, s in enumerate(out)]
     if np >= 2 and len(shards) < np:
         srcs = sorted({s.source for s in shards})
@@ -132,12 +133,12 @@ def _unlink(p: str) -> None:
         pass
 
 
-def _split_all(jobs: list[tuple[Shard, str]], opts: ReadOptions, np: int, log) -> dict[int, list[Shard]]:
+def _split_all(jobs: list[tuple[Shard, str]], opts: ReadOptions, np: int, log) -> dict[str, dict]:
     """Split every (shard, directory) job, several files at once on threads (decompression and writes
-    release the GIL); returns each job's shards by position. An interrupt stops the threads at their next
-    chunk; what they left is temp files, removed when the next run starts."""
+    release the GIL); returns each job's index by directory name. An interrupt stops the threads at their
+    next chunk; what they left is temp files, removed when the next run starts."""
     stop = threading.Event()
-    out: dict[int, list[Shard]] = {}
+    out: dict[str, dict] = {}
 
     def one(k: int) -> None:
         shard, d = jobs[k]
@@ -152,7 +153,7 @@ def _split_all(jobs: list[tuple[Shard, str]], opts: ReadOptions, np: int, log) -
             n, secs = len(index["pieces"]), time.perf_counter() - t0
             log(f"split {shard.source}: {n} pieces, {index['bytes'] / 1e6:,.0f} MB in {secs:.1f} s (kept in {d} "
                 f"for reruns)" if n else f"{shard.source}: one piece's worth of data, read as it is")
-        out[k] = piece_shards(index, shard, d)
+        out[os.path.basename(d)] = index
 
     if len(jobs) == 1:
         one(0)

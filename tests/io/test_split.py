@@ -184,6 +184,23 @@ def test_line_mode_text_batches_and_line_numbers(tmp_path):
     assert r2[0]["line"] > data.count(b"\n") // 2
 
 
+def test_several_files_split_at_once(big_jsonl, tmp_path):
+    """Two big compressed files for three workers: both split (on threads), in dataset order."""
+    src, _ = big_jsonl
+    d = tmp_path / "in"
+    d.mkdir()
+    shutil.copy(src, d / "a.jsonl.gz")
+    shutil.copy(src, d / "b.jsonl.gz")
+    ops = [{"words_num_filter": {"min_num": 30}}]
+    one = _run(d, tmp_path, "np1", 1, ops)
+    three = _run(d, tmp_path, "np3", 3, ops)
+    assert one["shards"] == 2 and three["shards"] >= 4
+    assert len(os.listdir(tmp_path / "work-np3" / SPLIT_DIR)) == 2
+    assert (tmp_path / "out-np1.jsonl").read_bytes() == (tmp_path / "out-np3.jsonl").read_bytes()
+    ids = [r["id"] for r in read_jsonl(tmp_path / "out-np3.jsonl")]
+    assert ids[0].startswith("a.jsonl.gz:") and ids[-1].startswith("b.jsonl.gz:")
+
+
 def test_few_shards_are_reported_with_the_split_command(tmp_path):
     logs = []
     _run(SAMPLE, tmp_path, "few", 3, [{"words_num_filter": {"min_num": 30}}], log=logs.append)
