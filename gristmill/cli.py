@@ -252,21 +252,24 @@ def cmd_tokenize(args) -> int:
     from .recipe import RecipeError
     con = _console()
     try:
-        section, np_, work = _tokenize_job(args)
+        section, np_, work, engine, address = _tokenize_job(args)
     except (RecipeError, FileNotFoundError, ValueError) as e:
         con.print(f"[red]error:[/red] {e}", highlight=False)
         return 2
     from .tokenize.run import run_tokenize
-    status, report = run_guarded(lambda: run_tokenize(section, np=np_, work_dir=work, progress=not args.no_progress),
+    status, report = run_guarded(lambda: run_tokenize(section, np=np_, work_dir=work, progress=not args.no_progress,
+                                                      engine=engine, address=address,
+                                                      log=lambda m: con.print(f"  {m}", highlight=False)),
                                  work, con)
     if report is not None:
         print(json.dumps(report, indent=2, default=str))
     return status
 
 
-def _tokenize_job(args) -> tuple[dict, int, str]:
-    """(section, np, work dir) for `gristmill tokenize`: a full recipe tokenizes what `gristmill run` exported
-    (its report's exported_files) in the run's work dir, so both commands share token shards."""
+def _tokenize_job(args) -> tuple[dict, int, str, str, str | None]:
+    """(section, np, work dir, engine, address) for `gristmill tokenize`: a full recipe tokenizes what
+    `gristmill run` exported (its report's exported_files) in the run's work dir, so both commands share token
+    shards, on the recipe's engine (executor_type / ray_address) unless --engine / --address say otherwise."""
     import yaml
     from .recipe import RecipeError, load_recipe, run_config
     from .tokenize.run import preflight
@@ -279,11 +282,13 @@ def _tokenize_job(args) -> tuple[dict, int, str]:
         raise RecipeError(f"{args.recipe}: invalid YAML: {e}") from None
     if not isinstance(raw, dict) or "tokenize" not in raw:  # the file is a tokenize section
         preflight(raw, f"{args.recipe}: tokenize")
-        return raw, args.np or 1, args.work_dir or ".gristmill-work-tokenize"
+        return raw, args.np or 1, args.work_dir or ".gristmill-work-tokenize", args.engine or "local", args.address
     recipe, _, _ = load_recipe(args.recipe, {"allow_scripts": True})
     check_tokenize_section(recipe, args.recipe)
-    cfg = run_config(recipe, np=args.np, work_dir=args.work_dir, progress=False)
-    return _export_section(recipe, _exported_files(recipe, cfg.work_dir)), cfg.np, cfg.work_dir
+    cfg = run_config(recipe, np=args.np, work_dir=args.work_dir, progress=False, engine=args.engine,
+                     address=args.address)
+    return (_export_section(recipe, _exported_files(recipe, cfg.work_dir)), cfg.np, cfg.work_dir, cfg.engine,
+            cfg.engine_address)
 
 
 def _exported_files(recipe, work_dir: str) -> list[str] | None:
@@ -327,7 +332,9 @@ def tokenize_export(recipe, exported: list[str] | None, cfg, con) -> int:
     """The recipe's tokenize step on what the run exported (``exported``: its report's exported_files)."""
     from .tokenize.run import run_tokenize
     section = _export_section(recipe, exported)
-    status, rep = run_guarded(lambda: run_tokenize(section, np=cfg.np, work_dir=cfg.work_dir, progress=cfg.progress),
+    status, rep = run_guarded(lambda: run_tokenize(section, np=cfg.np, work_dir=cfg.work_dir, progress=cfg.progress,
+                                                   engine=cfg.engine, address=cfg.engine_address,
+                                                   log=lambda m: con.print(f"  {m}", highlight=False)),
                               cfg.work_dir, con)
     if rep is not None:
         con.print(f"tokenized: {rep['docs']:,} documents, {rep['tokens']:,} tokens ({rep['backend']}, eos "
@@ -383,6 +390,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("recipe")
     t.add_argument("--np", type=_positive_int, default=None, help="worker processes (overrides the recipe)")
     t.add_argument("--work-dir", default=None, help="work directory (a recipe's: the one `gristmill run` used)")
+    t.add_argument("--engine", choices=["local", "ray"], default=None,
+                   help="where phase 1 runs (overrides the recipe's executor_type; default local)")
+    t.add_argument("--address", default=None, help="Ray cluster to join: auto or HOST:PORT (with --engine ray)")
     t.add_argument("--no-progress", action="store_true")
     t.set_defaults(fn=cmd_tokenize)
     try:

@@ -17,6 +17,7 @@ import gzip
 import hashlib
 import json
 import os
+import threading
 import unicodedata
 from dataclasses import dataclass, field
 from itertools import chain
@@ -246,6 +247,9 @@ def tiktoken_from_hf(data: dict) -> tuple[dict[bytes, int], str, dict[str, int],
     return ranks, pattern, specials, nfc
 
 
+_BUILDING = {"fast": threading.RLock(), "ref": threading.RLock()}  # backends are built by one thread at a time
+
+
 @dataclass
 class TokenizerSpec:
     """Everything known about a tokenizer before choosing a backend; picklable (workers rebuild backends)."""
@@ -302,7 +306,9 @@ class TokenizerSpec:
     def reference(self) -> Backend:
         cache = self.__dict__.setdefault("_ref", [])
         if not cache:
-            cache.append(HFBackend(self.text()) if self.kind == "hf" else self._tiktoken())
+            with _BUILDING["ref"]:  # built once, also when the check's thread and a task ask at the same time
+                if not cache:
+                    cache.append(HFBackend(self.text()) if self.kind == "hf" else self._tiktoken())
         return cache[0]
 
     def fast(self) -> Backend | None:
@@ -313,13 +319,17 @@ class TokenizerSpec:
             return None
         cache = self.__dict__.setdefault("_fast", [])
         if not cache:
-            got = self.__dict__.get("_derived") or _cached_conversion(self)
-            if isinstance(got, str):
-                self.fast_unavailable = got
-                return None
-            self._derived = got  # pickled to workers, so they skip the conversion
-            ranks, pattern, specials, nfc = got
-            cache.append(TiktokenBackend(ranks, pattern, specials, nfc, label="hf-as-tiktoken"))
+            with _BUILDING["fast"]:
+                if self.fast_unavailable:
+                    return None
+                if not cache:
+                    got = self.__dict__.get("_derived") or _cached_conversion(self)
+                    if isinstance(got, str):
+                        self.fast_unavailable = got
+                        return None
+                    self._derived = got  # (tasks and the reference process are sent the spec without it)
+                    ranks, pattern, specials, nfc = got
+                    cache.append(TiktokenBackend(ranks, pattern, specials, nfc, label="hf-as-tiktoken"))
         return cache[0]
 
     def _tiktoken(self) -> Backend:

@@ -107,17 +107,19 @@ def usable_cores() -> int:
 
 
 class BackgroundCheck:
-    """The check of a run whose fast path starts before it ends: the sample's fast ids are taken here
-    (cheap), the reference's ids on a thread, from ``reference`` (or one built in that thread), and
-    :meth:`result` gives :func:`choose_backend`'s answer."""
+    """The check of a run whose fast path starts before it ends: on a thread, the sample (``sample``, a list
+    of texts or a function returning one: reading it is part of the work moved off the caller), its fast ids,
+    and the reference's ids, from ``reference`` (or one built in that thread); :meth:`result` gives
+    :func:`choose_backend`'s answer."""
 
-    def __init__(self, spec: TokenizerSpec, want: str, sample: list[str], reference: Backend | None):
+    def __init__(self, spec: TokenizerSpec, want: str, sample, reference: Backend | None):
         self._out: tuple | BaseException | None = None
-        fast_ids = spec.fast().encode_batch(sample)
 
         def run():
             try:
-                self._out = choose_backend(spec, want, sample, reference, fast_ids)
+                texts = sample() if callable(sample) else sample
+                fast_ids = spec.fast().encode_batch(texts)
+                self._out = choose_backend(spec, want, texts, reference, fast_ids)
             except BaseException as e:  # noqa: BLE001 (re-raised in the caller's thread)
                 self._out = e
         self._thread = threading.Thread(target=run, name="gristmill-tokenizer-check", daemon=True)

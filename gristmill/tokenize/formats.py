@@ -14,7 +14,8 @@
   document when packing is ``none``.
 
 Row formats hold padded rows; stream formats hold the document pieces in packing order (the packing plan
-sidecars tell the loader how rows are cut from them).
+sidecars tell the loader how rows are cut from them). Every file is written as the engine writes its
+outputs (``io.writers``: a pid-named temp, fsync, rename into place).
 """
 from __future__ import annotations
 
@@ -49,11 +50,11 @@ class Writer:
     def _tmp(self, fname: str) -> str:
         p = os.path.join(self.out_dir, fname)
         self.files.append(p)
-        return p + ".tmp"
+        return tmp_path(p)
 
     def finish(self) -> list[str]:
         for p in self.files:
-            os.replace(p + ".tmp", p)
+            atomic_rename(tmp_path(p), p)
         return [os.path.basename(p) for p in self.files]
 
     def write_rows(self, rows: np.ndarray) -> None:  # pragma: no cover - abstract
@@ -239,6 +240,17 @@ class DatatroveWriter(Writer):
         return self.finish()
 
 
+def tmp_path(path: str) -> str:
+    """``io.writers.tmp_path`` (imported here: the loader imports this module and needs none of io's imports)."""
+    from ..io import writers
+    return writers.tmp_path(path)
+
+
+def atomic_rename(tmp: str, final: str) -> None:
+    from ..io import writers
+    writers.atomic_rename(tmp, final)
+
+
 def _human(n: int) -> str:
     for unit, v in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if n >= v:
@@ -312,8 +324,17 @@ def read_json(path: str) -> dict | None:
 
 
 def write_json(path: str, obj) -> None:
-    tmp = path + ".tmp"
+    """A small JSON file (marker, manifest, stats), appearing atomically."""
+    tmp = tmp_path(path)
     with open(tmp, "w") as f:
         json.dump(obj, f, indent=2, sort_keys=True)
         f.write("\n")
-    os.replace(tmp, path)
+    atomic_rename(tmp, path)
+
+
+def save_npy(path: str, arr: np.ndarray) -> None:
+    """``np.save``, appearing atomically."""
+    tmp = tmp_path(path)
+    with open(tmp, "wb") as f:
+        np.save(f, arr)
+    atomic_rename(tmp, path)

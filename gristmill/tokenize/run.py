@@ -1,8 +1,9 @@
 """``gristmill tokenize``: shards → per-shard token files (parallel, resumable) → mix → pack → write.
 
-Phase 1 tokenizes shards in a process pool into the work dir, one file set per shard with a completion
-marker; a rerun skips finished shards. Phase 2 runs in one process, in source and shard order, so the
-output is byte-identical for any number of workers.
+Phase 1 tokenizes shards on the engine's executor (``engine/executor.py``: local worker processes, or Ray
+tasks with ``engine: ray``) into the work dir, one file set per shard with a completion marker; a rerun
+skips finished shards. Phase 2 runs in this process, in source and shard order, so the output is
+byte-identical for any number of workers and either engine.
 """
 from __future__ import annotations
 
@@ -11,27 +12,32 @@ import glob
 import hashlib
 import json
 import os
+import threading
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, replace
+from typing import Callable, Sequence
 
 import numpy as np
 
+from ..engine.progress import Progress
 from ..io.base import ReadOptions
 from ..io.planner import expand, plan_dataset
 from . import check as fastcheck
 from .backends import TokenizerError, TokenizerSpec, load_tokenizer
 from .config import TokenizeConfig, parse_section, path_hint
-from .formats import make_writer, read_json, write_json
+from .formats import make_writer, read_json, save_npy, write_json
 from .mixing import blend
 from .packing import plan_pack
 from .shards import (
     EncodeSettings,
     ShardJob,
     ShardResult,
+    TokenizeTask,
+    forget_spec,
     input_identity,
     load_done,
+    use_spec,
+    warm_worker,
 )
 from .store import TokenStore
 
@@ -164,19 +170,108 @@ def _plan_sources(cfg: TokenizeConfig) -> list[list]:
     return out
 
 
-def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", progress: bool = True) -> dict:
-    """Run the tokenize section ``config`` with ``np`` worker processes; returns the run report (also
-    written, with the stats, next to the output)."""
+def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", progress: bool = True,
+                 engine: str = "local", address: str | None = None,
+                 log: Callable[[str], None] | None = None) -> dict:
+    """Run the tokenize section ``config``; phase 1 on ``engine`` (``local``: ``np`` worker processes;
+    ``ray``: Ray tasks on the cluster at ``address``, None for a local Ray instance). Returns the run report
+    (also written, with the stats, next to the output)."""
     t0 = time.time()
     from ..engine.lock import WorkDirLock
+    from ..engine.paths import remove_stale_tmp
     cfg = parse_section(config)
     nproc = max(1, int(np))
     jobs, names = _plan_jobs(cfg)
-    tok_root = os.path.join(work_dir, "tokenize")
+    tok_root = os.path.abspath(os.path.join(work_dir, "tokenize"))
     check_paths({"tokenize output": cfg.output, "tokenize work dir": tok_root}, cfg.source_paths(),
                 [f for j in jobs for f in (j.shard.files or [j.shard.source])])
-    with WorkDirLock(work_dir), _workers(nproc) as pool:  # one run per work dir (WorkDirBusy otherwise); the
-        return _run(cfg, jobs, names, nproc, pool, tok_root, progress, t0)  # workers start first, overlapping setup
+    executor = _LazyExecutor(engine, nproc, address, log or (lambda m: None))
+    with WorkDirLock(work_dir):  # one run per work dir (WorkDirBusy otherwise)
+        tok_dir = os.path.join(tok_root, "tok")
+        # temp files of a killed run: every one in the work dir (the lock says no run is writing there), the
+        # dead processes' ones in the output directory
+        remove_stale_tmp(tok_dir, recursive=False, any_pid=True)
+        remove_stale_tmp(cfg.output, recursive=False)
+        try:
+            report = _run(cfg, jobs, names, executor, tok_dir, progress, t0)
+        except BaseException:
+            executor.close(abort=True)  # an interrupt or error stops the workers at once; done shards stay done
+            raise
+        executor.close()
+        return report
+
+
+class _LazyExecutor:
+    """The engine's executor, made on first use (a fully resumed run starts no worker and joins no cluster)."""
+
+    def __init__(self, engine: str, np: int, address: str | None, log: Callable[[str], None]):
+        from ..engine.executor import make_executor
+        self.engine, self.np, self._make = engine, np, lambda: make_executor(engine, np, address, log)
+        self._ex = None
+        self._warming: threading.Thread | None = None
+        self._ready: threading.Event | None = None
+        self._release = threading.Event()
+        self._closing: threading.Thread | None = None
+        if engine != "local":  # an unknown engine or a missing Ray fails before any work
+            self.get()
+
+    def warm_up(self, n_tasks: int) -> None:
+        """Local worker processes start (interpreter, imports: ~0.4 s of CPU each) while this process loads
+        the tokenizer and sets up: a ``map`` on a thread, which the first :meth:`get` waits for. The thread
+        then lives until :meth:`close`: the workers it spawned die with it (``PR_SET_PDEATHSIG`` follows the
+        thread that created a process, not the process)."""
+        if self.engine != "local" or self.in_process(n_tasks) or self._ex is not None:
+            return
+        ex = self._ex = self._make()
+        n = min(self.np, n_tasks)
+        ready, self._release = threading.Event(), threading.Event()
+
+        def warm():
+            try:
+                ex.map(warm_worker, [None] * n)
+            except BaseException:  # noqa: BLE001 - a pool that cannot start fails the real run the same way
+                pass
+            ready.set()
+            self._release.wait()
+        self._ready = ready
+        self._warming = threading.Thread(target=warm, name="gristmill-tokenize-workers", daemon=True)
+        self._warming.start()
+
+    def get(self):
+        if self._ex is None:
+            self._ex = self._make()
+        if self._ready is not None:  # one map at a time on a pool (each drains the progress queue)
+            self._ready.wait()
+            self._ready = None
+        return self._ex
+
+    def in_process(self, n_tasks: int) -> bool:
+        """Whether ``n_tasks`` tasks would run in this process (the local executor at np=1, or one task)."""
+        return self.engine == "local" and (self.np <= 1 or n_tasks <= 1)
+
+    def release(self) -> None:
+        """Let the workers go on a thread (their exit overlaps phase 2, which runs here); :meth:`close`
+        waits for it."""
+        if self._ex is not None and self._closing is None:
+            self._closing = threading.Thread(target=self._close, name="gristmill-tokenize-release", daemon=True)
+            self._closing.start()
+
+    def close(self, abort: bool = False) -> None:
+        if self._closing is not None:
+            self._closing.join()
+            self._closing = None
+        self._close(abort)
+
+    def _close(self, abort: bool = False) -> None:
+        if self._ex is not None:
+            if not abort and self._ready is not None:
+                self._ready.wait()
+            self._ex.close(abort=abort)
+            self._ex = None
+        self._release.set()
+        if self._warming is not None:
+            self._warming.join(timeout=5)
+            self._warming = None
 
 
 def _plan_jobs(cfg: TokenizeConfig) -> tuple[list[ShardJob], list[list[str]]]:
@@ -193,12 +288,23 @@ def _plan_jobs(cfg: TokenizeConfig) -> tuple[list[ShardJob], list[list[str]]]:
     return jobs, names
 
 
-def _run(cfg: TokenizeConfig, jobs: list[ShardJob], names: list[list[str]], nproc: int, pool: _Pool | None,
-         tok_root: str, progress: bool, t0: float) -> dict:
+def _run(cfg: TokenizeConfig, jobs: list[ShardJob], names: list[list[str]], executor: _LazyExecutor,
+         tok_dir: str, progress: bool, t0: float) -> dict:
+    if not all(os.path.exists(os.path.join(tok_dir, f"{j.name}.done.json")) for j in jobs):
+        executor.warm_up(len(jobs))  # some shard is to do: start the workers now
     sp = resolve_specials(cfg)
-    spec, eos_id, bos_id, pad_id = sp.spec, sp.eos_id, sp.bos_id, sp.pad_id
-    tok_dir = os.path.join(tok_root, "tok")
+    spec = sp.spec
     os.makedirs(tok_dir, exist_ok=True)
+    use_spec(spec)  # tasks run in this process use this spec's backends, built once
+    try:
+        return _run_with(cfg, jobs, names, executor, tok_dir, progress, t0, sp)
+    finally:
+        forget_spec(spec)
+
+
+def _run_with(cfg, jobs, names, executor: _LazyExecutor, tok_dir: str, progress: bool, t0: float,
+              sp: Specials) -> dict:
+    spec, eos_id, bos_id, pad_id = sp.spec, sp.eos_id, sp.bos_id, sp.pad_id
     # a shard's tokens are reused only for the same tokenizer, specials, reader, text key and input bytes
     # (the input's identity: a changed file, or an export rewritten by a changed recipe, is tokenized again)
     base_fp = {"tokenizer": spec.fingerprint, "eos": eos_id, "bos": bos_id, "eos_text": sp.eos}
@@ -220,17 +326,18 @@ def _run(cfg: TokenizeConfig, jobs: list[ShardJob], names: list[list[str]], npro
     fast_used = any(r.backend == "tiktoken" for r in results.values())
     concurrent = (cfg.backend == "auto" and bool(check_jobs) and passed is None and (bool(todo) or fast_used)
                   and spec.fast() is not None)
-    # the reference in a helper process when a core is spare (it holds the GIL ~0.4 s while it loads);
-    # otherwise in this process, where a helper would only add its start-up to the busy cores
-    reference = fastcheck.ReferenceProcess(spec) if concurrent and nproc < fastcheck.usable_cores() else None
+    # The check runs on a thread of this process, which only waits while workers (or Ray tasks) tokenize.
+    # When this process tokenizes itself (np=1), the reference goes to a helper process if a core is spare:
+    # it holds the GIL ~0.4 s while it loads, which would stall the tokenizing here.
+    in_process = executor.in_process(len(todo))
+    reference = fastcheck.ReferenceProcess(spec) if concurrent and in_process and fastcheck.usable_cores() > 1 \
+        else None
     settings = EncodeSettings(spec=spec, backend=cfg.backend, eos_id=eos_id, bos_id=bos_id, eos_text=sp.eos)
-    if pool is not None and todo:
-        pool.configure(settings)  # workers build their backend while the parent finishes setting up
     new: dict[str, ShardResult] = {}
-    if concurrent:
-        sample = fastcheck.shard_heads(check_jobs, cfg.verify_bytes, cfg.shard_verify_bytes)
-        check = fastcheck.BackgroundCheck(spec, cfg.backend, sample, reference)
-        del sample
+    if concurrent:  # the sample is read on the check's thread too, while the workers start
+        check = fastcheck.BackgroundCheck(
+            spec, cfg.backend, lambda: fastcheck.shard_heads(check_jobs, cfg.verify_bytes, cfg.shard_verify_bytes),
+            reference)
         backend, backend_info = "tiktoken", {}
     elif passed is not None:
         backend, backend_info = "tiktoken", {**passed, "checked": "by an earlier run"}
@@ -242,21 +349,22 @@ def _run(cfg: TokenizeConfig, jobs: list[ShardJob], names: list[list[str]], npro
         backend, backend_info = ",".join(used), {"reason": "all shards already tokenized (resumed)"}
     t_setup = time.time() - t0
     t1 = time.time()
-    if todo:
-        new = _phase1(todo, settings, fps, backend, checked if backend == "tiktoken" else set(), cfg, pool,
-                      tok_dir, progress)
-    if concurrent:
-        try:
+    try:
+        if todo:
+            new = _phase1(todo, settings, fps, backend, checked if backend == "tiktoken" else set(), cfg, executor,
+                          tok_dir, progress)
+        if concurrent:
             backend, backend_info = check.result()
-        finally:
-            if reference is not None:
-                reference.close()
+    finally:
+        if reference is not None:
+            reference.close()
+    if concurrent:
         if backend == "tiktoken":
             write_json(check_file, backend_info)
         else:  # the fast path disagreed with the reference: redo everything it tokenized
             redo = [j for j in jobs if (new.get(j.name) or results[j.name]).backend == "tiktoken"]
-            with _workers(nproc, settings) as redo_pool:
-                new.update(_phase1(redo, settings, fps, backend, set(), cfg, redo_pool, tok_dir, progress))
+            new.update(_phase1(redo, settings, fps, backend, set(), cfg, executor, tok_dir, progress))
+    executor.release()
     backend_info["checked_shards"] = len(checked)
     results.update(new)
     t_tok = time.time() - t1
@@ -275,7 +383,7 @@ def _run(cfg: TokenizeConfig, jobs: list[ShardJob], names: list[list[str]], npro
     report = {
         "backend": backend, "backend_info": backend_info, "backends_used": backends_used,
         "shards": len(jobs), "shards_skipped": len(jobs) - len(todo), "shards_fell_back": fell_back,
-        "np": nproc, "docs": sum(r.docs for r in res_list), "tokens": tokens_in,
+        "np": executor.np, "engine": executor.engine, "docs": sum(r.docs for r in res_list), "tokens": tokens_in,
         "rejects": sum(r.rejects for r in res_list), "empty_docs": sum(r.empty for r in res_list),
         "seconds": round(seconds, 3), "setup_seconds": round(t_setup, 3), "tokenize_seconds": round(t_tok, 3),
         "write_seconds": round(t_write, 3),
@@ -286,12 +394,24 @@ def _run(cfg: TokenizeConfig, jobs: list[ShardJob], names: list[list[str]], npro
     return report
 
 
-def _phase1(todo, settings, fps, backend, checked, cfg, pool, tok_dir, progress) -> dict[str, ShardResult]:
-    """Tokenize ``todo`` with ``backend`` in this process and ``pool`` 's workers (one round per pool);
+def _phase1(todo, settings, fps, backend, checked, cfg, executor: _LazyExecutor, tok_dir,
+            progress) -> dict[str, ShardResult]:
+    """Tokenize ``todo`` with ``backend`` as tasks on the executor (in the order given: largest first);
     shards outside ``checked`` re-check their first documents against the reference."""
-    overrides = {j.name: {"fingerprint": fps[j.name], "backend": backend,
-                          "verify_bytes": 0 if j.name in checked else cfg.shard_verify_bytes} for j in todo}
-    return _run_phase1(todo, settings, overrides, tok_dir, pool, progress)
+    tasks = [TokenizeTask(j, replace(settings, fingerprint=fps[j.name], backend=backend,
+                                     verify_bytes=0 if j.name in checked else cfg.shard_verify_bytes), tok_dir)
+             for j in todo]
+    results: dict[str, ShardResult] = {}
+    bar = _TokenBar(progress)
+    bar.start("tokenize", len(tasks))
+    try:
+        for rec in executor.get().run(tasks, bar.add):
+            r = ShardResult(**rec)
+            results[r.name] = r
+            bar.shard_done()
+    finally:
+        bar.stop()
+    return results
 
 
 def _shard_size(shard) -> int:
@@ -307,134 +427,17 @@ def _shard_size(shard) -> int:
     return size
 
 
-class _Pool:
-    """``n`` spawned worker processes for one round of shards. The parent tokenizes too: every process
-    claims the next shard from one shared counter (jobs go largest first), so ``np`` processes are busy in
-    all. Workers are started before the tokenizer is even loaded and get their settings and then the
-    shard list through a queue (whose feeder thread sends them without blocking the parent)."""
+class _TokenBar(Progress):
+    """The engine's progress bar, counting tokens: a tokenize task reports (tokens, characters) through the
+    channel where a stage's shard task reports (rows, bytes)."""
 
-    def __init__(self, n: int):
-        import multiprocessing as mp
-
-        from .shards import worker_main
-        ctx = mp.get_context("spawn")  # no fork: readers and tokenizers run threads
-        self.counter = ctx.Value("q", 0)
-        self.next_index = ctx.Value("q", 0)
-        self.result_q = ctx.Queue()
-        self.start_qs = [ctx.Queue() for _ in range(max(0, n))]  # one per worker: its messages stay in order
-        self.procs = [ctx.Process(target=worker_main, daemon=True,
-                                  args=(self.counter, self.next_index, q, self.result_q)) for q in self.start_qs]
-        for p in self.procs:
-            p.start()
-
-    def configure(self, settings: EncodeSettings) -> None:
-        for q in self.start_qs:
-            q.put(settings)
-
-    def go(self, todo, overrides, tok_dir) -> None:
-        for q in self.start_qs:
-            q.put((todo, overrides, tok_dir))
-
-    def close(self):
-        from .shards import stop_helper
-        for p, q in zip(self.procs, self.start_qs):
-            stop_helper(p, q)  # a worker still waiting for its settings or the go (an error came first) exits
-        self.procs = []
-
-
-@contextmanager
-def _workers(nproc: int, settings: EncodeSettings | None = None):
-    """A :class:`_Pool` of ``nproc - 1`` workers (None for one process), configured with ``settings`` when
-    given, closed on exit."""
-    if nproc <= 1:
-        yield None
-        return
-    pool = _Pool(nproc - 1)
-    try:
-        if settings is not None:
-            pool.configure(settings)
-        yield pool
-    finally:
-        pool.close()
-
-
-def _run_phase1(todo, settings, overrides, tok_dir, pool: _Pool | None, progress) -> dict[str, ShardResult]:
-    import queue
-
-    from .shards import LocalCounter, tokenize_claimed
-
-    results: dict[str, ShardResult] = {}
-    if not todo:
-        return results
-    bar = _Progress(len(todo)) if progress else None
-    workers = pool is not None and bool(pool.procs)
-    next_index = pool.next_index if workers else LocalCounter()
-    local = [0]
-
-    def remote() -> int:
-        return pool.counter.value if workers else 0
-
-    def tick(n: int):
-        local[0] += n
-        if bar:
-            bar.set(local[0] + remote())
-
-    def here(r: ShardResult):
-        results[r.name] = r
-        if bar:
-            bar.shard_done()
-
-    def take(kind, d):
-        if kind == "error":
-            raise RuntimeError(f"a tokenize worker failed:\n{d}")
-        here(ShardResult(**d))
-
-    try:
-        if workers:
-            pool.go(todo, overrides, tok_dir)
-        tokenize_claimed(todo, settings, overrides, tok_dir, next_index, here, progress=tick)
-        while workers and len(results) < len(todo):
-            try:
-                take(*pool.result_q.get(timeout=0.5))
-            except queue.Empty:
-                if not any(p.is_alive() for p in pool.procs) and pool.result_q.empty():
-                    raise RuntimeError("tokenize workers exited before finishing their shards") from None
-            if bar:
-                bar.set(local[0] + remote())
-    finally:
-        if bar:
-            bar.close()
-    return results
-
-
-class _Progress:
-    """A rich progress line: shards done and tokens/s."""
-
-    def __init__(self, total_shards: int):
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-        self.p = Progress(TextColumn("tokenize"), BarColumn(), MofNCompleteColumn(), TextColumn("shards"),
-                          TextColumn("{task.fields[toks]}"), TimeElapsedColumn(), transient=False)
-        self.t0 = time.time()
-        self.tokens = 0
-        self.task = self.p.add_task("tokenize", total=total_shards, toks="")
-        self.p.start()
-
-    def set(self, total: int):
-        self.tokens = total
-        dt = max(time.time() - self.t0, 1e-9)
-        self.p.update(self.task, toks=f"{self.tokens / 1e6:.1f}M tokens, {self.tokens / dt / 1e6:.2f}M tok/s")
-
-    def shard_done(self):
-        self.p.advance(self.task)
-
-    def close(self):
-        self.p.stop()
+    def add(self, tokens: int, chars: int):
+        if self._p is None:
+            return
+        self.rows += tokens
+        self.bytes += chars
+        dt = max(time.perf_counter() - self.t0, 1e-6)
+        self._p.update(self._task, rate=f"{self.rows / 1e6:.1f}M tokens  {self.rows / dt / 1e6:.2f}M tok/s")
 
 
 def _phase2(cfg: TokenizeConfig, spec: TokenizerSpec, names, results, tok_dir, pad_id, eos_id, bos_id,
@@ -475,11 +478,11 @@ def _phase2(cfg: TokenizeConfig, spec: TokenizerSpec, names, results, tok_dir, p
         _write_rows(writer, store, plan, p_src, p_vstart, piece_start, pad_id)
     files = writer.close()
     # sidecars: the packing plan and document provenance
-    np.save(os.path.join(out_dir, f"{cfg.name}.pieces.npy"),
-            np.stack([plan.piece_doc, plan.piece_off, plan.piece_len], axis=1).astype(np.int64))
-    np.save(os.path.join(out_dir, f"{cfg.name}.rows.npy"),
-            np.stack([plan.row_start, plan.row_len], axis=1).astype(np.int64))
-    np.save(os.path.join(out_dir, f"{cfg.name}.docs.npy"), np.stack([b.src.astype(np.int64), b.doc], axis=1))
+    save_npy(os.path.join(out_dir, f"{cfg.name}.pieces.npy"),
+             np.stack([plan.piece_doc, plan.piece_off, plan.piece_len], axis=1).astype(np.int64))
+    save_npy(os.path.join(out_dir, f"{cfg.name}.rows.npy"),
+             np.stack([plan.row_start, plan.row_len], axis=1).astype(np.int64))
+    save_npy(os.path.join(out_dir, f"{cfg.name}.docs.npy"), np.stack([b.src.astype(np.int64), b.doc], axis=1))
     files += [f"{cfg.name}.pieces.npy", f"{cfg.name}.rows.npy", f"{cfg.name}.docs.npy"]
     stats = _stats(cfg, sources, names, results, plan, b, backend)
     manifest = {

@@ -3,13 +3,21 @@
 Each shard becomes ``<name>.ids`` (raw little-endian uint32, documents back to back with EOS/BOS already
 added), ``<name>.lens.npy`` (tokens per document) and a ``<name>.done.json`` marker written last (after
 the data files are renamed into place), so a rerun skips finished shards and a killed run never leaves a
-half-written shard that looks done. Shards are independent, which is what lets any number of workers
-produce byte-identical results.
+half-written shard that looks done. Every file is written the engine's way (``io.writers.tmp_path``: a
+pid-named temp, fsync, rename). Shards are independent, which is what lets any number of workers produce
+byte-identical results.
+
+A shard is a :class:`TokenizeTask`: the engine's executors run it like a stage's shard task (``run(progress)``
+returns its completion record), on local worker processes or as a Ray task. Its markers are not the stage
+markers of ``engine/shard_task``: a stage is redone as a whole when its fingerprint (the dataset's input,
+every op before it) changes, whereas a tokenize shard is reused or redone on its own, by a fingerprint of
+the tokenizer, EOS/BOS, reader, text key and the identity of that shard's own files (so a changed source
+file, or an export rewritten by a changed recipe, redoes only the shards that read it).
 """
 from __future__ import annotations
 
+import copy
 import hashlib
-import json
 import os
 import queue
 import threading
@@ -18,8 +26,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..io.writers import atomic_rename, tmp_path
 from .backends import Backend, TokenizerSpec, verify
-from .formats import read_json
+from .formats import read_json, write_json
 
 
 @dataclass
@@ -97,14 +106,16 @@ def _prefetch(it, depth: int = 2):
 
 
 def tokenize_shard(job: ShardJob, settings: EncodeSettings, tok_dir: str, progress=None) -> ShardResult:
-    """Tokenize ``job.shard`` into ``tok_dir/<name>.*``; returns the shard's counts (also in its marker)."""
+    """Tokenize ``job.shard`` into ``tok_dir/<name>.*``; returns the shard's counts (also in its marker).
+    ``progress(tokens, chars)`` is told what each batch added."""
     from ..io.formats import read_texts
     from ..core.accounting import Reject
 
     t0 = time.time()
     run, ref = _backends(settings)
     res = ShardResult(name=job.name, source=job.source, backend=run.name)
-    ids_tmp = os.path.join(tok_dir, f"{job.name}.ids.tmp")
+    ids_path = os.path.join(tok_dir, f"{job.name}.ids")
+    ids_tmp = tmp_path(ids_path)
     lens_all: list[np.ndarray] = []
     checked = 0
     batches = []  # only while spot-checking the fast path, so a mismatch can redo the shard with the reference
@@ -144,20 +155,19 @@ def tokenize_shard(job: ShardJob, settings: EncodeSettings, tok_dir: str, progre
                 batches.append(texts)
             elif batches:
                 batches = []
-            n0 = res.tokens
+            n0, c0 = res.tokens, res.chars
             _write(out, flat, lens, texts, settings, res, lens_all)
             if progress is not None:
-                progress(res.tokens - n0)
+                progress(res.tokens - n0, res.chars - c0)
     lens = np.concatenate(lens_all) if lens_all else np.zeros(0, np.int64)
-    np.save(os.path.join(tok_dir, f"{job.name}.lens.tmp.npy"), lens.astype(np.int64))
-    os.replace(ids_tmp, os.path.join(tok_dir, f"{job.name}.ids"))
-    os.replace(os.path.join(tok_dir, f"{job.name}.lens.tmp.npy"), os.path.join(tok_dir, f"{job.name}.lens.npy"))
+    lens_path = os.path.join(tok_dir, f"{job.name}.lens.npy")
+    lens_tmp = tmp_path(lens_path)
+    with open(lens_tmp, "wb") as f:
+        np.save(f, lens.astype(np.int64))
+    atomic_rename(ids_tmp, ids_path)
+    atomic_rename(lens_tmp, lens_path)
     res.seconds = time.time() - t0
-    marker = {**res.to_dict(), "fingerprint": settings.fingerprint}
-    tmp = os.path.join(tok_dir, f"{job.name}.done.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(marker, f)
-    os.replace(tmp, os.path.join(tok_dir, f"{job.name}.done.json"))
+    write_json(os.path.join(tok_dir, f"{job.name}.done.json"), {**res.to_dict(), "fingerprint": settings.fingerprint})
     return res
 
 
@@ -252,38 +262,79 @@ def load_done(tok_dir: str, name: str, fingerprint: str) -> ShardResult | None:
     return ShardResult(**d)
 
 
-# -- worker processes ------------------------------------------------------------------------------
+# -- the task the engine's executors run ---------------------------------------------------------------
 
-class LocalCounter:
-    """The shard counter of a run without worker processes (a ``multiprocessing.Value``'s interface)."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self.value = 0
-
-    def get_lock(self):
-        return self._lock
+_SPECS: dict[str, TokenizerSpec] = {}  # per process: the tokenizer whose backends this process has built
 
 
-def claim(next_index) -> int:
-    """The next shard index to do (shared by the parent and the workers)."""
-    with next_index.get_lock():
-        i = next_index.value
-        next_index.value += 1
-    return i
+def process_spec(spec: TokenizerSpec) -> TokenizerSpec:
+    """This process's copy of ``spec`` (same fingerprint), whose fast and reference backends are built once
+    per worker process and kept for the next shards; a process moving on to another tokenizer (a long-lived
+    Ray worker) drops the previous one."""
+    have = _SPECS.get(spec.fingerprint)
+    if have is None:
+        use_spec(spec)
+        have = spec
+    return have
 
 
-def tokenize_claimed(todo, settings: EncodeSettings, overrides: dict, tok_dir: str, next_index, emit,
-                     progress=None) -> None:
-    """Tokenize the shards of ``todo`` claimed from ``next_index`` until none is left, passing each result
-    to ``emit`` (the loop of the parent and of every worker)."""
-    while True:
-        i = claim(next_index)
-        if i >= len(todo):
-            return
-        job = todo[i]
-        emit(tokenize_shard(job, replace(settings, **overrides[job.name]), tok_dir, progress=progress))
+def use_spec(spec: TokenizerSpec) -> None:
+    """Make ``spec`` this process's copy (the driver: tasks it runs itself use the backends it has built)."""
+    _SPECS.clear()
+    _SPECS[spec.fingerprint] = spec
 
+
+def forget_spec(spec: TokenizerSpec) -> None:
+    """Drop ``spec`` from this process's cache (the driver, at the end of a run)."""
+    if _SPECS.get(spec.fingerprint) is spec:
+        del _SPECS[spec.fingerprint]
+
+
+@dataclass
+class TokenizeTask:
+    """One shard of phase 1 as an engine task: ``run(progress)`` tokenizes it into ``tok_dir`` and returns its
+    completion record (the marker's content). Pickled per task, so the tokenizer travels without its
+    converted ranks (megabytes for a 150k vocabulary): a worker builds its backends on its first shard from the
+    conversion cache (``$GRISTMILL_CACHE``, written by the driver's check; a node without it converts the
+    tokenizer.json once per worker process) and keeps them for the next ones (:func:`process_spec`)."""
+
+    job: ShardJob
+    settings: EncodeSettings  # with this shard's fingerprint, backend and verify_bytes
+    tok_dir: str
+    driver: int = field(default_factory=os.getpid)  # the process that made the task
+
+    @property
+    def stage_dir(self) -> str:  # names the directory in a full-disk error (engine.executor.run_one)
+        return self.tok_dir
+
+    @property
+    def name(self) -> str:
+        return self.job.name
+
+    def run(self, progress=None) -> dict:
+        """``progress(tokens, chars)``: the engine's ``(rows, bytes)`` progress channel carries tokens and
+        characters for a tokenize shard."""
+        if os.getpid() != self.driver:  # a worker process: one core each (the reference would use them all)
+            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        settings = replace(self.settings, spec=process_spec(self.settings.spec))
+        return tokenize_shard(self.job, settings, self.tok_dir, progress).to_dict()
+
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        spec = copy.copy(self.settings.spec)
+        spec.__dict__.pop("_derived", None)
+        d["settings"] = replace(self.settings, spec=spec)
+        return d
+
+
+def warm_worker(_=None) -> None:
+    """Run in each new worker before its first shard: the imports reading and tokenizing need."""
+    import tiktoken  # noqa: F401
+
+    from ..io import formats  # noqa: F401
+
+
+# -- helper processes ----------------------------------------------------------------------------------
 
 def stop_helper(proc, in_q, timeout: float = 5.0) -> None:
     """Stop a helper process that exits on None from ``in_q`` (a worker, the reference process): tell it
@@ -295,33 +346,3 @@ def stop_helper(proc, in_q, timeout: float = 5.0) -> None:
     if proc.is_alive():
         proc.terminate()
         proc.join()
-
-
-def worker_main(counter, next_index, start_q, result_q) -> None:
-    """A phase-1 worker process: import what reading needs, take the settings and build the fast backend
-    while the parent finishes its setup, wait for the go (the shard list and per-shard settings), then
-    claim shards until none is left. Results and errors go back on ``result_q``;
-    None instead of the settings or the go means there is nothing to do."""
-    import traceback
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from ..io import formats  # noqa: F401 (imported now, while the parent is busy)
-
-    def count(n: int):
-        if n:
-            with counter.get_lock():
-                counter.value += n
-
-    try:
-        settings = start_q.get()
-        if settings is None:
-            return
-        if settings.spec.kind == "hf" and settings.backend != "hf":
-            settings.spec.fast()
-        go = start_q.get()
-        if go is None:
-            return
-        todo, overrides, tok_dir = go
-        tokenize_claimed(todo, settings, overrides, tok_dir, next_index,
-                         lambda r: result_q.put(("ok", r.to_dict())), progress=count)
-    except BaseException:  # noqa: BLE001 - reported to the parent, which raises
-        result_q.put(("error", traceback.format_exc()))
