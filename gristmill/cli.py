@@ -395,6 +395,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--address", default=None, help="Ray cluster to join: auto or HOST:PORT (with --engine ray)")
     t.add_argument("--no-progress", action="store_true")
     t.set_defaults(fn=cmd_tokenize)
+    ins = sub.add_parser("inspect", help="browse samples of a dataset in the terminal, filtered by a stat expression")
+    from .analysis.inspect import add_arguments as _inspect_args
+    _inspect_args(ins)
+    ins.set_defaults(fn=lambda a: __import__("gristmill.analysis.inspect", fromlist=["x"]).cmd_inspect(a))
     try:
         from .web.download import add_download_command
         add_download_command(sub)
