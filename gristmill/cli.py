@@ -145,6 +145,8 @@ def print_report(report: dict, con=None) -> None:
     con.print(t)
     if report.get("exported_files"):
         con.print("exported: " + ", ".join(report["exported_files"]), highlight=False)
+    if report.get("report_html"):
+        con.print(f"report: {report['report_html']}", highlight=False)
     if report.get("rejects"):
         con.print(f"[yellow]{report['rejects']:,} rejected rows[/yellow] → {report['rejects_file']}", highlight=False)
         for r in report.get("reject_reasons", [])[:5]:
@@ -208,6 +210,87 @@ def cmd_head(args) -> int:
             r[args.text_key] = r[args.text_key][: args.width] + "…"
         print(json.dumps(r, ensure_ascii=False, default=str))
     return 0
+
+
+def cmd_analyze(args) -> int:
+    """Compute the filters' stats over a dataset without removing anything (see gristmill/analysis/analyze.py)."""
+    from .analysis.analyze import DEFAULT_OPS, analyze, parse_ops
+    from .engine.config import RunConfig
+    from .recipe import RecipeError, load_recipe, run_config
+    con = _console()
+    try:
+        if args.target.endswith((".yaml", ".yml")):
+            recipe, ops, warnings = load_recipe(args.target, {"allow_scripts": True} if args.allow_scripts else None)
+            for w in warnings:
+                con.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+            cfg = run_config(recipe, np=args.np, work_dir=args.work_dir, progress=not args.no_progress,
+                             engine=args.engine, address=args.address)
+            percentiles = recipe.percentiles
+        else:
+            ops, percentiles = [], []
+            params = {"txt_mode": args.txt_mode} if args.txt_mode else {}
+            for kv in args.reader_param:
+                key, _, value = kv.partition("=")
+                params[key] = value
+            name = os.path.basename(os.path.normpath(args.target)).split(".")[0] or "dataset"
+            cfg = RunConfig(dataset_path=args.target, work_dir=args.work_dir or f".gristmill-analyze-{name}",
+                            np=args.np or 1, text_key=args.text_key, input_format=args.format,
+                            reader_params=params, progress=not args.no_progress, engine=args.engine or "local",
+                            engine_address=args.address, project_name=name)
+        from .ops.base import Filter
+        if args.ops:
+            ops = parse_ops(args.ops, args.allow_scripts)
+        elif not any(isinstance(o, Filter) for o in ops):
+            ops = parse_ops(list(DEFAULT_OPS))
+            con.print(f"no filters given: analysing the default stats ({', '.join(DEFAULT_OPS)})", highlight=False)
+    except (RecipeError, FileNotFoundError, ValueError) as e:
+        from rich.markup import escape
+        con.print(f"[red]error:[/red] {escape(str(e))}", highlight=False)
+        return 2
+    _warn_np(cfg.np, con)
+    con.print(f"[bold]analyze[/bold] {len(ops)} ops over {cfg.dataset_path}, np={cfg.np}", highlight=False)
+    status, res = run_guarded(lambda: analyze(cfg, ops, what_if=args.what_if, k=args.k, percentiles=percentiles,
+                                              log=lambda m: con.print(f"  {m}", highlight=False)),
+                              cfg.work_dir, con)
+    if res is None:
+        return status
+    print_analysis(res, con)
+    return 0
+
+
+def print_analysis(res: dict, con) -> None:
+    from rich.table import Table
+    model = res["model"]
+    ov = model["overall"]
+    t = Table(title=f"{res['report']['rows_read']:,} rows analysed in {res['report']['seconds']:.1f}s")
+    t.add_column("stat")
+    for lab in ov["labels"]:
+        t.add_column(lab, justify="right")
+    for name, col in ov["columns"].items():
+        t.add_row(name, *[_fmt(col.get(lab)) for lab in ov["labels"]])
+    con.print(t)
+    if model.get("suggestions"):
+        s = Table(title=f"k-sigma suggestions (mean ± {model['suggestions'][0]['k']:g}·std)")
+        for c in ("op", "param", "stat", "current", "suggested"):
+            s.add_column(c)
+        for x in model["suggestions"]:
+            s.add_row(x["op"], x["param"], x["stat"], _fmt(x["current"]), _fmt(x["suggested"]))
+        con.print(s)
+    for w in model.get("what_if") or []:
+        con.print(f"what if {w['param']} {_fmt(w['from'])} → {_fmt(w['to'])}: it removes {w['removed_after']:,} rows "
+                  f"alone (was {w['removed_before']:,}, {w['removed_after'] - w['removed_before']:+,}); all filters "
+                  f"keep {w['kept_after']:,} of {w['rows']:,} (was {w['kept_before']:,})", highlight=False)
+    con.print(f"overall: {res['overall']}\nstats:   {res['stats']}\nreport:  {res['html']}", highlight=False)
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:,.4g}" if abs(v) < 1e6 else f"{v:,.0f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
 
 
 def cmd_split(args) -> int:
@@ -339,6 +422,10 @@ def tokenize_export(recipe, exported: list[str] | None, cfg, con) -> int:
     if rep is not None:
         con.print(f"tokenized: {rep['docs']:,} documents, {rep['tokens']:,} tokens ({rep['backend']}, eos "
                   f"{rep['eos']}) → {rep['output']}", highlight=False)
+        from .analysis.report import add_tokens
+        html = add_tokens(cfg.work_dir, rep["stats"])  # token stats join the run's report
+        if html:
+            con.print(f"report: {html}", highlight=False)
     return status
 
 
@@ -395,6 +482,26 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--address", default=None, help="Ray cluster to join: auto or HOST:PORT (with --engine ray)")
     t.add_argument("--no-progress", action="store_true")
     t.set_defaults(fn=cmd_tokenize)
+    a = sub.add_parser("analyze", help="compute the stats of a recipe's filters (or --ops) over a dataset, removing "
+                                       "nothing: overall.csv, stats.parquet, report.html, k-sigma and what-if")
+    a.add_argument("target", help="a recipe (.yaml: its filters, its dataset) or a dataset path")
+    a.add_argument("--ops", action="append", default=[], metavar="OP",
+                   help="a filter to analyze, NAME or 'NAME: {param: value}' (repeatable; replaces the recipe's; "
+                        "default for a dataset: Data-Juicer's cheap text stats)")
+    a.add_argument("--what-if", action="append", default=[], metavar="OP.PARAM=VALUE",
+                   help="rows removed with a changed threshold, from the cached stats (repeatable)")
+    a.add_argument("--k", type=float, default=3.0, help="k of the k-sigma threshold suggestions (default 3)")
+    a.add_argument("--np", type=_positive_int, default=None, help="worker processes")
+    a.add_argument("--work-dir", default=None, help="work directory (the analysis goes to WORK/analysis/)")
+    a.add_argument("--engine", choices=["local", "ray"], default=None)
+    a.add_argument("--address", default=None, help="Ray cluster to join (with --engine ray)")
+    a.add_argument("--text-key", default=D.TEXT_KEY)
+    a.add_argument("--format", default=None, help="force a reader (see `gristmill formats`)")
+    a.add_argument("--txt-mode", default=None, choices=["file", "line"])
+    a.add_argument("-p", "--reader-param", action="append", default=[], metavar="KEY=VALUE")
+    a.add_argument("--allow-scripts", action="store_true")
+    a.add_argument("--no-progress", action="store_true")
+    a.set_defaults(fn=cmd_analyze)
     ins = sub.add_parser("inspect", help="browse samples of a dataset in the terminal, filtered by a stat expression")
     from .analysis.inspect import add_arguments as _inspect_args
     _inspect_args(ins)

@@ -15,10 +15,10 @@ from .web.download import DownloadStage
 # Data-Juicer settings that have no effect here (caching, tracing, fusion are built in or different):
 # accepted so DJ recipes run unchanged, reported as ignored.
 DJ_IGNORED = {
-    "use_cache", "ds_cache_dir", "cache_compress", "open_tracer", "trace_num", "op_fusion", "fusion_strategy",
+    "use_cache", "ds_cache_dir", "cache_compress", "op_fusion", "fusion_strategy",
     "op_list_to_trace", "save_stats_in_one_file", "export_in_parallel", "open_monitor",
     "use_checkpoint", "temp_dir", "turbo", "skip_op_error", "adaptive_batch_size", "hpo_config",
-    "data_probe_algo", "data_probe_ratio", "debug", "auto", "auto_num", "percentiles",
+    "data_probe_algo", "data_probe_ratio", "debug", "auto", "auto_num",
     "export_original_dataset", "suffixes", "image_key", "audio_key", "video_key", "image_special_token",
     "audio_special_token", "video_special_token", "eoc_special_token", "open_insight_mining", "op_list_to_mine",
     "config", "backup_count", "keep_hashes_in_res_ds", "export_type", "load_dataset_kwargs", "dataset",
@@ -40,6 +40,10 @@ class Recipe(BaseModel):
     keep_removed: bool = Field(False, description="Write every removed row, not only the first "
                                f"{D.REMOVED_SAMPLE} per op.")
     removed_sample: int = Field(D.REMOVED_SAMPLE, ge=0, description="Removed rows kept per op for inspection.")
+    keep_traces: int = Field(D.KEEP_TRACES, ge=0, description="Before/after texts kept per mapper for the report "
+                             "(the tracer; Data-Juicer's open_tracer/trace_num are read as this).")
+    percentiles: list[float] = Field(default_factory=list, description="Extra percentiles in "
+                                     "`gristmill analyze`'s overall.csv (0.25, 0.5, 0.75 always).")
     export_shard_size: int = Field(0, ge=0, description="Split the export into files of about this many bytes.")
     batch_size: int = Field(D.BATCH_SIZE, ge=1)
     shard_size_mb: int = Field(D.SHARD_SIZE_MB, ge=1, description="Split big plain JSONL/text inputs into shards of this size.")
@@ -106,6 +110,11 @@ def parse_recipe(raw: dict, source: str = "recipe") -> tuple[Recipe, list, list[
     if ignored:
         warnings.append(f"ignored Data-Juicer settings with no effect here: {', '.join(ignored)}")
     data = {k: v for k, v in raw.items() if k not in DJ_IGNORED}
+    # Data-Juicer's tracer switch: open_tracer (default off there; traces are cheap here, so on unless
+    # turned off) and trace_num (rows per op)
+    tracer_on, trace_num = data.pop("open_tracer", None), data.pop("trace_num", None)
+    if "keep_traces" not in data and (tracer_on is not None or trace_num is not None):
+        data["keep_traces"] = 0 if tracer_on is False else (trace_num if trace_num is not None else D.KEEP_TRACES)
     fields = Recipe.model_fields
     unknown = [k for k in data if k not in fields]
     if unknown:
@@ -159,6 +168,7 @@ def run_config(recipe: Recipe, np: int | None = None, work_dir: str | None = Non
                      np=np or recipe.np, text_key=text_key, batch_size=recipe.batch_size,
                      shard_bytes=recipe.shard_size_mb << 20, keep_stats_in_res_ds=recipe.keep_stats_in_res_ds,
                      keep_removed=recipe.keep_removed, removed_sample=recipe.removed_sample,
+                     keep_traces=recipe.keep_traces,
                      export_shard_size=recipe.export_shard_size, input_format=recipe.input_format,
                      reader_params=reader_params, seed=recipe.seed, progress=progress,
                      project_name=recipe.project_name, engine=engine or recipe.executor_type,

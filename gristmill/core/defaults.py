@@ -8,3 +8,4 @@ SHARD_BYTES = SHARD_SIZE_MB << 20
 SEED = 42  # sampling, selectors and mixture weights
 REMOVED_SAMPLE = 100  # removed rows kept per op for inspection (unless keep_removed)
 MAX_REJECT_RATIO = 0.05  # `gristmill run` exits 1 when more than this share of the rows read was rejected
+KEEP_TRACES = 10  # before/after texts kept per mapper for the report (the tracer; Data-Juicer's trace_num)

@@ -45,8 +45,11 @@ class FusedOp:
 
     kind = "fused"
 
-    def __init__(self, ops: list[RowLocal]):
+    def __init__(self, ops: list[RowLocal], observer=None):
         self.ops = ops
+        # called as ``observer(i, op, batch_in, batch_out, removed_or_None)`` after each op of the chain:
+        # how the engine profiles a run (stats, shifts, traces) without the executor knowing about it
+        self.observer = observer
 
     def __repr__(self) -> str:
         return f"FusedOp({self.ops!r})"
@@ -100,5 +103,7 @@ class FusedOp:
                 c.reasons = {str(v): int(k) for v, k in zip(vals, cnts)}
             c.rows_out = out.num_rows
             c.added = c.rows_out + c.removed + c.rejected - c.rows_in
+            if self.observer is not None and n_in:
+                self.observer(i, op, batch, out, gone)
             batch = out
         return FusedResult(batch, counts, removed, rejects)

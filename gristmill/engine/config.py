@@ -18,6 +18,9 @@ class RunConfig:
     keep_stats_in_res_ds: bool = False
     keep_removed: bool = False
     removed_sample: int = D.REMOVED_SAMPLE
+    keep_traces: int = D.KEEP_TRACES  # before/after texts per mapper in the report (0: none)
+    correlate: bool = False  # stats correlations in the profile (analysis runs)
+    report_kind: str = "run"  # "run": report.html at the end; "analyze": the analyzer renders its own
     export_shard_size: int = 0
     input_format: str | None = None
     reader_params: dict = field(default_factory=dict)

@@ -68,11 +68,15 @@ def write_report(cfg: RunConfig, work: str, ops, read_counts: OpCounts, mix_coun
         "seconds": round(seconds, 3),
         "ops": table,
     }
+    from ..analysis.report import HTML, finish_run
+    if cfg.report_kind == "run":
+        report["report_html"] = os.path.join(work, HTML)
     path = os.path.join(work, "report.json")
     tmp = tmp_path(path)
     with open(tmp, "w") as f:
         json.dump(report, f, indent=2, default=str)
     atomic_rename(tmp, path)
+    finish_run(cfg, work, report, ops, [r.get("profile") for res in stage_results for r in res])
     return report
 
 

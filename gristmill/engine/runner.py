@@ -133,7 +133,7 @@ class StageEngine:
                 fp = fingerprint(fp, stage.index, [o.config() for o in stage.ops],
                                  stage.after.config() if stage.after else None,
                                  (export_fmt, export_comp, cfg.keep_stats_in_res_ds) if last else None,
-                                 cfg.keep_removed, cfg.removed_sample)
+                                 cfg.keep_removed, cfg.removed_sample, cfg.keep_traces, cfg.correlate)
                 stage_dir = os.path.join(self.work, "stages", f"{stage.index:02d}-{fp}")
                 why = invalidation(previous, stage, fp)
                 if why:
@@ -147,7 +147,8 @@ class StageEngine:
                              out_kind="fragment" if (last and cfg.export_path) else "ipc",
                              export_fmt=export_fmt, export_comp=export_comp,
                              keep_stats=cfg.keep_stats_in_res_ds,
-                             removed_limit=cfg.removed_limit, seed=cfg.seed)
+                             removed_limit=cfg.removed_limit, seed=cfg.seed, trace_n=cfg.keep_traces,
+                             correlate=cfg.correlate)
                     if isinstance(inp, Shard):
                         t.source = inp
                     else:

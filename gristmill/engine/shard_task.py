@@ -46,6 +46,9 @@ class Task:
     keep_stats: bool = False
     removed_limit: int | None = D.REMOVED_SAMPLE  # per op and shard; None = keep all
     seed: int = D.SEED
+    profile: bool = True  # collect stats sketches, shifts and traces for the report (analysis.profile)
+    trace_n: int = D.KEEP_TRACES  # before/after texts kept per mapper
+    correlate: bool = False  # stats correlations (analysis runs)
 
     @property
     def name(self) -> str:
@@ -53,6 +56,9 @@ class Task:
 
     def marker(self) -> str:
         return os.path.join(self.stage_dir, "done", self.name + ".json")
+
+    def profile_path(self) -> str:
+        return os.path.join(self.stage_dir, "profile", self.name + ".pickle.zst")
 
 
 class _Finalize(Mapper):
@@ -124,7 +130,11 @@ def _load_removals(path: str | None):
 
 def run_task(task: Task, progress=None) -> dict:
     """Process one shard; returns (and writes as the completion marker) its counts and outputs."""
-    fused = FusedOp(list(task.ops))
+    prof = None
+    if task.profile:
+        from ..analysis.profile import ShardProfile
+        prof = ShardProfile(task.trace_n, task.correlate)
+    fused = FusedOp(list(task.ops), observer=prof)
     counts: dict[int, OpCounts] = {}
     rejects = _Lines(os.path.join(task.stage_dir, "rejects", task.name + ".jsonl"))
     removed = _Lines(os.path.join(task.stage_dir, "removed", task.name + ".jsonl"))
@@ -205,6 +215,7 @@ def run_task(task: Task, progress=None) -> dict:
             # the op's rows_in/rows_out were counted by its prepare step in the previous stage; here only
             # what its decision removes (and what finalize rejects) is subtracted
             c = count(before_pos)
+            received = batch
             if removals is not None and removals.num_rows:
                 rows = removals.column("row").to_numpy()
                 lo, hi = np.searchsorted(rows, [row_offset, row_offset + n])
@@ -233,6 +244,8 @@ def run_task(task: Task, progress=None) -> dict:
                 for r in fr.rejects:
                     record_reject(before_pos, r)
                 batch = fr.batch
+            if prof is not None and received.num_rows:
+                prof.observe_removal(task.before, received, batch)
         row_offset += n
         res = fused.run_batch(batch)
         for op, oc, gone in zip(task.ops, res.counts, res.removed):
@@ -251,7 +264,8 @@ def run_task(task: Task, progress=None) -> dict:
     rej_file, rem_file = rejects.close(), removed.close()
     result = {"stage": task.stage, "shard": task.shard, "parts": parts, "rows_out": writer.rows,
               "counts": {str(k): v.to_dict() for k, v in sorted(counts.items())},
-              "rejects": rej_file, "removed": rem_file}
+              "rejects": rej_file, "removed": rem_file,
+              "profile": prof.save(task.profile_path()) if prof is not None else None}
     os.makedirs(os.path.dirname(task.marker()), exist_ok=True)
     tmp = tmp_path(task.marker())
     with open(tmp, "w") as f:

@@ -137,6 +137,18 @@ class Filter(Op):
         """Why each removed row was removed: a short, countable category per row (or one string)."""
         return self.name
 
+    def thresholds(self) -> dict[str, tuple[str | None, str | None]]:
+        """Which params bound which stat, ``{stat: (min param, max param)}``: reports draw them on the
+        stat's histogram, analysis suggests values for them. Default: one stat and at most one
+        ``min_*`` and one ``max_*`` param; filters with several stats declare their own."""
+        keys = tuple(self.stats_keys)
+        names = type(self.params).model_fields
+        lo = [n for n in names if n.startswith("min_")]
+        hi = [n for n in names if n.startswith("max_")]
+        if len(keys) == 1 and len(lo) <= 1 and len(hi) <= 1 and (lo or hi):
+            return {keys[0]: (lo[0] if lo else None, hi[0] if hi else None)}
+        return {}
+
     def ensure_stats(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         if self.stats_keys and C.has_stats(batch, self.stats_keys):
             return batch

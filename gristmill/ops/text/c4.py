@@ -396,6 +396,9 @@ class C4ParagraphFilter(Filter):
         n_lines, kth = _paragraph_kernel(cps, cpo, max(1, self.params.min_paragraphs))
         return C.with_stats(batch, {"c4_paragraphs": n_lines, "c4_min_top_paragraph_len": kth})
 
+    def thresholds(self):
+        return {"c4_paragraphs": ("min_paragraphs", None), "c4_min_top_paragraph_len": ("min_paragraph_len", None)}
+
     def keep(self, batch):
         n = C.get_stat(batch, "c4_paragraphs").to_numpy(zero_copy_only=False)
         k = C.get_stat(batch, "c4_min_top_paragraph_len").to_numpy(zero_copy_only=False)

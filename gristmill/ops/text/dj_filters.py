@@ -40,6 +40,9 @@ class _RangeFilter(Filter):
     def bounds(self):
         return getattr(self.params, self.lo_param), getattr(self.params, self.hi_param)
 
+    def thresholds(self):
+        return {self.stat: (self.lo_param, self.hi_param)}
+
     def keep(self, batch):
         return in_range(C.get_stat(batch, self.stat), *self.bounds())
 

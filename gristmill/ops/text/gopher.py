@@ -150,6 +150,16 @@ class GopherQualityFilter(RuleFilter):
             "gopher_end_ellipsis_lines_ratio": ratio(n_end_ell, n_lines),
             "gopher_alpha_words_ratio": ratio(n_alpha, n_words), "gopher_stop_words": n_stop})
 
+    def thresholds(self):
+        return {"gopher_non_symbol_words": ("min_doc_words", "max_doc_words"),
+                "gopher_avg_word_length": ("min_avg_word_length", "max_avg_word_length"),
+                "gopher_hash_ratio": (None, "max_symbol_word_ratio"),
+                "gopher_ellipsis_ratio": (None, "max_symbol_word_ratio"),
+                "gopher_bullet_lines_ratio": (None, "max_bullet_lines_ratio"),
+                "gopher_end_ellipsis_lines_ratio": (None, "max_ellipsis_lines_ratio"),
+                "gopher_alpha_words_ratio": ("max_non_alpha_words_ratio", None),  # a minimum, despite its name
+                "gopher_stop_words": ("min_stop_words", None)}
+
     def rules(self, g):
         p = self.params
         ns = g["gopher_non_symbol_words"]

@@ -68,6 +68,9 @@ class LanguageIdScoreFilter(Filter):
         labels, scores = predict(model, self.text(batch).to_pylist())
         return C.with_stats(batch, {"lang": pa.array(labels, pa.string()), "lang_score": scores})
 
+    def thresholds(self):
+        return {"lang_score": ("min_score", None)}
+
     def _ok_lang(self, batch):
         if not self.langs:
             return np.ones(batch.num_rows, bool)

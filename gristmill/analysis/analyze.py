@@ -1,0 +1,90 @@
+"""`gristmill analyze`: Data-Juicer's analyzer semantics — compute every filter's stats over the dataset
+and remove nothing — on the same engine as a run (so it is parallel, resumable, and runs on Ray).
+
+Writes into ``WORK/analysis/``: ``stats.parquet`` (id + stats of every row, the cache what-if tables are
+computed from), ``overall.csv`` (Data-Juicer's layout: count, mean, std, min, percentiles, max per stat),
+``report.html`` (histograms split by what each filter would keep, box plots, correlations, k-sigma
+suggestions, what-if). A rerun with the same dataset and ops reuses the computed stats.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+import pyarrow as pa
+
+from ..core import columns as C
+from ..ops.base import Filter, Mapper
+from .profile import StatsOnly
+
+# For a dataset analysed without a recipe: Data-Juicer's cheap general-purpose text stats.
+DEFAULT_OPS = ("text_length_filter", "words_num_filter", "alphanumeric_filter", "average_line_length_filter",
+               "maximum_line_length_filter", "special_characters_filter", "character_repetition_filter",
+               "word_repetition_filter")
+STATS_FILE = "stats.parquet"
+OVERALL_FILE = "overall.csv"
+
+
+class KeepStatsColumns(Mapper):
+    """Drops everything but the id, stats and meta, so the analysis' export is the stats table."""
+
+    kind = "mapper"
+    name = "keep id + stats"
+
+    def config(self) -> dict:
+        return {"op": "keep_stats_columns"}
+
+    def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        keep = [n for n in batch.schema.names if n in (C.ID, C.STATS, C.META) or n.startswith(C.TMP_PREFIX)]
+        return batch.select(keep)
+
+
+def parse_ops(specs: list[str], allow_scripts: bool = False) -> list:
+    """``NAME`` or ``NAME: {param: value}`` (YAML) per item → op objects."""
+    import yaml
+    from ..recipe import build_ops
+    process = []
+    for s in specs:
+        name, sep, rest = s.partition(":")
+        params = yaml.safe_load(rest) if sep and rest.strip() else {}
+        process.append({name.strip(): params})
+    return build_ops(process, allow_scripts, "--ops")
+
+
+def analysis_dir(work_dir: str) -> str:
+    return os.path.join(os.path.abspath(work_dir), "analysis")
+
+
+def analyze(cfg, filters: list, *, what_if: list[str] = (), k: float = 3.0, percentiles=(), log=None) -> dict:
+    """Run the analysis of ``filters`` over ``cfg``'s dataset; ``cfg`` is the run config a recipe would
+    use (its work dir gets an ``analysis/`` folder). Returns paths, the model and the what-if rows."""
+    import pyarrow.parquet as pq
+
+    from ..engine.base import create_engine
+    from .model import build
+    from .overall import write_overall_csv
+    from .profile import load
+    from .report import PROFILE, write_model
+    from .thresholds import what_if as what_if_rows
+    filters = [f for f in filters if isinstance(f, Filter)]
+    if not filters:
+        raise ValueError("nothing to analyze: no filter ops (give a recipe with filters, or --ops NAME ...)")
+    out = analysis_dir(cfg.work_dir)
+    acfg = replace(cfg, work_dir=out, export_path=os.path.join(out, STATS_FILE), keep_stats_in_res_ds=True,
+                   export_shard_size=0, keep_traces=0, correlate=True, report_kind="analyze", keep_removed=False)
+    ops = [StatsOnly(f) for f in filters] + [KeepStatsColumns()]
+    report = create_engine(acfg, log=log).run(ops)
+    for i, f in enumerate(filters):  # the wrappers took the recipe positions; what-if names the filters
+        f.position = ops[i].position
+    prof = load(os.path.join(out, PROFILE))
+    pcts = tuple(sorted({0.25, 0.5, 0.75, *percentiles}))
+    model = build(report, ops, prof, kind="analyze", text_key=cfg.text_key, k=k, engine=cfg.engine,
+                  percentiles=pcts)
+    stats_path = os.path.join(out, STATS_FILE)
+    if what_if:
+        model["what_if"] = what_if_rows(filters, list(what_if), pq.ParquetFile(stats_path).iter_batches(65536))
+    overall = os.path.join(out, OVERALL_FILE)
+    write_overall_csv(overall, model["overall"]["labels"], model["overall"]["columns"])
+    html = write_model(out, model)
+    return {"work_dir": out, "stats": stats_path, "overall": overall, "html": html, "report": report,
+            "model": model}
