@@ -125,6 +125,7 @@ class _Page:
         self.toc: list[tuple[str, str, list]] = []
         self._ids: set[str] = set()
         self._charts = 0
+        self._glyphs: set[str] = set()  # glyph outlines already defined by an earlier chart
 
     def anchor(self, name: str) -> str:
         base = re.sub(r"[^a-z0-9]+", "-", str(name).lower()).strip("-") or "s"
@@ -137,7 +138,7 @@ class _Page:
     def chart(self, kind: str, draw, *args, caption: str = "") -> str:
         self._charts += 1
         try:
-            svg = plots.render(draw, f"c{self._charts}-", *args)
+            svg = plots.render(draw, f"c{self._charts}-", *args, glyphs=self._glyphs)
         except Exception as e:  # noqa: BLE001 - a chart that cannot be drawn must not lose the report
             return (f'<figure class="chart chart-error" data-chart="{esc(kind)}"><p class="warn">chart '
                     f"unavailable: {esc(type(e).__name__)}: {clip(e, 300)}</p></figure>")

@@ -45,11 +45,17 @@ LABEL_SIZE, LEVEL = 7.5, 0.085  # threshold labels: font size, distance between 
 
 _ID = re.compile(r'\sid="([^"]+)"')
 _REF = re.compile(r'(url\(#|href="#)([^")]+)')
+_GLYPH = re.compile(r"[A-Za-z][\w.+-]*-[0-9a-f]+$")  # matplotlib's glyph ids: font name, glyph number
+_GLYPH_DEF = re.compile(r'\s*<path id="([^"]+)"[^>]*/>')  # d="…" (none for a space), transform
 
 
-def svg(fig: Figure, prefix: str) -> str:
+def svg(fig: Figure, prefix: str, glyphs: set | None = None) -> str:
     """The figure as an `<svg>` element ready to inline in HTML (no XML prolog, no metadata, no
-    namespace URLs: the HTML parser puts inline `<svg>` in the SVG namespace by itself)."""
+    namespace URLs: the HTML parser puts inline `<svg>` in the SVG namespace by itself).
+
+    Ids get `prefix`, except glyph outlines (`DejaVuSans-30`: named by font and glyph, so the same
+    everywhere): with a `glyphs` set shared by the charts of one page, each glyph is defined once,
+    by the first chart that uses it, and the others point at that definition."""
     buf = io.StringIO()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"Glyph .* missing from")
@@ -61,8 +67,18 @@ def svg(fig: Figure, prefix: str) -> str:
     s = re.sub(r'\s+xmlns(:xlink)?="[^"]*"', "", s)
     s = s.replace("*{stroke-linejoin", "figure.chart svg *{stroke-linejoin", 1)
     referenced = {m.group(2) for m in _REF.finditer(s)}
-    s = _ID.sub(lambda m: f' id="{prefix}{m.group(1)}"' if m.group(1) in referenced else "", s)
-    s = _REF.sub(lambda m: f"{m.group(1)}{prefix}{m.group(2)}", s)
+    shared = {r for r in referenced if _GLYPH.match(r)} if glyphs is not None else set()
+    if shared:
+        done = shared & glyphs
+        s = _GLYPH_DEF.sub(lambda m: "" if m.group(1) in done else m.group(0), s)
+        glyphs |= shared
+
+    def new_id(m):
+        i = m.group(1)
+        return "" if i not in referenced else f' id="{i}"' if i in shared else f' id="{prefix}{i}"'
+
+    s = _ID.sub(new_id, s)
+    s = _REF.sub(lambda m: m.group(0) if m.group(2) in shared else f"{m.group(1)}{prefix}{m.group(2)}", s)
     return s.strip()
 
 
@@ -84,13 +100,13 @@ def fonts() -> list[str]:
     return _fonts
 
 
-def render(draw, prefix: str, *args) -> str:
+def render(draw, prefix: str, *args, glyphs: set | None = None) -> str:
     """Draw with `draw(*args) -> Figure` under the report's style and return the SVG markup."""
     with matplotlib.rc_context({**_RC, "font.family": fonts()}):
         fig = draw(*args)
         if fig is None:
             return ""
-        return svg(fig, prefix)
+        return svg(fig, prefix, glyphs)
 
 
 def label(s, limit: int = 40) -> str:
