@@ -256,11 +256,15 @@ class StatSketch:
                 "whishi": float(whishi), "mean": float(self.mean)}
 
 
+HEAVY_TAIL = 30  # p99.5 / median above which a non-negative stat gets geometric bins
+
+
 def edges_for(*sketches: StatSketch, bins: int = 40) -> np.ndarray:
     """Common bin edges so that histograms of several sketches of one stat stack.
 
     The range is the union's finite range, clipped to the 0.5/99.5 percentiles on a side where
-    outliers would squash the rest into one bin (the end bins then hold the overflow).  Whole
+    outliers would squash the rest into one bin (the end bins then hold the overflow). A non-negative
+    stat with a long right tail gets geometric bins.  Whole
     numbers get bins of whole width centred on them (no aliasing, no value on an edge); a
     constant gets one bin around it.
     """
@@ -277,6 +281,13 @@ def edges_for(*sketches: StatSketch, bins: int = 40) -> np.ndarray:
         lo = p_lo
     if lo == hi:
         return np.array([lo - 0.5, lo + 0.5])
+    if lo >= 0 and med > 0 and p_hi > HEAVY_TAIL * med:
+        # a long right tail (word counts, text lengths): linear bins would squash most rows into the first
+        # one; geometric bins (drawn on a log axis) show them. Values below the first edge (zeros) clip into
+        # the first bin.
+        start = lo if lo > 0 else max(p_lo, med / 1000) if p_lo > 0 else med / 1000
+        if hi > start:
+            return np.geomspace(start, hi, bins + 1)
     if union.integral:
         lo, hi = np.floor(lo), np.ceil(hi)
         width = max(1.0, np.ceil((hi - lo + 1) / bins))
