@@ -502,6 +502,14 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--allow-scripts", action="store_true")
     a.add_argument("--no-progress", action="store_true")
     a.set_defaults(fn=cmd_analyze)
+    sv = sub.add_parser("serve", help="the REST API and web UI (binds 127.0.0.1 unless given --host and --token)")
+    from .service.server import add_arguments as _serve_args
+    _serve_args(sv)
+    sv.set_defaults(fn=lambda a: __import__("gristmill.service.server", fromlist=["x"]).cmd_serve(a))
+    mc = sub.add_parser("mcp", help="the MCP server for agents (stdio or streamable HTTP)")
+    from .service.mcp_server import add_arguments as _mcp_args
+    _mcp_args(mc)
+    mc.set_defaults(fn=lambda a: __import__("gristmill.service.mcp_server", fromlist=["x"]).cmd_mcp(a))
     ins = sub.add_parser("inspect", help="browse samples of a dataset in the terminal, filtered by a stat expression")
     from .analysis.inspect import add_arguments as _inspect_args
     _inspect_args(ins)
