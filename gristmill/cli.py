@@ -346,6 +346,10 @@ def cmd_tokenize(args) -> int:
                                  work, con)
     if report is not None:
         print(json.dumps(report, indent=2, default=str))
+        from .analysis.report import add_tokens
+        html = add_tokens(work, report["stats"])  # a recipe's run report gains the token stats
+        if html:
+            con.print(f"report: {html}", highlight=False)
     return status
 
 

@@ -78,8 +78,16 @@ class StageEngine:
                     stale += remove_stale_tmp(cfg.export_path, recursive=False)
             if stale:
                 self.log(f"removed {stale} temp file(s) left by an interrupted run")
-            shards = presplit(shards, opts, self.work, cfg.np, self.log)  # big compressed files → pieces
-            return self._run(ops, shards, opts, t_start)
+            # the executor first: the plan is sized to the workers it really has (np processes here, the
+            # cluster's CPUs on Ray); only pre-splitting depends on it, and its pieces read as the whole file
+            executor = self.make_executor()
+            try:
+                shards = presplit(shards, opts, self.work, executor.workers, self.log,
+                                  getattr(executor, "workers_label", None))  # big compressed files → pieces
+            except BaseException:
+                executor.close(abort=True)
+                raise
+            return self._run(ops, shards, opts, t_start, executor)
 
     def _preflight(self, shards: list[Shard], opts: ReadOptions) -> None:
         cfg = self.cfg
@@ -112,7 +120,8 @@ class StageEngine:
                                        f"of {shard.source} (fields: {', '.join(fields)}){closest(key, fields)}")
                 return
 
-    def _run(self, ops: list[Op], shards: list[Shard], opts: ReadOptions, t_start: float) -> dict:
+    def _run(self, ops: list[Op], shards: list[Shard], opts: ReadOptions, t_start: float,
+             executor: Executor) -> dict:
         cfg = self.cfg
         for op in ops:
             op.bind_text_key(cfg.text_key)
@@ -126,7 +135,6 @@ class StageEngine:
         read_counts, mix_counts = OpCounts(), OpCounts()
         inputs: list = list(shards)
         before_info: tuple | None = None  # (removals dir, state path) of the op ending the previous stage
-        executor = None
         try:
             for stage in stages:
                 last = stage is stages[-1]
@@ -158,8 +166,6 @@ class StageEngine:
                         t.removals = os.path.join(rem_dir, f"shard-{i:05d}.parquet")
                         t.state = state
                     tasks.append(t)
-                if executor is None:
-                    executor = self.make_executor()
                 results = self._run_tasks(stage, tasks, executor)
                 stage_results.append(results)
                 for r in results:
@@ -183,11 +189,9 @@ class StageEngine:
                 else:
                     inputs = parts
         except BaseException:
-            if executor is not None:
-                executor.close(abort=True)
+            executor.close(abort=True)
             raise
-        if executor is not None:
-            executor.close()
+        executor.close()
         exported = []
         if cfg.export_path:
             exported = self._export([r["parts"] for r in stage_results[-1]], fp)

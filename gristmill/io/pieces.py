@@ -16,11 +16,14 @@ line number), every batch boundary and so every output byte are those of the uns
 - A truncated or corrupt compressed file: the pieces hold everything that decompressed, and the last one
   ends with the same file-level ``TruncatedInput`` reject as the unsplit read.
 
-When: ``np`` ≥ 2 and a compressed JSON-lines / line-mode text file bigger than ``shard_size_mb / 4`` on disk
-(text compresses 3-5x: it may decompress to several pieces; one that gives a single piece is read as it
-is, only its small index is kept, so the check is not repeated) that either leaves workers idle (the plan has fewer shards than ``np``) or is more than ``1/np`` of the
-input's bytes (one worker would still be reading it after the others finished). Otherwise the split pass
-(a full decompression, written to disk) would only cost time and space. With ``np: 1`` nothing is split.
+When: ``np`` ≥ 2, where ``np`` is the number of workers the engine really has (``np`` processes locally,
+the cluster's CPUs on Ray, whatever the recipe's ``np``), and a compressed JSON-lines / line-mode text
+file bigger than ``shard_size_mb / 4`` on disk (text compresses 3-5x: it may decompress to several pieces;
+one that gives a single piece is read as it is, only its small index is kept, so the check is not
+repeated) that either leaves workers idle (the plan has fewer shards than ``np``) or is more than ``1/np``
+of the input's bytes (one worker would still be reading it after the others finished). Otherwise the split
+pass (a full decompression, written to disk) would only cost time and space. With one worker nothing is
+split. Which files are split depends on the worker count; what is read, and so every output byte, does not.
 
 Pieces are keyed by the file's identity (absolute path, size, mtime_ns) and the read options that shape
 them; a rerun reuses them (``index.json`` is written last and lists them), a changed file is split again.
@@ -72,10 +75,12 @@ def splittable(shard: Shard, opts: ReadOptions) -> bool:
 
 
 def presplit(shards: list[Shard], opts: ReadOptions, work: str, np: int,
-             log: Callable[[str], None] = lambda m: None) -> list[Shard]:
+             log: Callable[[str], None] = lambda m: None, label: str | None = None) -> list[Shard]:
     """``shards`` with the compressed files worth splitting replaced by their pieces (see the module doc),
     re-indexed; unused piece sets under ``WORK/split`` are removed. Also says in the log when the plan
-    still has fewer shards than workers, and how to re-shard the input."""
+    still has fewer shards than workers, and how to re-shard the input. ``np`` is the number of workers
+    the engine really has (local: ``np`` processes; Ray: the cluster's CPUs), ``label`` how the hint names
+    them (default ``np=N``)."""
     root = os.path.join(work, SPLIT_DIR)
     total = sum(os.path.getsize(f) for f in {s.source for s in shards} if os.path.isfile(f)) or 1
     chosen = []
@@ -97,7 +102,7 @@ def presplit(shards: list[Shard], opts: ReadOptions, work: str, np: int,
     if np >= 2 and len(shards) < np:
         srcs = sorted({s.source for s in shards})
         what = " ".join(srcs) if len(srcs) <= 3 else "INPUT..."
-        log(f"{len(shards)} shard(s) for np={np}: {np - len(shards)} worker(s) would have nothing to do; "
+        log(f"{len(shards)} shard(s) for {label or f'np={np}'}: {np - len(shards)} worker(s) would have nothing to do; "
             f"`gristmill split {what} -o DIR -n {np}` re-shards the input into {np} even files "
             f"(or lower shard_size_mb)")
     return shards
@@ -159,7 +164,7 @@ def _split_all(jobs: list[tuple[Shard, str]], opts: ReadOptions, np: int, log) -
         one(0)
         return out
     from concurrent.futures import ThreadPoolExecutor
-    pool = ThreadPoolExecutor(min(np, len(jobs)))
+    pool = ThreadPoolExecutor(max(1, min(np, len(jobs), os.cpu_count() or 1)))  # threads of this machine
     try:
         for f in [pool.submit(one, k) for k in range(len(jobs))]:
             f.result()

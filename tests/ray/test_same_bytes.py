@@ -1,6 +1,8 @@
 """The Ray engine on a real two-node cluster gives the local engine's bytes: exports, per-op counts,
 rejects.jsonl, removed rows and resolve outputs, for row-local chains, every dedup kind, a grouper and
 each export format."""
+import json
+
 import pyarrow.parquet as pq
 import pytest
 from rayutil import BOILER, artifacts, make_input, run
@@ -78,3 +80,46 @@ def test_no_address_starts_a_private_instance_beside_a_running_cluster(cluster, 
     assert res.returncode == 0, res.stderr
     assert "ray: 2 CPUs on 1 node(s) of a local Ray instance" in res.stderr
     assert "179 rows read → 116 rows out" in res.stderr
+
+
+def _cfg_run(data, tmp_path, name, logs, **kw):
+    from gristmill.engine.base import create_engine
+    from gristmill.engine.config import RunConfig
+    from gristmill.recipe import build_ops
+    cfg = RunConfig(dataset_path=str(data), work_dir=str(tmp_path / f"work-{name}"),
+                    export_path=str(tmp_path / name / "out.jsonl"), shard_bytes=1 << 20, progress=False,
+                    keep_removed=True, **kw)
+    return create_engine(cfg, logs.append).run(build_ops([{"words_num_filter": {"min_num": 60}},
+                                                          {"document_deduplicator": {}}]))
+
+
+def test_the_plan_is_sized_to_the_clusters_cpus_not_np(cluster, tmp_path):
+    """``--engine ray --address auto`` leaves np at 1: the plan is still sized to the cluster's 2 CPUs, so a
+    big .jsonl.gz is pre-split into pieces for them (and a one-shard input gets the re-shard hint). The
+    bytes are those of the local engine at np=1, which reads the file whole."""
+    import gzip
+
+    from gm_testutil import SAMPLE
+    one = gzip.decompress(SAMPLE.read_bytes()).decode().splitlines()
+    rows = [{k: v for k, v in json.loads(line).items() if k != "id"} for line in one]  # ids = file:offset
+    big = tmp_path / "in" / "big.jsonl.gz"
+    big.parent.mkdir()
+    # ~14.6 MB (4.8 MB compressed, more than one 4 MiB read): two 8 MiB read chunks, so two pieces
+    with gzip.open(big, "wt", encoding="utf-8", compresslevel=1) as f:
+        for k in range(15):
+            for r in rows:
+                f.write(json.dumps({**r, "text": f"copy {k % 14}: {r['text']}"}) + "\n")
+    local_log, ray_log = [], []
+    local = _cfg_run(big, tmp_path, "local", local_log, np=1)
+    ray_ = _cfg_run(big, tmp_path, "ray", ray_log, np=1, engine="ray", engine_address=cluster.address)
+    assert local["shards"] == 1 and ray_["shards"] == 2, (local["shards"], ray_["shards"], ray_log)
+    assert any(m.startswith(f"split {big}: 2 pieces") for m in ray_log), ray_log
+    assert not any("split" in m for m in local_log), local_log
+    assert artifacts(ray_) == artifacts(local)
+    dups = artifacts(local)["1:document_deduplicator"]["reasons"]["exact duplicate"]
+    assert dups >= len(rows) // 2  # copy 14 repeats copy 0 across the pieces' boundary
+
+    hint: list[str] = []
+    _cfg_run(SAMPLE, tmp_path, "hint", hint, np=1, engine="ray", engine_address=cluster.address)
+    assert any(f"1 shard(s) for 2 Ray CPUs: 1 worker(s) would have nothing to do; `gristmill split {SAMPLE} -o DIR "
+               "-n 2`" in m for m in hint), hint

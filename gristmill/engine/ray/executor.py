@@ -50,7 +50,9 @@ class RayExecutor:
         ray = require_ray()
         self._ray = ray
         self._started = connect(address, np)
+        # the cluster's CPUs, not the recipe's np: shard planning (pre-splitting) is sized to them
         self.workers = max(1, int(ray.cluster_resources().get("CPU", np)))
+        self.workers_label = f"{self.workers} Ray CPUs"
         self._cwd = os.getcwd()
         opts = dict(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=False)
         self._shard = ray.remote(**opts)(_shard)
