@@ -1,7 +1,7 @@
 """The live progress of a run (rows/s, MB/s per stage), fed by the workers' reports: a console bar, and,
 when the environment names one (``GRISTMILL_PROGRESS_FILE``, set by the service's job manager), a small
-JSON file rewritten atomically at most twice a second and at each stage's start and end, whether or not
-the bar is shown."""
+JSON file rewritten atomically (temp + rename) at most twice a second as rows come in, and at each stage's
+start and end and each finished shard, whether or not the bar is shown."""
 from __future__ import annotations
 
 import json
@@ -60,7 +60,7 @@ class Progress:
 
     def shard_done(self):
         self.done += 1
-        self._write(force=self.done >= self.total)
+        self._write(force=True)  # shards are big: a write per finished shard is cheap
         if self._p is not None:
             self._p.advance(self._task)
 
