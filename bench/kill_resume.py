@@ -7,7 +7,10 @@ Input: the bundled Common Crawl sample (examples/data/cc-sample.jsonl.gz) writte
 plain JSONL files with distinct ids (so shards run in parallel at np=2). The recipe has three stages:
 clean + Gopher filter → exact dedup → MinHash dedup → line dedup, exported as sharded .jsonl.gz.
 Kills hit the whole process group (as the OOM killer or `kill -9 -PGID` would) or only the main process
-(workers orphaned mid-shard), at random times within an uninterrupted run's duration.
+(workers orphaned mid-shard), at random times within an uninterrupted run's duration; a signal that lands
+after the run finished is drawn again, earlier, so every one of the 25 interrupts a run.
+Last result (2 cores, np=2, 7.5 s uninterrupted): all 25 resumed byte-identical; 5 exited 130 on SIGINT
+(stopped in 0.09-0.47 s), 20 SIGKILLed mid-run.
 """
 from __future__ import annotations
 
