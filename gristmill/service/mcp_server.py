@@ -2,8 +2,8 @@
 try recipes on a few rows, run recipes and analyses as background jobs, and read their reports.
 
 Transports: stdio (default; what desktop/CLI agents spawn) and streamable HTTP
-(``--transport http --host 127.0.0.1 --port N``, endpoint ``/mcp``). Built on the official ``mcp`` SDK
-(2.x ``MCPServer``; 1.x ``FastMCP`` is the same API under its old name).
+(``--transport http --host 127.0.0.1 --port N``, endpoint ``/mcp``). Built on the official ``mcp`` SDK:
+2.x ``MCPServer``, or 1.x ``FastMCP``, the same API under its old name (tested with 1.10, 1.30 and 2.3).
 
 Thin by design: the catalogue, validation, previews and ``apply_ops`` are ``service.core``'s functions, jobs
 are ``service.jobs.JobManager``'s (the same as the REST API's), the gallery is ``service.gallery``.
@@ -15,10 +15,12 @@ with the same messages as the CLI (YAML path of the problem, "did you mean …")
 ``validate_recipe`` is the exception: an invalid recipe is a successful answer (``isError: false``,
 ``"ok": false`` and the errors), since telling what is wrong is that tool's job.
 
-Paths (``dataset_path``, ``export_path``, ``work_dir``, ``preview_data``'s path) must lie under a data root
-(``--data-root``, repeatable; default the working directory); relative paths are relative to the first
-root. Jobs keep their state in ``--state-dir``; ``--max-concurrent`` jobs run at once; script ops
-(``python_*``) need ``--allow-scripts``."""
+Paths (a recipe's ``dataset_path`` and ``export_path``, ``preview_data``'s and ``analyze_dataset``'s path) must
+lie under a data root (``--data-root``, repeatable; default the working directory) or the server's job
+directories; relative paths are relative to the first root (service.paths, shared with the REST API). Jobs
+keep their state, logs and work dirs in ``--state-dir`` (a recipe's own ``work_dir`` is replaced by the
+job's); ``--max-concurrent`` jobs run at once; script ops need ``--allow-scripts``. When the server stops,
+the jobs it started are interrupted (resumable with ``resume_job``)."""
 from __future__ import annotations
 
 import os
@@ -189,15 +191,32 @@ def report_summary(job: dict, report: dict | None, model: dict | None) -> dict:
 
 
 def _sdk():
-    """(server class, CallToolResult, ToolAnnotations, ResourceError) of the installed ``mcp`` SDK."""
+    """(server class, CallToolResult, ToolAnnotations, ResourceError, ToolError) of the installed ``mcp`` SDK."""
     try:
         from mcp.server.mcpserver import MCPServer as Server
-        from mcp.server.mcpserver.exceptions import ResourceError
+        from mcp.server.mcpserver.exceptions import ResourceError, ToolError
     except ImportError:  # mcp 1.x
         from mcp.server.fastmcp import FastMCP as Server
-        from mcp.server.fastmcp.exceptions import ResourceError
+        from mcp.server.fastmcp.exceptions import ResourceError, ToolError
     from mcp.types import CallToolResult, ToolAnnotations
-    return Server, CallToolResult, ToolAnnotations, ResourceError
+    return Server, CallToolResult, ToolAnnotations, ResourceError, ToolError
+
+
+def _returns_call_tool_result() -> bool:
+    """Whether the SDK passes a CallToolResult returned by a tool through as is (2.x, and 1.x since the
+    release that added it; older ones would put it into a text block)."""
+    import inspect
+    try:
+        from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+    except ImportError:
+        try:
+            from mcp.server.fastmcp.utilities.func_metadata import FuncMetadata
+        except ImportError:
+            return False
+    try:
+        return "CallToolResult" in inspect.getsource(FuncMetadata.convert_result)
+    except (AttributeError, OSError, TypeError):
+        return False
 
 
 INSTRUCTIONS = """gristmill turns raw corpora (JSONL, Parquet, CSV, text, WARC, HTML…) into training data with \
@@ -212,26 +231,28 @@ under the server's data roots; relative paths are relative to the first root."""
 
 def build_server(data_roots: list[str], state_dir: str, allow_scripts: bool = False, max_concurrent: int = 1,
                  jobs=None):
-    """The MCP server (an ``MCPServer``/``FastMCP``) and its JobManager (created lazily if not given; call
-    ``close_jobs`` when done)."""
+    """The MCP server (an ``MCPServer``/``FastMCP``) over the given JobManager, or one of its own created on
+    first use; ``server.close_jobs()`` closes the latter."""
     import functools
+    import inspect
     import json
     import threading
+    import typing
 
     import anyio
 
     from . import core, gallery
 
-    Server, CallToolResult, ToolAnnotations, ResourceError = _sdk()
-    state = {"jobs": jobs}
+    Server, CallToolResult, ToolAnnotations, ResourceError, ToolError = _sdk()
+    state = {"jobs": jobs, "own": None}
     lock = threading.Lock()
 
     def manager():
         with lock:
             if state["jobs"] is None:
                 from .jobs import JobManager
-                state["jobs"] = JobManager(state_dir, data_roots, max_concurrent=max_concurrent,
-                                           allow_scripts=allow_scripts)
+                state["jobs"] = state["own"] = JobManager(state_dir, data_roots, max_concurrent=max_concurrent,
+                                                          allow_scripts=allow_scripts)
             return state["jobs"]
 
     try:
@@ -244,11 +265,15 @@ def build_server(data_roots: list[str], state_dir: str, allow_scripts: bool = Fa
     except TypeError:  # mcp 1.x: no version
         mcp = Server("gristmill", **kwargs)
 
+    passes_results = _returns_call_tool_result()
+
     def error_result(errors: list[dict]):
         body = {"ok": False, "errors": errors}
-        return CallToolResult.model_validate({
-            "content": [{"type": "text", "text": json.dumps(body, ensure_ascii=False, default=str)}],
-            "structuredContent": body, "isError": True})
+        text = json.dumps(body, ensure_ascii=False, default=str)
+        if not passes_results:  # an mcp 1.x too old to pass a CallToolResult through: the SDK's own tool
+            raise ToolError(text)  # error, whose text is "Error executing tool NAME: " then this JSON
+        return CallToolResult.model_validate({"content": [{"type": "text", "text": text}],
+                                              "structuredContent": body, "isError": True})
 
     def tool(read_only: bool = True, idempotent: bool = True, error_path: str = "", destructive: bool = False):
         """Register ``fn`` as a tool that runs in a worker thread and turns every exception into an error
@@ -261,20 +286,26 @@ def build_server(data_roots: list[str], state_dir: str, allow_scripts: bool = Fa
             async def call(**kw):
                 try:
                     out = await anyio.to_thread.run_sync(functools.partial(fn, **kw))
+                    errors = None
                 except ToolFailure as e:
-                    return error_result(e.errors)
+                    errors = e.errors
                 except KeyError as e:  # an unknown op, job, recipe: the message names the closest
-                    return error_result([{"path": error_path, "message": str(e.args[0]) if e.args else "not found"}])
+                    errors = [{"path": error_path, "message": str(e.args[0]) if e.args else "not found"}]
                 except PermissionError as e:  # a path outside the data roots, a script op: "where: what"
-                    return error_result([_located(str(e), error_path)])
+                    errors = [_located(str(e), error_path)]
                 except (ValueError, TypeError, OSError) as e:
                     errors = getattr(e, "errors", None)  # the jobs' RecipeInvalid: validation errors
-                    if isinstance(errors, list) and errors:
-                        return error_result(errors)
-                    return error_result([{"path": error_path, "message": str(e)}])
+                    if not (isinstance(errors, list) and errors):
+                        errors = [{"path": error_path, "message": str(e)}]
                 except Exception as e:  # noqa: BLE001 - an op or reader failing: the message, not the trace
-                    return error_result([{"path": error_path, "message": f"{type(e).__name__}: {e}"}])
+                    errors = [{"path": error_path, "message": f"{type(e).__name__}: {e}"}]
+                if errors is not None:
+                    return error_result(errors)
                 return {"ok": True, **out}
+            # the SDK reads the params from the signature; evaluated here (this module's annotations are
+            # strings, which mcp 1.x cannot inspect)
+            call.__signature__ = inspect.signature(fn, eval_str=True)
+            call.__annotations__ = typing.get_type_hints(fn)
             mcp.add_tool(call, name=fn.__name__, annotations=ann)
             return fn
         return register
@@ -302,7 +333,7 @@ def build_server(data_roots: list[str], state_dir: str, allow_scripts: bool = Fa
     def list_ops(query: str | None = None, kind: str | None = None, detail: bool = False) -> dict[str, Any]:
         """List gristmill's ops (mappers, filters, deduplicators, selectors, …) to pick the steps of a recipe.
         query: a substring of the op's name or description (e.g. "dedup", "language", "url"); kind: only
-        ops of this kind ("mapper", "filter", "deduplicator", "selector", "grouper", "aggregator").
+        ops of this kind (mapper, filter, deduplicator, selector, grouper, aggregator).
         Each op comes with its one-line summary and params as "name: type = default"; detail=true gives each
         param's full description (long: prefer describe_op for one op)."""
         if kind:
@@ -505,8 +536,10 @@ def build_server(data_roots: list[str], state_dir: str, allow_scripts: bool = Fa
             raise ResourceError(str(e.args[0])) from None
 
     def close_jobs():
-        if state["jobs"] is not None:
-            state["jobs"].close()
+        with lock:
+            if state["own"] is not None:
+                state["own"].close()
+                state["own"] = state["jobs"] = None
     mcp.close_jobs = close_jobs
     return mcp
 
@@ -527,6 +560,8 @@ def cmd_mcp(args) -> int:
         return 2
     state_dir = os.path.abspath(args.state_dir)
     os.makedirs(state_dir, exist_ok=True)
+    import threading
+    threading.Thread(target=_warm_up, name="gristmill-mcp-warm-up", daemon=True).start()
     server = build_server(roots, state_dir, allow_scripts=args.allow_scripts, max_concurrent=args.max_concurrent)
     try:
         if args.transport == "stdio":
@@ -541,6 +576,15 @@ def cmd_mcp(args) -> int:
     finally:
         server.close_jobs()
     return 0
+
+
+def _warm_up() -> None:
+    """Import every op while the client connects, so that the first catalogue call answers at once."""
+    try:
+        from ..registry import all_ops
+        all_ops()
+    except Exception:  # noqa: BLE001 - the tools report it when they need the registry
+        pass
 
 
 def _run_http(server, host: str, port: int) -> None:
