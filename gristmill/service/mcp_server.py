@@ -36,7 +36,8 @@ def add_arguments(p) -> None:
                    help="stdio (default: for clients that spawn the server) or streamable HTTP (endpoint /mcp)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind with --transport http (default 127.0.0.1; "
                                                       "the server has no authentication: keep it on loopback)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port with --transport http (default {DEFAULT_PORT})")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help=f"port with --transport http (default {DEFAULT_PORT})")
     p.add_argument("--data-root", action="append", default=None, metavar="DIR",
                    help="directory the server may read and write (repeatable; default: the working directory); "
                         "relative paths are relative to the first one, paths outside every root are refused")
@@ -445,8 +446,8 @@ def build_server(data_roots: list[str], state_dir: str, allow_scripts: bool = Fa
             errors = getattr(e, "errors", None)
             if not isinstance(errors, list):
                 raise
-            raise ToolFailure([_rename(dict(x, message=x["message"].replace("process[", "ops[")), "dataset_path", "path")
-                               for x in errors]) from None
+            raise ToolFailure([_rename(dict(x, message=x["message"].replace("process[", "ops[")),
+                                       "dataset_path", "path") for x in errors]) from None
         return job_view(job)
 
     @tool(error_path="job_id")
