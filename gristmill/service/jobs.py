@@ -130,23 +130,27 @@ class JobManager:
 
     # -- public API ---------------------------------------------------------------------------------
     def submit(self, recipe: dict, name: str | None = None, kind: str = "run", analyze_args: dict | None = None) -> dict:
-        """Validate ``recipe`` (RecipeInvalid, a ValueError, with the validation errors), check every path it
-        names against the data roots (PermissionError), create the job's directory and queue it."""
+        """Check every path ``recipe`` names against the data roots (PermissionError; script ops too), validate it
+        (RecipeInvalid, a ValueError carrying validate_recipe's errors; a dataset that is not there), create the
+        job's directory and queue it. ``analyze_args`` (kind analyze): ``ops``, ``what_if``, ``k``."""
         if kind not in ("run", "analyze"):
             raise ValueError(f"kind must be 'run' or 'analyze', got {kind!r}")
         if not isinstance(recipe, dict):
             raise RecipeInvalid([{"path": "", "message": "a recipe is a mapping of settings"}])
         analyze_args = dict(analyze_args or {})
         self.check_scripts(recipe, analyze_args.get("ops") or [])
-        from .core import validate_recipe
-        v = validate_recipe(dict(recipe), allow_scripts=self.allow_scripts)
-        if not v["ok"]:
-            raise RecipeInvalid(v["errors"], v["warnings"])
         name = str(name or recipe.get("project_name") or ("analysis" if kind == "analyze" else "job"))[:200]
         job_id = self._new_id()
         job_dir = os.path.join(self.jobs_dir, job_id)
         work = os.path.join(job_dir, "work")
+        # paths first (validation may open files a recipe names: the tokenizer, a URL list), then the recipe
         r = self.prepare_recipe(recipe, kind, job_dir, name)
+        from .core import validate_recipe
+        v = validate_recipe(dict(recipe), allow_scripts=self.allow_scripts)
+        if not v["ok"]:
+            raise RecipeInvalid(v["errors"], v["warnings"])
+        if not r.get("download"):
+            self._check_exists(r["dataset_path"])
         if kind == "analyze":
             self._check_analyze_args(analyze_args)
         os.makedirs(work)
@@ -237,7 +241,8 @@ class JobManager:
             if rep is None:
                 return None
             model = _read_json(os.path.join(adir, "report_model.json")) or {}
-            rep["overall"] = _read_overall(os.path.join(adir, "overall.csv"))
+            # {labels: [count, mean, ...], columns: {stat: {label: value}}}: overall.csv's table, typed
+            rep["overall"] = model.get("overall") or _read_overall(os.path.join(adir, "overall.csv"))
             for key in ("what_if", "suggestions"):
                 if model.get(key) is not None:
                     rep[key] = model[key]
@@ -358,8 +363,6 @@ class JobManager:
             r["tokenize"] = self._prepare_tokenize(dict(r["tokenize"]))
         if isinstance(r.get("download"), dict):
             r["download"] = self._prepare_download(dict(r["download"]))
-        elif not r.get("download"):
-            self._check_exists(r["dataset_path"])
         return r
 
     def _check_exists(self, spec) -> None:
@@ -612,13 +615,19 @@ def _read_json(path: str):
         return None
 
 
-def _read_overall(path: str) -> list[dict] | None:
+def _read_overall(path: str) -> dict | None:
+    """overall.csv (a row per label, a column per stat) as ``{labels, columns: {stat: {label: value}}}``."""
     import csv
     try:
         with open(path, newline="", encoding="utf-8") as f:
-            return list(csv.DictReader(f))
+            rows = list(csv.reader(f))
     except OSError:
         return None
+    if not rows:
+        return None
+    stats, labels = rows[0][1:], [r[0] for r in rows[1:]]
+    return {"labels": labels, "columns": {s: {r[0]: r[i + 1] for r in rows[1:] if i + 1 < len(r)}
+                                          for i, s in enumerate(stats)}}
 
 
 def _last_error(log_path: str) -> str | None:

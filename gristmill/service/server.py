@@ -68,6 +68,7 @@ def cmd_serve(args) -> int:
 
     import uvicorn
 
+    from ..engine.interrupt import Interrupted
     from .api import create_app
     from .jobs import JobManager
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
@@ -75,6 +76,7 @@ def cmd_serve(args) -> int:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((args.host.strip("[]"), args.port))
+        sock.listen(2048)  # connections wait in the backlog until uvicorn serves them
     except OSError as e:
         print(f"error: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
         return 2
@@ -87,7 +89,13 @@ def cmd_serve(args) -> int:
         host = f"[{args.host.strip('[]')}]" if ":" in args.host else args.host
         print(f"gristmill serving on http://{host}:{port}/  (data roots: {', '.join(roots)}; jobs in {state}"
               f"{'; token required' if token else ''})", flush=True)
-        server.run(sockets=[sock])
+        try:
+            server.run(sockets=[sock])
+        except (Interrupted, KeyboardInterrupt):  # uvicorn re-raises the Ctrl-C it handled: a normal stop
+            pass
+        print("gristmill serve: stopped" + (" (running jobs interrupted: resume them)" if
+                                            any(j["state"] == "running" for j in manager.list()) else ""),
+              file=sys.stderr, flush=True)
     finally:
         manager.close()
         sock.close()
