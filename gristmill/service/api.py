@@ -170,10 +170,11 @@ class Guard:
     Bearer token on everything but the UI's assets (compared in constant time); JSON bodies only, at most
     ``max_body`` bytes (read before the app sees them)."""
 
-    def __init__(self, app, token: str | None, max_body: int):
+    def __init__(self, app, token: str | None, max_body: int, allowed_hosts=None):
         self.app = app
         self.token = token.encode() if token else None
         self.max_body = max_body
+        self.hosts = {h.lower().strip("[]") for h in allowed_hosts} if allowed_hosts else None
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -192,6 +193,12 @@ class Guard:
             await send(message)
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        if self.hosts is not None:  # a page on another site reaching a loopback server by DNS rebinding
+            host = headers.get("host", "").lower()
+            host = host[1:host.find("]")] if host.startswith("[") else host.rsplit(":", 1)[0]
+            if host not in self.hosts:
+                return await _error(403, f"Host {host!r} not allowed: use http://127.0.0.1 or http://localhost")(
+                    scope, receive, send_with_headers)
         if self.token is not None and not (path in OPEN_PATHS or path.startswith("/static/")):
             auth = headers.get("authorization", "")
             scheme, _, given = auth.partition(" ")
@@ -232,7 +239,11 @@ class Guard:
 
 
 def create_app(manager: JobManager, *, token: str | None = None, allow_scripts: bool = False,
-               static_dir: str | None = STATIC_DIR, max_body: int = MAX_BODY) -> FastAPI:
+               static_dir: str | None = STATIC_DIR, max_body: int = MAX_BODY,
+               allowed_hosts: list[str] | None = None) -> FastAPI:
+    """The app. ``token``: required as a Bearer token on everything but the UI's assets; ``allowed_hosts``: the
+    Host header names accepted (None: any; `gristmill serve` without a token gives the loopback names, so a web
+    page elsewhere cannot reach the server through DNS rebinding)."""
     from .. import __version__
     app = FastAPI(title="gristmill", version=__version__, docs_url=None, redoc_url=None,
                   description="Raw corpora → training data: ops, recipes, previews, jobs. Errors are "
@@ -347,6 +358,7 @@ def create_app(manager: JobManager, *, token: str | None = None, allow_scripts: 
             raise ApiError(413, f"at most {core.MAX_ROWS} rows per call (got {len(body.rows)})")
         try:
             manager.check_scripts({"process": body.process})
+            manager.check_op_paths(body.process)
         except PermissionError as e:
             raise ApiError(403, str(e)) from None
         try:
@@ -474,5 +486,5 @@ def create_app(manager: JobManager, *, token: str | None = None, allow_scripts: 
         return app.openapi_schema
 
     app.openapi = openapi
-    app.add_middleware(Guard, token=token, max_body=max_body)
+    app.add_middleware(Guard, token=token, max_body=max_body, allowed_hosts=allowed_hosts)
     return app

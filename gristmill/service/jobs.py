@@ -145,14 +145,14 @@ class JobManager:
         work = os.path.join(job_dir, "work")
         # paths first (validation may open files a recipe names: the tokenizer, a URL list), then the recipe
         r = self.prepare_recipe(recipe, kind, job_dir, name)
+        if kind == "analyze":
+            self._check_analyze_args(analyze_args)
         from .core import validate_recipe
         v = validate_recipe(dict(recipe), allow_scripts=self.allow_scripts)
         if not v["ok"]:
             raise RecipeInvalid(v["errors"], v["warnings"])
         if not r.get("download"):
             self._check_exists(r["dataset_path"])
-        if kind == "analyze":
-            self._check_analyze_args(analyze_args)
         os.makedirs(work)
         import yaml
         with open(os.path.join(job_dir, "recipe.yaml"), "w", encoding="utf-8") as f:
@@ -339,6 +339,23 @@ class JobManager:
                 raise PermissionError(f"op {n!r} runs user code: not allowed on this server "
                                       f"(start it with --allow-scripts)")
 
+    def check_op_paths(self, process, where: str = "process") -> None:
+        """PathRefused when an op's file or directory param (``*_path``, ``*_dir``, ``*_file``: word lists, models,
+        URL lists) names something outside the data roots. A bare name (no directory part, nothing of that name
+        under the first root) is left to the op: a model store name, a bundled list."""
+        for i, entry in enumerate(process or []):
+            if not isinstance(entry, dict) or len(entry) != 1:
+                continue
+            name, params = next(iter(entry.items()))
+            for key, value in (params or {}).items() if isinstance(params, dict) else ():
+                if not (isinstance(key, str) and key.endswith(("_path", "_dir", "_file"))):
+                    continue
+                for v in value if isinstance(value, list) else [value]:
+                    if not isinstance(v, str) or not v:
+                        continue
+                    if os.sep in v or v.startswith("~") or v in (".", "..") or os.path.lexists(os.path.join(self.base, v)):
+                        self.check_input(v, f"{where}[{i}].{name}.{key}")
+
     def check_input(self, path, what: str = "path") -> str:
         """An input path (file, directory, glob) checked against the data roots: absolute, or PathRefused."""
         return check_input(path, self.allowed, self.base, what)
@@ -350,6 +367,7 @@ class JobManager:
         """The recipe as the job runs it: every path checked (PathRefused) and made absolute, the work dir the
         job's, the default export JOB/out/NAME.jsonl."""
         r = dict(recipe)
+        self.check_op_paths(r.get("process"))
         r["dataset_path"] = map_dataset_path(r.get("dataset_path"), lambda p: self.check_input(p, "dataset_path"))
         if kind == "run":
             if r.get("export_path"):
@@ -417,6 +435,16 @@ class JobManager:
                                                   for x in v):
                 raise ValueError(f"{key} must be a list of strings")
         if a.get("ops"):
+            import yaml
+            process = []
+            for spec in a["ops"]:
+                op, sep, rest = spec.partition(":")
+                try:
+                    params = yaml.safe_load(rest) if sep and rest.strip() else {}
+                except yaml.YAMLError:
+                    params = None
+                process.append({op.strip(): params})
+            self.check_op_paths(process, "ops")
             from ..analysis.analyze import parse_ops
             try:
                 parse_ops(a["ops"], self.allow_scripts)

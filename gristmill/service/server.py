@@ -83,7 +83,8 @@ def cmd_serve(args) -> int:
     port = sock.getsockname()[1]
     manager = JobManager(state, roots, max_concurrent=args.max_concurrent, allow_scripts=args.allow_scripts)
     try:
-        app = create_app(manager, token=token, allow_scripts=args.allow_scripts)
+        hosts = None if token else ["127.0.0.1", "localhost", "::1", args.host]
+        app = create_app(manager, token=token, allow_scripts=args.allow_scripts, allowed_hosts=hosts)
         config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
         server = uvicorn.Server(config)
         host = f"[{args.host.strip('[]')}]" if ":" in args.host else args.host

@@ -171,6 +171,10 @@ def test_gristmill_serve_binds_loopback_and_refuses_open_host(svc_root, tmp_path
         assert httpx.get(f"http://{addr}/api/health", timeout=30).json()["ok"] is True
         r = httpx.post(f"http://{addr}/api/preview", json={"path": "data/cc-sample.jsonl.gz", "n": 1}, timeout=30)
         assert r.status_code == 200  # the default data root is the current directory
+        port = addr.split(":")[1]
+        assert httpx.get(f"http://localhost:{port}/api/health", timeout=30).status_code == 200
+        r = httpx.get(f"http://{addr}/api/health", headers={"Host": f"evil.example:{port}"}, timeout=30)
+        assert r.status_code == 403 and "not allowed" in r.json()["error"]  # DNS rebinding
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0

@@ -111,6 +111,18 @@ def test_jobs_paths_outside_the_roots(client, change, outside):
     assert not list(outside.glob("escaped*")) and client.get("/api/jobs").json()["jobs"] == before
 
 
+def test_op_file_params_outside_the_roots(client, outside):
+    words = {"stopwords_filter": {"stopwords_dir": str(outside)}}
+    r = client.post("/api/jobs", json={"recipe": {**basic_recipe(), "process": [words]}})
+    assert r.status_code == 403 and "process[0].stopwords_filter.stopwords_dir" in r.json()["error"]
+    r = client.post("/api/apply", json={"rows": [{"text": "a"}], "process": [
+        {"url_filter": {"urls_file": "links/out-file.jsonl"}}]})
+    assert r.status_code == 403
+    r = client.post("/api/analyze", json={"path": "data/cc-sample.jsonl.gz",
+                                          "ops": ["perplexity_filter: {model_path: ../../m.bin}"]})
+    assert r.status_code == 403 and "ops[0].perplexity_filter.model_path" in r.json()["error"]
+
+
 def test_analyze_path_outside(client):
     assert client.post("/api/analyze", json={"path": "links/out-dir"}).status_code == 403
     assert client.post("/api/analyze", json={"path": "/etc"}).status_code == 403
