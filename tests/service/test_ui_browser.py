@@ -9,7 +9,7 @@ pasted YAML recipe loaded back into the builder. Screenshots of each step go to 
 /tmp/gristmill-screenshots/ui-*.png. Skipped without /usr/bin/chromium unless GRISTMILL_REQUIRE_BROWSER=1."""
 from __future__ import annotations
 
-import os
+import base64
 import shutil
 import socket
 import subprocess
@@ -82,12 +82,19 @@ class Shots:
 
     def __call__(self, name: str, element=None) -> Path:
         d = self.driver
+        d.execute_script("window.scrollTo(0, 0)")  # sticky bars at their place
         if element is None:
-            d.execute_script("window.scrollTo(0, 0)")
             png = full_page_png(d)
-        else:
-            d.execute_script("arguments[0].scrollIntoView({block: 'start'}); window.scrollBy(0, -64)", element)
-            png = element.screenshot_as_png
+        else:  # the whole element, also what lies below the window
+            x, y, w, h = d.execute_script(
+                "var r = arguments[0].getBoundingClientRect();"
+                "return [r.left + window.scrollX, r.top + window.scrollY, r.width, r.height];", element)
+            pad = 10
+            shot = d.execute_cdp_cmd("Page.captureScreenshot", {
+                "format": "png", "captureBeyondViewport": True, "fromSurface": True,
+                "clip": {"x": max(0, x - pad), "y": max(0, y - pad), "width": w + 2 * pad,
+                         "height": min(h + 2 * pad, 16000), "scale": 1}})
+            png = base64.b64decode(shot["data"])
         path = self.dir / f"ui-{name}.png"
         path.write_bytes(png)
         stats = screenshot_stats(png)
@@ -187,6 +194,9 @@ def test_ui_end_to_end(served, tmp_path):
         css('#chain .op-card[data-op="document_deduplicator"] .down').click()
         wait.until(lambda _: css("#yaml-text").get_attribute("value") == yaml_text)
         validation_is("✓ Valid recipe · 3 ops")
+        retype(search, "filter")
+        search.send_keys(Keys.BACKSPACE * 6)  # the whole catalogue again
+        wait.until(lambda _: text("#cat-count").strip() == f"{n_ops} of {n_ops} ops")
         shot("01-recipe")
 
         # -- preview and try it -------------------------------------------------------------------------
@@ -208,7 +218,8 @@ def test_ui_end_to_end(served, tmp_path):
         assert int(css('td[data-col="rows_in"]', row).get_attribute("data-value")) == 20
         assert int(css('td[data-col="rows_out"]', row).get_attribute("data-value")) == 20 - removed
         gone = css('#try-out details.removed-op[data-op="words_num_filter"]')
-        assert "num_words < 50" in gone.text
+        wait.until(lambda _: len(gone.find_elements(By.CSS_SELECTOR, "table.removed tbody tr")) == removed)
+        assert [r.text for r in gone.find_elements(By.CSS_SELECTOR, ".reason")] == ["num_words < 50"] * removed
         out_rows = d.find_elements(By.CSS_SELECTOR, "#try-out > table.rows tbody tr")
         assert text("#try-count").strip().startswith(f"· 20 rows in → {len(out_rows)} out")
         shot("03-preview-try", css("#data"))
@@ -228,6 +239,7 @@ def test_ui_end_to_end(served, tmp_path):
         assert css("#prog-fill").value_of_css_property("width") != "0px"
         wait.until(lambda _: "exported" in css("#job-log").text or "rows out" in css("#job-log").text)
         shot("04-job", css("#run"))
+        shot("07-overview")
 
         # the per-op table says what report.json says
         rep = httpx.get(f"{base}/api/jobs/{job_id}/report").json()

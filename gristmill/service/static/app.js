@@ -232,7 +232,7 @@
         renderChain();
       }
     } catch (e) {
-      clear($("cat-list")).appendChild(h("p", { class: "err", text: `Cannot load the ops: ${errorText(e)}` }));
+      clear($("cat-list")).appendChild(h("p", { class: "err-static", text: `Cannot load the ops: ${errorText(e)}` }));
     }
   }
 
@@ -622,7 +622,7 @@
     }, h("span", { class: "chev", "aria-hidden": "true" }), h("span", { class: "op-name", text: e.name }));
     const n = S.chain.length;
     const head = h("div", { class: "op-head" },
-      h("span", { class: "op-pos", text: String(i + 1), "aria-hidden": "true" }),
+      h("span", { class: "op-pos", text: `#${i}`, title: `process[${i}]` }),
       h("span", { class: `kind-badge kind-${kind}`, text: kind }),
       toggle,
       summary,
@@ -644,7 +644,7 @@
       if (!e.specs.length) grid.appendChild(h("p", { class: "muted small", text: "This op has no parameters." }));
       body.appendChild(grid);
     } else {
-      body.appendChild(h("p", { class: "err", text: e.loadError || (S.opNames.size && !S.opNames.has(e.name) ? `unknown op ${e.name}` : "loading…") }));
+      body.appendChild(h("p", { class: "err-static", text: e.loadError || (S.opNames.size && !S.opNames.has(e.name) ? `unknown op ${e.name}` : "loading…") }));
     }
     const unk = Object.keys(e.unknown || {});
     if (unk.length) {
@@ -697,7 +697,7 @@
       ctl = h("input", Object.assign({
         type: "text", spellcheck: "false", autocomplete: "off",
         inputmode: numeric ? (spec.kind === "int" ? "numeric" : "decimal") : null,
-        class: numeric ? "num" : null,
+        class: numeric ? "numeric" : null,
         placeholder: spec.kind === "strlist" || spec.kind === "numlist" ? "a, b, c  or  [JSON]" : spec.kind === "json" ? "JSON"
           : isHuge(spec.def) ? "no limit" : spec.nullable ? "none" : "",
         oninput: (ev) => onChange(ev.target.value),
@@ -1015,6 +1015,7 @@
 
   function textBlock(text, n) {
     const s = text === null || text === undefined ? "" : typeof text === "string" ? text : compact(text);
+    if (s.trim() === "") return h("div", { class: "text-cell" }, h("span", { class: "empty", text: text === null || text === undefined ? "(no text)" : "(empty text)" }));
     const short = truncate(s.replace(/\s+/g, " ").trim(), n);
     const span = h("span", { class: "t", text: short });
     if (short.length >= s.length && !/\n/.test(s)) return h("div", { class: "text-cell" }, span);
@@ -1145,6 +1146,44 @@
     return Object.entries(reasonsOf(o)).map(([k, v]) => `${k}: ${fmtInt(v)}`).join(", ");
   }
 
+  function reasonsCell(o) {
+    const items = Object.entries(reasonsOf(o));
+    const td = h("td", { class: "reasons" });
+    items.forEach(([k, v], i) => {
+      if (i) td.appendChild(document.createTextNode(", "));
+      td.appendChild(h("span", { class: "reason-item", text: `${k}: ${fmtInt(v)}` }));
+    });
+    return td;
+  }
+
+  const ROW_LOCAL = new Set(["mapper", "filter"]);
+
+  function opKind(name) {
+    const o = S.ops.find((x) => x.name === name);
+    return o ? o.kind : null;
+  }
+
+  // A chain with a global op (dedup…) runs as a small run on the server and returns counts and reasons but
+  // not the removed rows: the row-local ops before the first global one are asked again on their own, which
+  // gives the same rows (same input, same ops), now with what each removed.
+  async function fillRemovedRows(res, proc, tk) {
+    const ops = res.ops || [];
+    const missing = ops.some((o) => Array.isArray(o.removed) && !o.removed.length && removedCount(o) > 0);
+    if (!missing) return;
+    let k = 0;
+    while (k < proc.length && ROW_LOCAL.has(opKind(Object.keys(proc[k] || {})[0]))) k++;
+    if (k === 0 || k >= proc.length) return;
+    try {
+      const pre = await api("api/apply", { method: "POST", body: { rows: S.previewRows, process: proc.slice(0, k), text_key: tk } });
+      (pre.ops || []).forEach((o, i) => {
+        const t = ops[i];
+        if (!t || t.op !== o.op) return;
+        if (Array.isArray(o.removed) && o.removed.length && (!Array.isArray(t.removed) || !t.removed.length)) t.removed = o.removed;
+        if (Array.isArray(o.rejected) && o.rejected.length && (!Array.isArray(t.rejected) || !t.rejected.length)) t.rejected = o.rejected;
+      });
+    } catch (e) { /* the counts and reasons stay */ }
+  }
+
   async function doTry() {
     const proc = currentProcess();
     const status = $("data-status");
@@ -1158,6 +1197,8 @@
     try {
       const tk = S.previewTextKey || textKey();
       const res = await api("api/apply", { method: "POST", body: { rows: S.previewRows, process: proc, text_key: tk } });
+      if (seq !== S.trySeq) return;
+      await fillRemovedRows(res, proc, tk);
       if (seq !== S.trySeq) return;
       renderTry(res, tk, (performance.now() - t0) / 1000);
       status.textContent = "";
@@ -1178,19 +1219,19 @@
     const nIn = S.previewRows.length;
     $("try-count").textContent = `· ${nIn} rows in → ${rows.length} out (${secs.toFixed(1)} s)`;
     const t = h("table", { class: "ops-table try-ops" });
-    t.appendChild(h("thead", null, h("tr", null, ["#", "op", "rows in", "rows out", "removed", "rejected", "removed by reason"].map((c, i) => h("th", { scope: "col", class: i >= 2 && i <= 5 ? "num" : null, text: c })))));
+    t.appendChild(h("thead", null, h("tr", null, ["#", "op", "in", "out", "removed", "rejected", "reasons"].map((c, i) => h("th", { scope: "col", class: i >= 2 && i <= 5 ? "num" : null, text: c })))));
     const tb = h("tbody");
     ops.forEach((o, i) => {
       const rem = removedCount(o);
       const rej = rejectedCount(o);
       tb.appendChild(h("tr", { dataset: { op: o.op, position: String(o.position ?? i) } },
-        h("td", { class: "num muted", text: String((o.position ?? i) + 1) }),
+        h("td", { class: "num muted", text: String(o.position ?? i) }),
         h("td", null, h("code", { text: o.op })),
         h("td", { class: "num", dataset: { col: "rows_in", value: String(o.rows_in) }, text: fmtInt(o.rows_in) }),
         h("td", { class: "num", dataset: { col: "rows_out", value: String(o.rows_out) }, text: fmtInt(o.rows_out) }),
         h("td", { class: `num${rem ? " neg" : ""}`, dataset: { col: "removed", value: String(rem) }, text: fmtInt(rem) }),
         h("td", { class: `num${rej ? " neg" : ""}`, dataset: { col: "rejected", value: String(rej) }, text: fmtInt(rej) }),
-        h("td", { class: "reasons", text: reasonsText(o) })));
+        reasonsCell(o)));
     });
     t.appendChild(tb);
     out.appendChild(t);
@@ -1210,7 +1251,7 @@
           extra: { title: "reason", cell: (r, i) => h("span", { class: "reason", text: rem[i].reason || "removed" }) },
         }));
       } else if (count) {
-        det.appendChild(h("p", { class: "muted small", text: `${reasonsText(o)} — the removed rows themselves are not returned for this chain (it has a global op); run it to see them in the report.` }));
+        det.appendChild(h("p", { class: "muted small", text: `${reasonsText(o)} — the rows themselves are not returned after a global op; the run's report shows them.` }));
       }
       if (rej.length) {
         det.appendChild(rowsTable(rej.map((x) => x.row || {}), tk, {
@@ -1387,14 +1428,14 @@
       const rej = rejectedCount(o);
       const pos = o.position === null || o.position === undefined ? "" : String(o.position);
       tb.appendChild(h("tr", { dataset: { op: o.op, position: pos } },
-        h("td", { class: "num muted", text: pos === "" ? "" : String(Number(pos) + 1) }),
+        h("td", { class: "num muted", text: pos }),
         h("td", null, h("code", { text: o.op })),
         h("td", { class: "num", dataset: { col: "rows_in", value: String(o.rows_in) }, text: fmtInt(o.rows_in) }),
         h("td", { class: "num", dataset: { col: "rows_out", value: String(o.rows_out) }, text: fmtInt(o.rows_out) }),
         h("td", { class: `num${rem ? " neg" : ""}`, dataset: { col: "removed", value: String(rem) }, text: fmtInt(rem) }),
         h("td", { class: `num${rej ? " neg" : ""}`, dataset: { col: "rejected", value: String(rej) }, text: fmtInt(rej) }),
         h("td", { class: "num", text: typeof o.seconds === "number" ? fmtNum(o.seconds, 2) : "—" }),
-        h("td", { class: "reasons", text: reasonsText(o) })));
+        reasonsCell(o)));
     }
     t.appendChild(tb);
     const box = clear($("job-ops"));
@@ -1472,20 +1513,21 @@
     } catch (e) { showGlobalError(`Download failed: ${errorText(e)}`); }
   }
 
+  // the report fetched with the token, as a page without its script: a page made here (srcdoc, blob) runs
+  // under this page's Content-Security-Policy, which allows no inline script (the report reads fine without)
   async function reportHtml() {
     const r = await fetch($("report-link").getAttribute("href"), { headers: authHeaders() });
     if (!r.ok) throw new ApiError(r.status, `report: ${r.status} ${r.statusText}`);
-    return r.text();
+    const doc = new DOMParser().parseFromString(await r.text(), "text/html");
+    doc.querySelectorAll("script").forEach((x) => x.remove());
+    return `<!DOCTYPE html>\n${doc.documentElement.outerHTML}`;
   }
 
   async function reportUrl() {
     const href = $("report-link").getAttribute("href");
     if (!S.token) return href;
     if (S.reportBlobUrl) return S.reportBlobUrl;
-    const r = await fetch(href, { headers: authHeaders() });
-    if (!r.ok) throw new ApiError(r.status, `report: ${r.status} ${r.statusText}`);
-    const blob = await r.blob();
-    S.reportBlobUrl = URL.createObjectURL(new Blob([blob], { type: "text/html" }));
+    S.reportBlobUrl = URL.createObjectURL(new Blob([await reportHtml()], { type: "text/html" }));
     return S.reportBlobUrl;
   }
 
@@ -1594,6 +1636,19 @@
     }
   }
 
+  // the recipe this tab had before a reload: back in the builder when it is the builder's own YAML,
+  // else as the text it was
+  async function restoreDraft(draft) {
+    let obj = null;
+    try { obj = Y.parse(draft); } catch (e) { obj = null; }
+    if (obj && !simpleEnough(obj) && await loadIntoBuilder(obj) && Y.dump(builderRecipe()) === draft) {
+      builderChanged();
+      return;
+    }
+    $("yaml-text").value = draft;
+    yamlEdited(draft);
+  }
+
   async function start() {
     await checkHealth();
     await loadCatalogue();
@@ -1638,10 +1693,7 @@
     start().then(() => {
       let draft = null;
       try { draft = sessionStorage.getItem(DRAFT_KEY); } catch (e) { /* private mode */ }
-      if (draft && draft !== y) {
-        $("yaml-text").value = draft;
-        yamlEdited(draft);
-      }
+      if (draft && draft !== y) restoreDraft(draft);
       const m = /^#job=(.+)$/.exec(location.hash);
       if (m) watchJob(decodeURIComponent(m[1]));
     });
