@@ -77,7 +77,8 @@ async def main_async(args, url: str, rows: list[dict], reference: bytes) -> int:
     errors: list[str] = []
     runs: list[dict] = []
     batch = [{"text": r["text"]} for r in rows[:args.batch]]
-    chain = [{"replace_content_mapper": {"pattern": r"https?://\S+", "repl": ""}}, {"words_num_filter": {"min_num": 50}}]
+    chain = [{"replace_content_mapper": {"pattern": r"https?://\S+", "repl": ""}},
+             {"words_num_filter": {"min_num": 50}}]
     stop = time.monotonic() + args.seconds
     current: dict = {}
 

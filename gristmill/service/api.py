@@ -210,7 +210,8 @@ class Guard:
         if scope.get("method") in ("POST", "PUT", "PATCH"):
             length = headers.get("content-length")
             if length is not None and (not length.isdigit() or int(length) > self.max_body):
-                return await _error(413, f"request body over {self.max_body:,} bytes")(scope, receive, send_with_headers)
+                too_big = _error(413, f"request body over {self.max_body:,} bytes")
+                return await too_big(scope, receive, send_with_headers)
             body, more = bytearray(), True
             while more:
                 msg = await receive()

@@ -129,7 +129,8 @@ class JobManager:
         self._thread.start()
 
     # -- public API ---------------------------------------------------------------------------------
-    def submit(self, recipe: dict, name: str | None = None, kind: str = "run", analyze_args: dict | None = None) -> dict:
+    def submit(self, recipe: dict, name: str | None = None, kind: str = "run",
+               analyze_args: dict | None = None) -> dict:
         """Check every path ``recipe`` names against the data roots (PermissionError; script ops too), validate it
         (RecipeInvalid, a ValueError carrying validate_recipe's errors; a dataset that is not there), create the
         job's directory and queue it. ``analyze_args`` (kind analyze): ``ops``, ``what_if``, ``k``."""
@@ -353,7 +354,8 @@ class JobManager:
                 for v in value if isinstance(value, list) else [value]:
                     if not isinstance(v, str) or not v:
                         continue
-                    if os.sep in v or v.startswith("~") or v in (".", "..") or os.path.lexists(os.path.join(self.base, v)):
+                    pathlike = os.sep in v or v.startswith("~") or v in (".", "..")
+                    if pathlike or os.path.lexists(os.path.join(self.base, v)):
                         self.check_input(v, f"{where}[{i}].{name}.{key}")
 
     def check_input(self, path, what: str = "path") -> str:
@@ -570,6 +572,7 @@ class JobManager:
                 pass
         env = dict(os.environ, GRISTMILL_PROGRESS_FILE=os.path.join(job_dir, "progress.json"),
                    PYTHONUNBUFFERED="1", NO_COLOR="1", TERM="dumb")
+        env.pop("GRISTMILL_TOKEN", None)  # the job has no use for the server's secret
         cmd = [sys.executable, "-m", "gristmill.service.jobs", "--exec", job_dir, "--", *json.loads(row["command"])]
         try:
             log = open(os.path.join(job_dir, "log.txt"), "ab")
@@ -621,7 +624,8 @@ class JobManager:
         progress = _read_json(os.path.join(row["job_dir"], "progress.json"))
         with self._lock:
             self._db.execute(
-                "UPDATE jobs SET state=?, finished=?, exit_code=?, error=?, ops=?, progress=? WHERE id=? AND state='running'",
+                "UPDATE jobs SET state=?, finished=?, exit_code=?, error=?, ops=?, progress=? "
+                "WHERE id=? AND state='running'",
                 (state, now_iso(), code, error, json.dumps(ops) if ops is not None else None,
                  json.dumps(progress) if progress else row["progress"], job_id))
         self._wake.set()

@@ -47,8 +47,9 @@ def basic_recipe() -> dict:
 def slow_recipe(per_row: float = 0.012) -> dict:
     """Six shards at about 30 rows × ``per_row`` seconds each (a sleeping lambda), then a filter and a dedup:
     long enough to stop midway (needs allow_scripts)."""
+    sleep = f"lambda s: (__import__('time').sleep({per_row}), s)[1]"
     return {"project_name": "slow", "dataset_path": "data/parts", "np": 1, "allow_scripts": True,
-            "process": [{"python_lambda_mapper": {"lambda_str": f"lambda s: (__import__('time').sleep({per_row}), s)[1]"}},
+            "process": [{"python_lambda_mapper": {"lambda_str": sleep}},
                         {"words_num_filter": {"min_num": 50}},
                         {"document_deduplicator": {"lowercase": True}}]}
 

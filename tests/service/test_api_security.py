@@ -133,7 +133,8 @@ def test_script_ops_refused(client):
     assert r.status_code == 403 and "--allow-scripts" in r.json()["error"]
     no_flag = {**slow_recipe(), "allow_scripts": False}
     assert client.post("/api/jobs", json={"recipe": no_flag}).status_code == 403
-    assert client.post("/api/jobs", json={"recipe": {**basic_recipe(), "custom_operator_paths": ["x.py"]}}).status_code == 403
+    custom = {**basic_recipe(), "custom_operator_paths": ["x.py"]}
+    assert client.post("/api/jobs", json={"recipe": custom}).status_code == 403
     r = client.post("/api/apply", json={"rows": [{"text": "a"}],
                                         "process": [{"python_lambda_mapper": {"lambda_str": "lambda s: s"}}]})
     assert r.status_code == 403

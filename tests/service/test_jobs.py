@@ -149,3 +149,17 @@ def test_manager_restart_adopts_then_interrupted_job_resumes(svc_root, tmp_path,
         assert json.loads(open(os.path.join(job["work_dir"], "..", "progress.json")).read())["shards_total"] == 6
     finally:
         m3.close()
+
+
+def test_failed_run_has_one_line_error_and_can_be_resumed(svc_root, tmp_path):
+    m = JobManager(str(tmp_path / "state"), [str(svc_root)])
+    try:
+        job = m.wait(m.submit(dict(basic_recipe(), text_keys="body"))["id"], 120)
+        assert job["state"] == "failed" and job["exit_code"] == 2 and job["ops"] is None
+        assert job["error"].startswith("error:") and "'body'" in job["error"] and "\n" not in job["error"]
+        assert m.report(job["id"]) is None and m.outputs(job["id"]) == [] and m.report_html_path(job["id"]) is None
+        assert m.resume(job["id"])["state"] in ("queued", "running")
+        m.cancel(job["id"])
+        assert m.wait(job["id"], 60)["state"] in ("cancelled", "failed")
+    finally:
+        m.close()
