@@ -287,6 +287,8 @@
     const params = detail.params || [];
     const names = params.length ? params.map((p) => p.name) : Object.keys(props);
     for (const k of Object.keys(props)) if (!names.includes(k)) names.push(k);
+    // text_key (every op has one, rarely set) goes last
+    names.sort((a, b) => (a === "text_key") - (b === "text_key"));
     return names.map((name) => fieldSpec(name, props[name] || {}, params.find((p) => p.name === name) || {}, req.has(name)));
   }
 
@@ -856,7 +858,17 @@
 
   /* ------------------------------------------------------------------ YAML view */
 
+  // while the text cannot be shown in the builder, the builder is paused (an edit there would replace the text)
+  function pauseBuilder(why) {
+    const body = $("builder-body");
+    $("builder-paused").hidden = !why;
+    $("builder-paused-why").textContent = why ? `The builder is paused: the YAML text cannot be shown in it (${why}). The text is what gets validated and run.` : "";
+    body.inert = !!why;
+    body.classList.toggle("paused", !!why);
+  }
+
   function setYamlStatus(kind, detail) {
+    pauseBuilder(kind === "text" ? detail : null);
     const chip = $("yaml-mode");
     const st = $("yaml-status");
     $("yaml-load").disabled = true;
@@ -998,6 +1010,20 @@
       $("yaml-text").focus();
     });
     $("yaml-reset").hidden = true;
+    $("builder-resume").addEventListener("click", () => { builderChanged(); $("op-search").focus(); });
+    $("gallery").addEventListener("change", async (ev) => {
+      const name = ev.target.value;
+      if (!name) return;
+      ev.target.value = "";
+      try {
+        const res = await api(`api/recipes/${enc(name)}`);
+        ta.value = res.yaml || "";
+        yamlEdited(ta.value);
+        ta.focus();
+        ta.setSelectionRange(0, 0);
+        ta.scrollTop = 0;
+      } catch (e) { showGlobalError(`Cannot load the example ${name}: ${errorText(e)}`); }
+    });
     $("yaml-download").addEventListener("click", () => {
       const blob = new Blob([S.yamlText], { type: "application/x-yaml" });
       const url = URL.createObjectURL(blob);
@@ -1649,10 +1675,24 @@
     yamlEdited(draft);
   }
 
+  async function loadGallery() {
+    const sel = $("gallery");
+    try {
+      const res = await api("api/recipes");
+      const list = (res && res.recipes) || [];
+      while (sel.options.length > 1) sel.remove(1);
+      for (const r of list) sel.appendChild(h("option", { value: r.name, text: r.name, title: r.summary || "" }));
+      sel.hidden = !list.length;
+    } catch (e) {
+      sel.hidden = true;
+    }
+  }
+
   async function start() {
     await checkHealth();
     await loadCatalogue();
     refreshJobs();
+    loadGallery();
   }
 
   function init() {
