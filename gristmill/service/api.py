@@ -336,7 +336,7 @@ def create_app(manager: JobManager, *, token: str | None = None, allow_scripts: 
             if e.status != 400:
                 raise
             return {"ok": False, "errors": e.details or [{"path": "", "message": e.error}], "warnings": [], "ops": []}
-        return CleanJSON(core.validate_recipe(raw, allow_scripts=allow_scripts))
+        return CleanJSON(manager.validate(raw))
 
     @app.post("/api/preview", tags=["recipes"])
     def preview(body: PreviewBody):

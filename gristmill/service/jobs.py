@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import signal
 import sqlite3
@@ -102,6 +103,15 @@ def _proc_start(pid: int) -> str | None:
 def _safe_name(name: str) -> str:
     keep = "".join(c if c.isalnum() or c in "._-" else "_" for c in name).strip("._")
     return keep[:80] or "job"
+
+
+_WHERE = re.compile(r"^([A-Za-z_][\w.\[\]]*): (.+)$", re.S)
+
+
+def located(message: str, default: str = "") -> dict:
+    """``"dataset_path: 'x' is outside …"`` → ``{"path": "dataset_path", "message": "'x' is outside …"}``."""
+    m = _WHERE.match(message)
+    return {"path": m[1], "message": m[2]} if m else {"path": default, "message": message}
 
 
 class JobManager:
@@ -317,6 +327,25 @@ class JobManager:
             self._db.close()
 
     # -- checks --------------------------------------------------------------------------------------
+    def validate(self, recipe) -> dict:
+        """What submitting ``recipe`` would say, without creating a job: the server's checks first (script
+        ops; every path under the data roots, so validation never opens a file outside them), then the
+        recipe's own (``core.validate_recipe``: keys, ops, params, types, with YAML paths)."""
+        from .core import validate_recipe
+        if isinstance(recipe, dict):
+            try:
+                self.check_scripts(recipe)
+                self.prepare_recipe(recipe, "run", os.path.join(self.jobs_dir, "validate"), "validate")
+            except PermissionError as e:
+                return {"ok": False, "errors": [located(str(e))], "warnings": [], "ops": []}
+            except (ValueError, TypeError) as e:
+                res = validate_recipe(recipe, allow_scripts=self.allow_scripts)
+                if not res["ok"]:
+                    return res
+                errors = getattr(e, "errors", None)
+                return dict(res, ok=False, errors=errors if isinstance(errors, list) else [located(str(e))])
+        return validate_recipe(recipe, allow_scripts=self.allow_scripts)
+
     def check_scripts(self, recipe: dict, extra_ops: list = ()) -> None:
         """PermissionError when the recipe (or the analysis' ops) asks for user code and the server does not
         allow scripts."""

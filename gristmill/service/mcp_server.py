@@ -26,6 +26,11 @@ from __future__ import annotations
 import os
 from typing import Any  # tool signatures are evaluated by the SDK in this module's globals
 
+
+def located(message: str, default: str = "") -> dict:
+    from .jobs import located as _located  # jobs (sqlite, subprocess) loads only when the server runs
+    return _located(message, default)
+
 DEFAULT_PORT = 8765
 MAX_TEXT = 2000  # characters of each string field shown by preview_data (the rest is cut, with a marker)
 MAX_WAIT = 60.0  # seconds job_status may block waiting for a job
@@ -62,13 +67,6 @@ def _fail(message: str, path: str = "") -> ToolFailure:
     return ToolFailure([{"path": path, "message": message}])
 
 
-_WHERE = __import__("re").compile(r"^([A-Za-z_][\w.\[\]]*): (.+)$", __import__("re").S)
-
-
-def _located(message: str, default: str = "") -> dict:
-    """``"dataset_path: 'x' is outside …"`` → ``{"path": "dataset_path", "message": "'x' is outside …"}``."""
-    m = _WHERE.match(message)
-    return {"path": m[1], "message": m[2]} if m else {"path": default, "message": message}
 
 
 def _parse_yaml(text: str) -> dict:
@@ -293,7 +291,7 @@ def build_server(data_roots: list[str], state_dir: str, allow_scripts: bool = Fa
                 except KeyError as e:  # an unknown op, job, recipe: the message names the closest
                     errors = [{"path": error_path, "message": str(e.args[0]) if e.args else "not found"}]
                 except PermissionError as e:  # a path outside the data roots, a script op: "where: what"
-                    errors = [_located(str(e), error_path)]
+                    errors = [located(str(e), error_path)]
                 except (ValueError, TypeError, OSError) as e:
                     errors = getattr(e, "errors", None)  # the jobs' RecipeInvalid: validation errors
                     if not (isinstance(errors, list) and errors):
@@ -312,21 +310,7 @@ def build_server(data_roots: list[str], state_dir: str, allow_scripts: bool = Fa
         return register
 
     def recipe_errors(raw: dict) -> dict:
-        """core.validate_recipe, then the checks a job submission makes (script ops, every path under the data
-        roots, the dataset existing) without creating the job."""
-        res = core.validate_recipe(raw, allow_scripts=allow_scripts)
-        if not res["ok"]:
-            return res
-        jm = manager()
-        try:
-            jm.check_scripts(raw)
-            jm.prepare_recipe(raw, "run", os.path.join(jm.jobs_dir, "validate"), "validate")
-        except PermissionError as e:
-            return dict(res, ok=False, errors=[_located(str(e))])
-        except ValueError as e:
-            errors = getattr(e, "errors", None)
-            return dict(res, ok=False, errors=errors if isinstance(errors, list) else [_located(str(e))])
-        return res
+        return manager().validate(raw)
 
     # ---- catalogue
 
@@ -441,7 +425,7 @@ def build_server(data_roots: list[str], state_dir: str, allow_scripts: bool = Fa
             job = manager().submit(recipe, kind="analyze",
                                    analyze_args={"ops": specs, "what_if": list(what_if or []), "k": k})
         except PermissionError as e:
-            raise ToolFailure([_rename(_located(str(e)), "dataset_path", "path")]) from None
+            raise ToolFailure([_rename(located(str(e)), "dataset_path", "path")]) from None
         except ValueError as e:
             errors = getattr(e, "errors", None)
             if not isinstance(errors, list):

@@ -200,3 +200,17 @@ def test_host_needs_token(tmp_path):
     assert "empty" in check_args(p.parse_args(["--host", "0.0.0.0", "--token", " "]))
     assert "not a directory" in check_args(p.parse_args(["--data-root", str(tmp_path / "nope")]))
     assert Path(tmp_path).exists()
+
+
+def test_validate_checks_paths_before_opening_anything(client, outside, root):
+    """Validation must not tell whether a file outside the roots exists (it checks paths first)."""
+    for tok in (str(outside / "secret.jsonl"), str(outside / "missing.json")):
+        r = client.post("/api/recipes/validate", json={"recipe": {
+            "dataset_path": str(root / "mixed" / "ok.jsonl"), "process": [],
+            "tokenize": {"tokenizer": tok, "output": str(root / "tokens")}}})
+        assert r.status_code == 200
+        body = r.json()
+        assert body["ok"] is False
+        assert any("outside" in e["message"] for e in body["errors"]), body
+    r = client.post("/api/recipes/validate", json={"recipe": {"dataset_path": str(outside / "secret.jsonl")}})
+    assert r.json()["ok"] is False and r.json()["errors"][0]["path"] == "dataset_path"
