@@ -186,7 +186,8 @@
   }
 
   function errorText(e) {
-    const det = (e.details || []).map((d) => (typeof d === "string" ? d : d && d.message ? (d.path ? `${d.path}: ${d.message}` : d.message) : compact(d)));
+    const det = (e.details || []).map((d) => (typeof d === "string" ? d : d && d.message ? (d.path ? `${d.path}: ${d.message}` : d.message) : compact(d)))
+      .filter((t) => t && !e.message.includes(t));
     return det.length ? `${e.message} — ${det.join("; ")}` : e.message;
   }
 
@@ -479,6 +480,7 @@
 
   function recipeChanged() {
     S.tryDirty = true;
+    $("run-status").textContent = "";
     scheduleValidate();
     updateChainCount();
   }
@@ -1322,6 +1324,13 @@
     } catch (e) {
       status.textContent = "";
       status.appendChild(h("span", { class: "err", text: errorText(e) }));
+      // a refused recipe (a path that does not exist…): its messages go to the fields they name
+      const located = (e.details || []).filter((d) => d && typeof d === "object" && typeof d.message === "string");
+      if (e.status === 400 && located.length) {
+        S.validation = { ok: false, errors: located.map((d) => ({ path: d.path || "", message: d.message })), warnings: [] };
+        placeErrors(S.validation);
+        setValidationBanner("bad", S.validation);
+      }
     } finally {
       updateRunButtons();
     }
