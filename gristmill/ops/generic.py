@@ -92,18 +92,23 @@ class SpecifiedNumericFieldFilter(Filter):
 
 
 # -- selectors ------------------------------------------------------------------------------------
+#
+# A selector keeps the k rows with the smallest (key, shard, row): ties in dataset order. The driver never
+# reads the keys. Each selector maps its key to a uint64 whose order is the key's (``_order_keys``), and
+# the k-th smallest key is found by a radix search over per-shard summaries computed on the workers
+# (``ctx.map``), each round one pass over the key column of every shard:
+#   1. histograms: each shard counts its keys in 256 buckets of the current range (8 bits of the key); the
+#      driver sums them and narrows the range to the bucket holding the k-th key, until that bucket holds at
+#      most ``_FETCH`` keys or one value (at most 8 rounds; 2 for uniform keys up to ~10¹⁰ rows);
+#   2. values: each shard returns its distinct keys in that range with their counts; the driver finds the
+#      k-th key exactly and how many of the rows equal to it each shard keeps (the first ones, in shard
+#      order: the tie order);
+#   3. removals: each shard returns the rows it drops (key above the k-th, or equal beyond its share).
+# What comes back is ~2 KB per shard per round plus the removed row numbers, which the driver records
+# exactly as a sort of all the keys would have.
 
-def _all_values(ctx, column: str):
-    """(shard, row, value) arrays over the whole dataset, in dataset order."""
-    shard, row, vals = [], [], []
-    for s, off, b in ctx.iter_columns([column]):
-        shard.append(np.full(b.num_rows, s, np.int64))
-        row.append(np.arange(off, off + b.num_rows, dtype=np.int64))
-        vals.append(b.column(column))
-    if not shard:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), pa.array([], pa.float64())
-    return np.concatenate(shard), np.concatenate(row), pa.concat_arrays(
-        [v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v for v in vals])
+_DIGIT = 8  # bits of the key per histogram round: 256 counts per shard
+_FETCH = 1 << 16  # keys in the k-th key's bucket few enough to fetch their values
 
 
 def _how_many(n: int, ratio: float | None, num: int | None) -> int:
@@ -112,13 +117,95 @@ def _how_many(n: int, ratio: float | None, num: int | None) -> int:
     return k if num is None else min(k, num)
 
 
-def _keep_first(ctx, shard, row, key: np.ndarray, k: int, reason: str):
-    """Keep the ``k`` rows with the smallest ``key`` (ties in dataset order); remove the rest."""
-    keep = np.zeros(len(shard), bool)
-    keep[np.lexsort((row, shard, key))[:k]] = True
-    for s in np.unique(shard[~keep]):
-        m = (shard == s) & ~keep
-        ctx.remove(int(s), row[m], reason)
+def _shard_keys(op, parts: list[str]) -> np.ndarray:
+    """One shard's order keys (uint64), in row order, read on a worker from the stage's files."""
+    from .dedup._shuffle import read_columns
+    keys = [op._order_keys(b.column(0)) for b in read_columns(parts, [op._key_column()])]
+    return np.concatenate(keys) if keys else np.zeros(0, np.uint64)
+
+
+def _in_range(keys: np.ndarray, lo: int, bits: int) -> np.ndarray:
+    """The keys in [lo, lo + 2**bits), less ``lo``."""
+    if bits >= 64:
+        return keys
+    d = keys - np.uint64(lo)  # wraps below lo: those are >= 2**bits too
+    return d[(keys >= np.uint64(lo)) & ((d >> np.uint64(bits)) == 0)]
+
+
+def _histogram(item) -> np.ndarray:
+    op, parts, lo, bits = item
+    d = _in_range(_shard_keys(op, parts), lo, bits)
+    step = min(bits, _DIGIT)
+    return np.bincount((d >> np.uint64(bits - step)).astype(np.intp), minlength=1 << step).astype(np.int64)
+
+
+def _values(item) -> tuple[np.ndarray, np.ndarray]:
+    op, parts, lo, bits = item
+    keys = _shard_keys(op, parts)
+    if bits < 64:
+        keys = keys[(keys >= np.uint64(lo)) & (((keys - np.uint64(lo)) >> np.uint64(bits)) == 0)]
+    return np.unique(keys, return_counts=True)
+
+
+def _dropped(item) -> np.ndarray:
+    """Rows of one shard not kept: key above ``kth``, or equal to it beyond the first ``keep_eq``."""
+    op, parts, kth, keep_eq = item
+    keys = _shard_keys(op, parts)
+    if kth is None:  # nothing kept
+        return np.arange(len(keys), dtype=np.int64)
+    kth = np.uint64(kth)
+    eq = keys == kth
+    drop = (keys > kth) | (eq & (np.cumsum(eq) > keep_eq))
+    return np.flatnonzero(drop).astype(np.int64)
+
+
+def _select_smallest(ctx, op, ratio: float | None, num: int | None, reason) -> None:
+    """Remove every row but the ``_how_many`` with the smallest (key, shard, row); ``reason`` is a string
+    or a function of k."""
+    from .dedup._shuffle import run_map
+    parts = ctx.shard_parts
+    lo, bits = 0, 64
+    hists = run_map(ctx, _histogram, [(op, p, lo, bits) for p in parts])
+    n = int(sum(int(h.sum()) for h in hists))
+    k = _how_many(n, ratio, num)
+    why = reason(k) if callable(reason) else reason
+    if k >= n:
+        return
+    if k == 0:
+        drops = run_map(ctx, _dropped, [(op, p, None, 0) for p in parts])
+    else:
+        need = k  # rank (1-based) of the k-th key among the keys in [lo, lo + 2**bits)
+        while True:
+            h = np.sum(hists, axis=0)
+            cum = np.cumsum(h)
+            j = int(np.searchsorted(cum, need))  # the bucket holding the need-th key
+            need -= int(cum[j - 1]) if j else 0
+            step = min(bits, _DIGIT)
+            bits -= step
+            lo += j << bits
+            if int(h[j]) <= _FETCH or bits == 0:
+                break
+            hists = run_map(ctx, _histogram, [(op, p, lo, bits) for p in parts])
+        found = run_map(ctx, _values, [(op, p, lo, bits) for p in parts])
+        vals = np.concatenate([v for v, _ in found])
+        counts = np.concatenate([c for _, c in found]).astype(np.int64)
+        uniq, inv = np.unique(vals, return_inverse=True)
+        total = np.zeros(len(uniq), np.int64)
+        np.add.at(total, inv, counts)
+        cum = np.cumsum(total)
+        i = int(np.searchsorted(cum, need))
+        kth = int(uniq[i])
+        left = need - (int(cum[i - 1]) if i else 0)  # rows equal to the k-th key that are kept
+        items = []
+        for p, (v, c) in zip(parts, found):
+            at = np.searchsorted(v, np.uint64(kth))
+            eq = int(c[at]) if at < len(v) and int(v[at]) == kth else 0
+            items.append((op, p, kth, min(eq, left)))
+            left -= min(eq, left)
+        drops = run_map(ctx, _dropped, items)
+    for s, rows in enumerate(drops):
+        if len(rows):
+            ctx.remove(s, rows, why)
 
 
 @register("random_selector")
@@ -142,13 +229,17 @@ class RandomSelector(Selector):
     def resolve_columns(self):
         return [self.tmp_column("draw")]
 
+    def _key_column(self) -> str:
+        return self.tmp_column("draw")
+
+    def _order_keys(self, col: pa.Array) -> np.ndarray:
+        return np.asarray(col.to_numpy(zero_copy_only=False), np.uint64)
+
     def resolve(self, ctx):
         p = self.params
         if p.select_ratio is None and p.select_num is None:
             return None
-        shard, row, draws = _all_values(ctx, self.tmp_column("draw"))
-        k = _how_many(len(shard), p.select_ratio, p.select_num)
-        _keep_first(ctx, shard, row, draws.to_numpy(), k, "not selected")
+        _select_smallest(ctx, self, p.select_ratio, p.select_num, "not selected")
         return None
 
 
@@ -176,15 +267,23 @@ class TopkSpecifiedFieldSelector(Selector):
     def resolve_columns(self):
         return [self.tmp_column("key")]
 
+    def _key_column(self) -> str:
+        return self.tmp_column("key")
+
+    def _order_keys(self, col: pa.Array) -> np.ndarray:
+        """The rank key as a uint64 in the same order: ascending value (descending with ``reverse``), no
+        value last, -0.0 equal to 0.0 (as a float sort has them)."""
+        v = pc.fill_null(col, np.nan).to_numpy(zero_copy_only=False).astype(float)
+        v = np.where(np.isnan(v), np.inf if not self.params.reverse else -np.inf, v)
+        v = (-v if self.params.reverse else v) + 0.0
+        b = v.view(np.uint64)
+        return np.where(b >> np.uint64(63) == 1, ~b, b | np.uint64(1 << 63))
+
     def resolve(self, ctx):
         p = self.params
         if (p.top_ratio is None and p.topk is None) or not p.field_key:
             return None
-        shard, row, vals = _all_values(ctx, self.tmp_column("key"))
-        k = _how_many(len(shard), p.top_ratio, p.topk)
-        v = pc.fill_null(vals, np.nan).to_numpy(zero_copy_only=False).astype(float)
-        v = np.where(np.isnan(v), np.inf if not p.reverse else -np.inf, v)
-        _keep_first(ctx, shard, row, -v if p.reverse else v, k, f"not in top {k} by {p.field_key}")
+        _select_smallest(ctx, self, p.top_ratio, p.topk, lambda k: f"not in top {k} by {p.field_key}")
         return None
 
 

@@ -1,6 +1,6 @@
 """The Ray engine on a real two-node cluster gives the local engine's bytes: exports, per-op counts,
-rejects.jsonl, removed rows and resolve outputs, for row-local chains, every dedup kind, a grouper and
-each export format."""
+rejects.jsonl, removed rows and resolve outputs, for row-local chains, every dedup kind, the selectors, a
+grouper and each export format; and the plan is sized to the cluster's CPUs."""
 import json
 
 import pyarrow.parquet as pq
@@ -21,6 +21,11 @@ DEDUP = [
     {"document_minhash_deduplicator": {"jaccard_threshold": 0.7}},
     {"document_line_deduplicator": {"frequency_threshold": 5}},
 ]
+SELECT = [
+    {"words_num_filter": {"min_num": 20}},
+    {"random_selector": {"select_ratio": 0.6, "seed": 5}},
+    {"topk_specified_field_selector": {"field_key": "n", "top_ratio": 0.5}},  # ties: n repeats in the copies
+]
 GROUP = [
     {"words_num_filter": {"min_num": 20}},
     {"key_value_grouper": {"group_by_keys": ["group"]}},
@@ -37,6 +42,7 @@ def data(tmp_path_factory):
     ("filters", FILTERS, "out.jsonl.gz", {}),
     ("dedup", FILTERS[:1] + DEDUP, "out.parquet", {"keep_stats_in_res_ds": True}),
     ("group", GROUP, "out.jsonl", {"export_shard_size": 20_000}),
+    ("select", SELECT, "out.jsonl", {}),
 ])
 def test_ray_gives_the_local_engines_bytes(cluster, data, tmp_path, name, process, export, kw):
     local = artifacts(run(data, process, tmp_path / "local" / export, tmp_path / "local-work", np=1,
@@ -58,6 +64,10 @@ def test_ray_gives_the_local_engines_bytes(cluster, data, tmp_path, name, proces
         assert local["2:document_minhash_deduplicator"]["reasons"] == {"minhash duplicate": 17}
         texts = pq.read_table(tmp_path / "ray" / export).column("text").to_pylist()
         assert len(texts) == 173 and not any(BOILER in t for t in texts)  # a line in > 5 documents
+    if name == "select":
+        assert local["rows"] == (210, 50, 9)  # resolved by per-shard scans on the cluster (ctx.map)
+        assert local["1:random_selector"]["reasons"] == {"not selected": 68}  # int(0.6 * 169) = 101 kept
+        assert local["2:topk_specified_field_selector"]["reasons"] == {"not in top 50 by n": 51}
     if name == "group":
         assert local["rows"] == (210, 9, 9) and len(local["exported"]) == 9  # sharded export
         assert local["1:key_value_grouper"]["added"] == -160  # 169 rows into g0..g6, copies, near
