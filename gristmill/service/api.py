@@ -472,6 +472,13 @@ def create_app(manager: JobManager, *, token: str | None = None, allow_scripts: 
         return HTMLResponse("<!doctype html><title>gristmill</title><p>gristmill API: see "
                             "<a href=\"/openapi.json\">/openapi.json</a>. (The web UI is not installed.)")
 
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon():  # browsers ask for it on every page (the report, raw JSON): a 404 there is console noise
+        icon = os.path.join(static_dir or "", "favicon.svg")
+        if static_dir and os.path.isfile(icon):
+            return FileResponse(icon, media_type="image/svg+xml")
+        raise ApiError(404, "no icon")
+
     if static_dir and os.path.isdir(static_dir):
         from fastapi.staticfiles import StaticFiles
         app.mount("/static", StaticFiles(directory=static_dir), name="static")
