@@ -97,3 +97,61 @@ def test_ray_engine_gives_the_local_bytes(tok_json, corpus, tmp_path, capsys):
     again = run_tokenize(section(tok_json, corpus, tmp_path / "b"), np=2, work_dir=str(tmp_path / "wb"),
                          progress=False, engine="ray")
     assert again["shards_skipped"] == again["shards"] and digest(tmp_path / "a") == digest(tmp_path / "b")
+
+
+@pytest.mark.ray
+def test_a_recipes_tokenize_section_on_ray_gives_the_local_bytes(tok_json, corpus, tmp_path, capsys):
+    """`executor_type: ray` in a full recipe: `gristmill run RECIPE` cleans on Ray and tokenizes its export
+    there too (its `tokenize:` section), and `gristmill tokenize RECIPE` redoes that tokenize on Ray; both
+    give the tokens of the same recipe on the local engine, byte for byte."""
+    ray = pytest.importorskip("ray")
+    import json
+    import shutil
+
+    def recipe(name: str, **kw) -> str:
+        r = {"project_name": "t", "dataset_path": corpus, "export_path": str(tmp_path / name / "clean.jsonl"),
+             "work_dir": str(tmp_path / name / "work"), "np": 2, "process": [{"words_num_filter": {"min_num": 8}}],
+             "tokenize": {"tokenizer": tok_json, "output": str(tmp_path / name / "tokens"), "seq_len": 64,
+                          "format": "npy", "shard_bytes": 4096}, **kw}
+        p = tmp_path / f"{name}.yaml"
+        p.write_text(yaml.safe_dump(r))
+        return str(p)
+
+    def same_tokens(name: str) -> None:
+        """The token files of run ``name`` are the local run's; the JSON files name the export they read."""
+        mine, ref = tmp_path / name / "tokens", tmp_path / "local" / "tokens"
+        assert sorted(os.listdir(mine)) == sorted(os.listdir(ref))
+        for f in os.listdir(ref):
+            if f != "report.json":
+                want = (ref / f).read_bytes()
+                if f.endswith(".json"):
+                    want = want.replace(str(tmp_path / "local").encode(), str(tmp_path / name).encode())
+                assert (mine / f).read_bytes() == want, f
+
+    def tokenize_report(name: str) -> dict:
+        with open(tmp_path / name / "tokens" / "report.json") as f:
+            return json.load(f)
+
+    assert cli_main(["run", recipe("local"), "--no-progress"]) == 0
+    local = tokenize_report("local")
+    assert local["engine"] == "local" and local["shards"] >= 4
+    # one Ray instance for the runs below (each would otherwise start and stop its own: ~4 s each)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    try:
+        on_ray = recipe("ray", executor_type="ray")
+        assert cli_main(["run", on_ray, "--no-progress"]) == 0
+        assert "ray: 2 CPUs on 1 node(s) of the Ray instance this process is connected to" in capsys.readouterr().err
+        rep = tokenize_report("ray")
+        assert rep["engine"] == "ray" and rep["shards"] == local["shards"] and rep["shards_skipped"] == 0
+        assert (tmp_path / "ray" / "clean.jsonl").read_bytes() == (tmp_path / "local" / "clean.jsonl").read_bytes()
+        same_tokens("ray")
+        # `gristmill tokenize RECIPE`: the tokenize step alone, on the recipe's engine, from scratch
+        shutil.rmtree(tmp_path / "ray" / "tokens")
+        shutil.rmtree(tmp_path / "ray" / "work" / "tokenize")
+        capsys.readouterr()
+        assert cli_main(["tokenize", on_ray, "--no-progress"]) == 0
+        rep = json.loads(capsys.readouterr().out)
+        assert rep["engine"] == "ray" and rep["shards"] == local["shards"] and rep["shards_skipped"] == 0
+        same_tokens("ray")
+    finally:
+        ray.shutdown()

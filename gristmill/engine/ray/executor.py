@@ -59,7 +59,9 @@ class RayExecutor:
         self._call = ray.remote(**opts)(_call)
         self._pending: set = set()
         nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
-        where = "a local Ray instance" if self._started else f"the Ray cluster at {address or os.environ.get('RAY_ADDRESS')}"
+        joined = address or os.environ.get("RAY_ADDRESS")
+        where = ("a local Ray instance" if self._started else f"the Ray cluster at {joined}" if joined
+                 else "the Ray instance this process is connected to")
         log(f"ray: {self.workers} CPUs on {nodes} node(s) of {where}")
 
     def run(self, tasks: list[Task], on_progress: Callable[[int, int], None]) -> Iterator[dict]:
