@@ -261,23 +261,35 @@ class StageEngine:
         shutil.rmtree(gdir, ignore_errors=True)
         os.makedirs(gdir)
         ctx = StageResolveContext(parts, gdir, self.cfg.seed, executor)
-        rows_in = sum(b.num_rows for parts_i in parts for b in read_shard_parts(parts_i, [C.ID]))
         t0 = time.perf_counter()
-        out_shards, writer, n_out, in_shard = [], None, 0, 0
         per_shard = max(self.cfg.batch_size * 10, 1)
-        for b in op.group(ctx):
-            for s in range(0, b.num_rows, per_shard):
-                piece = b.slice(s, per_shard)
-                if writer is None or in_shard >= per_shard:
-                    if writer is not None:
-                        out_shards.append(writer.close())
-                    writer = ShardWriter(os.path.join(gdir, f"shard-{len(out_shards):05d}"))
-                    in_shard = 0
-                writer.write(piece)
-                in_shard += piece.num_rows
-                n_out += piece.num_rows
-        if writer is not None:
-            out_shards.append(writer.close())
+        on_workers = getattr(op, "group_files", None)
+        if on_workers is not None:  # grouped on the workers; the next stage's shards written there too
+            done = on_workers(ctx)
+            rows_in = done["rows_in"]
+            layout = group_layout([n for _, n in done["batches"]], per_shard)
+            items = [(os.path.join(gdir, f"shard-{k:05d}"), [(done["batches"][i][0], s, n) for i, s, n in pieces])
+                     for k, pieces in enumerate(layout)]
+            out_shards = executor.map(write_group_shard, items) if len(items) > 1 else \
+                [write_group_shard(x) for x in items]
+            n_out = sum(n for _, n in done["batches"])
+        else:  # a grouper that yields its batches here
+            rows_in = sum(b.num_rows for parts_i in parts for b in read_shard_parts(parts_i, [C.ID]))
+            out_shards, writer, n_out, in_shard = [], None, 0, 0
+            for b in op.group(ctx):
+                for s in range(0, b.num_rows, per_shard):
+                    piece = b.slice(s, per_shard)
+                    if writer is None or in_shard >= per_shard:
+                        if writer is not None:
+                            out_shards.append(writer.close())
+                        writer = ShardWriter(os.path.join(gdir, f"shard-{len(out_shards):05d}"))
+                        in_shard = 0
+                    writer.write(piece)
+                    in_shard += piece.num_rows
+                    n_out += piece.num_rows
+            if writer is not None:
+                out_shards.append(writer.close())
+        shutil.rmtree(ctx.scratch_dir, ignore_errors=True)
         c = OpCounts(rows_in=rows_in, rows_out=n_out, added=n_out - rows_in, seconds=time.perf_counter() - t0)
         write_json(marker, {"shards": out_shards, "counts": c.to_dict()})
         return out_shards, c
@@ -306,6 +318,35 @@ class StageEngine:
             self.log(f"removed {gone}: written by an earlier run, not part of this export")
         write_json(marker, {**want, "files": files})
         return files
+
+
+def group_layout(rows: list[int], per_shard: int) -> list[list[tuple[int, int, int]]]:
+    """The next stage's shards over a grouper's output batches (of ``rows`` rows each, in order): per shard,
+    its pieces as (batch, first row, rows). Each batch is cut every ``per_shard`` rows from its start, and a
+    piece goes to the current shard until that holds ``per_shard`` rows or more."""
+    shards: list[list[tuple[int, int, int]]] = []
+    in_shard = 0
+    for i, n in enumerate(rows):
+        for s in range(0, n, per_shard):
+            k = min(per_shard, n - s)
+            if not shards or in_shard >= per_shard:
+                shards.append([])
+                in_shard = 0
+            shards[-1].append((i, s, k))
+            in_shard += k
+    return shards
+
+
+def write_group_shard(item) -> list[str]:
+    """One shard of a grouper's output (on a worker): its pieces, each a slice of a one-batch Arrow IPC file,
+    written in order; returns the shard's part files."""
+    import pyarrow.ipc as ipc
+    path, pieces = item
+    writer = ShardWriter(path)
+    for file, start, n in pieces:
+        with pa.memory_map(file) as src:
+            writer.write(ipc.open_file(src).get_batch(0).slice(start, n))
+    return writer.close()
 
 
 def write_json(path: str, obj) -> None:
