@@ -26,7 +26,7 @@ from ..core.names import closest
 from ..io.base import ReadOptions, Shard
 from ..io.formats import read_shard
 from ..io.pieces import presplit
-from ..io.planner import common_root, plan_dataset
+from ..io.planner import check_not_uri, common_root, plan_dataset
 from ..io.writers import (ShardWriter, assemble, atomic_rename, export_format, read_shard_parts, shard_names,
                           tmp_path)
 from ..ops.base import Grouper, Op, RemovalOp
@@ -67,6 +67,8 @@ class StageEngine:
         holds (``RunRefused`` / ``WorkDirBusy``)."""
         cfg = self.cfg
         t_start = time.perf_counter()
+        check_not_uri(cfg.export_path, "export_path", output=True)
+        check_not_uri(cfg.work_dir, "work_dir", output=True)
         shards = plan_dataset(cfg.dataset_path, self._read_opts(""), cfg.input_format)
         opts = self._read_opts(common_root(shards), text_optional=bool(ops) and ops[0].creates_text)
         self._preflight(shards, opts)

@@ -8,11 +8,26 @@ from __future__ import annotations
 
 import glob as globmod
 import os
+import re
 from dataclasses import replace
 
 from .base import ReadOptions, Shard, reader_for, readers, strip_compression
 
 SKIP_NAMES = ("_SUCCESS", ".DS_Store")
+URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # s3://, gs://, hf://, https://, file://...
+
+
+def check_not_uri(path, what: str, output: bool = False) -> None:
+    """A ValueError (one line) for an object-store URI or URL where a path on a mounted file system is
+    needed: read as a local path it would name nothing (an input) or a directory called ``s3:`` (an output)."""
+    if isinstance(path, str) and URI.match(path):
+        if output:
+            raise ValueError(f"{what} {path!r}: object storage is not supported for outputs (they need atomic "
+                             "renames and file locks); write to a POSIX file system (local disk, NFS, a shared "
+                             "volume) and copy the result to the bucket afterwards (aws s3 sync, gcloud storage rsync)")
+        raise ValueError(f"{what} {path!r}: object storage and URLs are not read directly; mount the bucket "
+                         "with a FUSE client (mountpoint-s3, s3fs, gcsfuse) and give the mounted path, or "
+                         "download the files first")
 
 
 def parse_weighted(spec) -> list[tuple[float, str]]:
@@ -52,6 +67,7 @@ def _known_ext(path: str) -> bool:
 
 def expand(path: str) -> list[str]:
     """Files (or reader-claimed directories) that ``path`` names, sorted."""
+    check_not_uri(path, "dataset_path")
     if any(ch in path for ch in "*?["):
         hits = sorted(globmod.glob(path, recursive=True))
         if not hits:
