@@ -153,5 +153,10 @@ def test_a_recipes_tokenize_section_on_ray_gives_the_local_bytes(tok_json, corpu
         rep = json.loads(capsys.readouterr().out)
         assert rep["engine"] == "ray" and rep["shards"] == local["shards"] and rep["shards_skipped"] == 0
         same_tokens("ray")
+        # the token shards Ray tasks wrote are the local engine's: a local rerun reuses every one
+        assert cli_main(["tokenize", on_ray, "--engine", "local", "--no-progress"]) == 0
+        rep = json.loads(capsys.readouterr().out)
+        assert rep["engine"] == "local" and rep["shards_skipped"] == rep["shards"] == local["shards"]
+        same_tokens("ray")
     finally:
         ray.shutdown()
