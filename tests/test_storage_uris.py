@@ -23,3 +23,12 @@ def test_uris_are_refused_in_one_line_and_nothing_is_written(tmp_path, monkeypat
     bad = value.split()[-1]
     assert len(err) == 1 and err[0].startswith(f"error: {key} {bad!r}: ") and says in err[0], err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.yaml"]  # no s3: directory, no work dir
+
+
+def test_tokenize_output_uri_is_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump({"dataset_path": str(SAMPLE), "tokenizer": "cl100k_base",
+                                                     "output": "s3://bucket/tokens"}))
+    assert cli_main(["tokenize", "t.yaml", "--no-progress"]) == 2
+    assert "object storage is not supported for outputs" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.yaml"]

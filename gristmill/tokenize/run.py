@@ -90,6 +90,8 @@ def preflight(config, where: str = "tokenize", inputs: Sequence[str] = (), pendi
     section, the tokenizer and its special tokens, that the sources exist (except those under a ``pending``
     path's stem: a run's export, written first) and that the output stays off the sources and ``inputs``."""
     cfg = parse_section(config, where)
+    from ..io.planner import check_not_uri
+    check_not_uri(cfg.output, f"{where}: output", output=True)  # else a local directory named 's3:'
     try:
         resolve_specials(cfg)
     except TokenizerError as e:
