@@ -16,8 +16,10 @@ FILE_INTERVAL = 0.5  # seconds between two writes of the progress file (stage st
 class Progress:
     """Live bar (rows/s, MB/s); a no-op when disabled (the progress file is still written when asked)."""
 
-    def __init__(self, enabled: bool):
+    def __init__(self, enabled: bool, op_names: dict[int, str] | None = None):
         self.enabled = enabled
+        self.op_names = op_names or {}  # position -> name, for the per-op counts of finished shards
+        self.ops: dict[int, dict] = {}
         self._p = None
         self._file = os.environ.get(PROGRESS_FILE_ENV) or None
         self._written = 0.0
@@ -58,8 +60,14 @@ class Progress:
                                         f"{self.bytes / dt / 1e6:,.1f} MB/s")
         self._write()
 
-    def shard_done(self):
+    def shard_done(self, counts: dict | None = None):
+        """A shard finished; ``counts`` (its marker's per-op counts, keyed by position) add to the live
+        per-op totals of the stage."""
         self.done += 1
+        for pos, c in (counts or {}).items():
+            t = self.ops.setdefault(int(pos), {"rows_in": 0, "rows_out": 0, "removed": 0, "rejected": 0})
+            for k in t:
+                t[k] += c.get(k, 0)
         self._write(force=True)  # shards are big: a write per finished shard is cheap
         if self._p is not None:
             self._p.advance(self._task)
@@ -77,6 +85,8 @@ class Progress:
         return {"stage": self.label, "shards_done": self.done, "shards_total": self.total, "rows": self.rows,
                 "bytes": self.bytes, "rows_per_s": round(self.rows / dt, 1),
                 "mb_per_s": round(self.bytes / dt / 1e6, 3),
+                "ops": [{"op": self.op_names.get(p, "read" if p == -1 else "mixture" if p == -2 else str(p)),
+                         "position": p if p >= 0 else None, **c} for p, c in sorted(self.ops.items())],
                 "updated": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")}
 
     def _write(self, force: bool = False) -> None:

@@ -212,14 +212,15 @@ class StageEngine:
         todo = [t for t, r in zip(tasks, results) if r is None]
         if len(todo) < len(tasks):
             self.log(f"stage {stage.index}: {len(tasks) - len(todo)} of {len(tasks)} shards already done, skipped")
-        prog = Progress(self.cfg.progress)
+        prog = Progress(self.cfg.progress, {o.position: o.name for o in stage.ops})
         prog.start(f"stage {stage.index}", len(tasks))
-        for _ in range(len(tasks) - len(todo)):
-            prog.shard_done()
+        for r in results:
+            if r is not None:
+                prog.shard_done(r["counts"])
         try:
             for res in executor.run(todo, prog.add):
                 results[res["shard"]] = res
-                prog.shard_done()
+                prog.shard_done(res["counts"])
         finally:
             prog.stop()
         return results  # type: ignore[return-value]

@@ -104,6 +104,8 @@ def test_cancel_then_resume_gives_the_cli_bytes(svc_root, tmp_path, cli_referenc
         assert job["state"] == "cancelled" and job["exit_code"] == 130, m.logs(job["id"])
         done = job["progress"]["shards_done"]
         assert 1 <= done < job["progress"]["shards_total"]
+        live = {o["op"]: o for o in job["progress"]["ops"]}  # per-op counts of the finished shards, live
+        assert live["read"]["rows_in"] > 0 and all(o["rows_in"] >= o["rows_out"] for o in live.values()), live
         assert not os.path.exists(job["export_path"])
         job = m.resume(job["id"])
         assert job["state"] == "queued" and job["exit_code"] is None
