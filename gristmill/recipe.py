@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .core import defaults as D
 from .engine.config import RunConfig
+from .ops.base import integral_numbers
 from .registry import OpError, closest, create_op
 from .web.download import DownloadStage
 
@@ -61,6 +62,11 @@ class Recipe(BaseModel):
                                     "unset: a local Ray instance is started.")
     tokenize: dict | None = Field(None, description="Tokenize/pack/write section (see docs/tokenize.md).")
     download: DownloadStage | None = Field(None, description="Download section run first (see docs/web.md).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dj_numbers(cls, data):  # np: 2e0, batch_size: 1e3 (Data-Juicer accepts them)
+        return integral_numbers(cls, data)
 
     @field_validator("reader_params")
     @classmethod

@@ -12,18 +12,61 @@ and ``gristmill ops`` help from it.
 """
 from __future__ import annotations
 
+import math
 import re
+import types
+import typing
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, ClassVar, Iterator, Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..core import columns as C
 from ..core.defaults import TEXT_KEY
 from ..core.accounting import REASON
+
+
+# Data-Juicer recipes write big ints as ``2e5`` (YAML reads that as the string "2e5"; ``2.0e+5`` as a float)
+_SCI_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)[eE][+-]?\d+")
+
+
+def _int_only(annotation) -> bool:
+    """True when a field takes an int but neither a float nor a string (``int``, ``int | None``), so an
+    integral float or a scientific-notation string can only have meant an int."""
+    if annotation is int:
+        return True
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return int in args and all(a is int or (isinstance(a, type) and not issubclass(a, (float, str)))
+                                   for a in args)
+    return False
+
+
+def integral_numbers(model: type[BaseModel], data):
+    """Data-Juicer's numbers for int fields: ``200000.0`` and ``"2e5"`` / ``"1.5e3"`` become ints when
+    their value is integral; anything else is left for pydantic to reject with its usual message."""
+    if not isinstance(data, dict):
+        return data
+    out = None
+    for name, field in model.model_fields.items():
+        v = data.get(name)
+        if isinstance(v, bool) or not isinstance(v, (float, str)) or not _int_only(field.annotation):
+            continue
+        if isinstance(v, str):
+            if not _SCI_NUMBER.fullmatch(v.strip()):
+                continue
+            v = Decimal(v.strip())  # exact: "1e30" is 10**30, not int(float("1e30"))
+        elif not math.isfinite(v):
+            continue
+        if v != v.to_integral_value() if isinstance(v, Decimal) else not v.is_integer():
+            continue
+        out = dict(data) if out is None else out
+        out[name] = int(v)
+    return data if out is None else out
 
 
 class Params(BaseModel):
@@ -31,6 +74,11 @@ class Params(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
     text_key: str | None = Field(None, description="Field holding the text; default: the recipe's first text key.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dj_numbers(cls, data):
+        return integral_numbers(cls, data)
 
 
 class Op:
