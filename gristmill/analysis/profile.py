@@ -169,6 +169,7 @@ class ShardProfile:
         self.p = Profile(shards=1)
         self.trace_n = trace_n
         self.correlate = correlate
+        self._last = None  # (batch, text key, its columns) of the last batch measured
 
     # -- the observer ---------------------------------------------------------------------------
     def __call__(self, i: int, op, before: pa.RecordBatch, out: pa.RecordBatch, gone: pa.RecordBatch | None):
@@ -248,16 +249,26 @@ class ShardProfile:
             for r, before_t, after_t in zip(ids, a.take(idx).to_pylist(), b.take(idx).to_pylist()):
                 have.append({"id": r, "before": before_t, "after": after_t})
 
-    @staticmethod
-    def _moments(store: dict, pos: int, batch: pa.RecordBatch, text_key: str) -> None:
+    def _moments(self, store: dict, pos: int, batch: pa.RecordBatch, text_key: str) -> None:
         d = store.setdefault(pos, {})
+        for name, v in self._columns(batch, text_key):
+            d.setdefault(name, Moments()).update(v)
+
+    def _columns(self, batch: pa.RecordBatch, text_key: str) -> list:
+        """(name, float values) of the text length and every numeric stat; the batch an op received is the
+        one the op before it returned, so the last batch's columns are reused rather than recomputed."""
+        if self._last is not None and self._last[0] is batch and self._last[1] == text_key:
+            return self._last[2]
+        cols = []
         tl = text_lengths(batch, text_key)
         if tl is not None:
-            d.setdefault(TEXT_LEN, Moments()).update(tl)
+            cols.append((TEXT_LEN, tl))
         for s in stat_names(batch):
             v = numeric(C.get_stat(batch, s))
             if v is not None:
-                d.setdefault(s, Moments()).update(v)
+                cols.append((s, v))
+        self._last = (batch, text_key, cols)
+        return cols
 
     def save(self, path: str) -> str:
         return save(self.p, path)
