@@ -84,13 +84,15 @@ class Dataset:
         from .core import columns as C
         return [r for b in self.to_table(np=np, **kw).to_batches() for r in C.to_pylist(b)]
 
-    def head(self, n: int = 5) -> list[dict]:
-        """The first ``n`` input rows (ops not applied), read without running the engine."""
+    def head(self, n: int = 5, text_optional: bool = False) -> list[dict]:
+        """The first ``n`` input rows (ops not applied), read without running the engine; rows without the
+        text field are skipped unless ``text_optional`` (as for a recipe whose first op makes the text)."""
         from .core import columns as C
         from .io.base import ReadOptions
         from .io.formats import read_shard
         from .io.planner import common_root, plan_dataset
-        opts = ReadOptions(text_key=self.text_key, params=tuple(sorted(self.reader_params.items())))
+        opts = ReadOptions(text_key=self.text_key, params=tuple(sorted(self.reader_params.items())),
+                           text_optional=text_optional)
         shards = plan_dataset(self.source, opts, self.input_format)
         opts = replace(opts, root=common_root(shards))
         out: list[dict] = []
