@@ -226,3 +226,15 @@ def test_run_recipe_zhihu_upvotes(tmp_path):
     assert by_op["specified_numeric_field_filter"]["removed"] == 2
     rejects = read_jsonl(tmp_path / "work" / "rejects.jsonl")
     assert [r["record"]["INSTRUCTION"] for r in rejects] == ["坏元数据"]
+
+
+def test_raw_json_values_rendered_exactly():
+    """Fields whose values disagree in type (raw JSON in the batch) render as they were written: 1 stays 1,
+    a list of mixed items expands item by item."""
+    rows = [{"sec": [{"t": "a", "c": 1}, {"t": "b", "c": "x"}], "n": 1, "o": {"k": [1, "z"]}},
+            {"sec": [{"t": 2}], "n": 2.5, "o": {"k": []}}]
+    b = C.from_records(rows)
+    assert all(C.is_raw_json(f) for f in b.schema)
+    op = create_op("fields_to_text_mapper", {"parts": ["n", {"each": "sec", "parts": ["t", "c"], "sep": ":"},
+                                                       {"each": "o.k", "parts": ["."], "item_sep": ","}]})
+    assert op.apply_row_local(b)[0].column("text").to_pylist() == ["1\n\na:1\n\nb:x\n\n1,z", "2.5\n\n2"]

@@ -44,6 +44,35 @@ def _json_column(name: str, values: list) -> tuple[pa.Field, pa.Array]:
     return b.schema.field(0), b.column(0)
 
 
+def _split_key(batch: pa.RecordBatch, key: str) -> tuple[str | None, list[str]]:
+    """(top-level column, path inside it) of a dotted key; (None, []) when no column matches."""
+    names = batch.schema.names
+    if key in names:
+        return key, []
+    head, *path = key.split(".")
+    head = C.ALIASES.get(head, head)
+    if head not in names:
+        head = {"stats": C.STATS, "meta": C.META}.get(head, head)
+    return (head, path) if head in names else (None, [])
+
+
+def _in_raw_json(batch: pa.RecordBatch, key: str) -> bool:
+    col, _ = _split_key(batch, key)
+    return col is not None and C.is_raw_json(batch.schema.field(col))
+
+
+def _py_values(batch: pa.RecordBatch, key: str) -> list:
+    """Each row's value at a dotted key as a Python (JSON) value, _MISSING where absent. Raw JSON fields are
+    parsed here, exactly (``get_field`` would unify their values into one Arrow type)."""
+    col, path = _split_key(batch, key)
+    if col is None:
+        return [_MISSING] * batch.num_rows
+    arr = batch.column(col)
+    if C.is_raw_json(batch.schema.field(col)):
+        return [_MISSING if raw is None else _walk(C.loads(raw), path) for raw in arr.to_pylist()]
+    return [_walk(v, path) for v in arr.to_pylist()]
+
+
 # -- fields_to_text_mapper ---------------------------------------------------------------------------------
 
 class Part(BaseModel):
@@ -136,33 +165,27 @@ class FieldsToTextMapper(Mapper):
 
     def _part_column(self, batch: pa.RecordBatch, part: Part) -> pa.Array:
         """The part for every row, as strings with null where it is empty."""
-        n = batch.num_rows
         if part.field is not None:
-            col = C.get_field(batch, part.field)
-            if col is None:
-                return pa.nulls(n, pa.string())
-            if isinstance(col, pa.ChunkedArray):
-                col = col.combine_chunks()
-            t = col.type
-            if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t) \
-                    or pa.types.is_null(t):
-                s = col.cast(pa.string())
-                s = pc.if_else(pc.equal(s, ""), pa.scalar(None, pa.string()), s)
-                if part.prefix or part.suffix:
-                    s = pc.binary_join_element_wise(part.prefix, s, part.suffix, "")
-                return s
-            values = [_render_value(v, Part(field=".", prefix=part.prefix, suffix=part.suffix))
-                      for v in col.to_pylist()]
+            if not _in_raw_json(batch, part.field):
+                col = C.get_field(batch, part.field)
+                if col is None:
+                    return pa.nulls(batch.num_rows, pa.string())
+                if isinstance(col, pa.ChunkedArray):
+                    col = col.combine_chunks()
+                t = col.type
+                if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t) \
+                        or pa.types.is_null(t):
+                    s = col.cast(pa.string())
+                    s = pc.if_else(pc.equal(s, ""), pa.scalar(None, pa.string()), s)
+                    if part.prefix or part.suffix:
+                        s = pc.binary_join_element_wise(part.prefix, s, part.suffix, "")
+                    return s
+            one = Part(field=".", prefix=part.prefix, suffix=part.suffix)
+            values = [_render_value(v, one) for v in _py_values(batch, part.field)]
         else:
-            head = part.each.split(".")
-            col = C.get_field(batch, part.each)
-            if col is None:  # maybe a list inside a raw JSON field: get_field decodes the top field only
-                col = C.get_field(batch, head[0])
-                rows = [None] * n if col is None else [_walk(v, head[1:]) for v in col.to_pylist()]
-            else:
-                rows = col.to_pylist()
-            values = [_render_value(v, Part(each=".", parts=part.parts, sep=part.sep, item_sep=part.item_sep,
-                                            prefix=part.prefix, suffix=part.suffix)) for v in rows]
+            one = Part(each=".", parts=part.parts, sep=part.sep, item_sep=part.item_sep, prefix=part.prefix,
+                       suffix=part.suffix)
+            values = [_render_value(v, one) for v in _py_values(batch, part.each)]
         return pa.array([v or None for v in values], pa.string())
 
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
