@@ -1,7 +1,270 @@
-"""The model store: names → local files; never downloads implicitly (work in progress)."""
+"""The model store: Data-Juicer model names → local files; nothing is ever downloaded implicitly.
+
+The store is a directory (``$GRISTMILL_MODELS``, default ``~/.cache/gristmill/models``) of files named as
+Data-Juicer names them: KenLM ``{lang}.arpa.bin`` (a text ``{lang}.arpa`` is accepted too), SentencePiece
+``{lang}.sp.model``, fastText ``lid.176.bin``. Ops declare the names they need (``Op.models()``); a recipe
+whose model is missing fails before any work starts with the one command that fixes it. Models get into the
+store only by ``gristmill models add NAME FILE`` or an explicit ``gristmill models fetch NAME``.
+"""
 from __future__ import annotations
+
+import contextlib
+import contextvars
+import difflib
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+# Data-Juicer's model host (data_juicer/utils/model_utils.py, MODEL_LINKS)
+DEFAULT_BASE_URL = "https://dail-wlcb.oss-cn-wulanchabu.aliyuncs.com/data_juicer/models/"
+
+PATTERNS = {  # regex → what it is
+    r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]+)?\.arpa\.bin": "KenLM model (binary, or text ARPA)",
+    r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]+)?\.arpa": "KenLM model (text ARPA)",
+    r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]+)?\.sp\.model": "SentencePiece model",
+    r"lid\.176\.bin": "fastText language-ID model",
+}
+_TMP_PREFIX = ".gm-tmp-"
+_checking = contextvars.ContextVar("gristmill_models_checking", default=True)
+
+
+class ModelMissing(ValueError):
+    """A model the recipe needs is not in the store; the message is one line with the fix."""
+
+
+def store_dir() -> Path:
+    return Path(os.path.expanduser(os.environ.get("GRISTMILL_MODELS") or "~/.cache/gristmill/models"))
+
+
+def kind(name: str) -> str | None:
+    for pat, what in PATTERNS.items():
+        if re.fullmatch(pat, name):
+            return what
+    return None
+
+
+def suggest(name: str) -> str:
+    """A name the store accepts, close to ``name``."""
+    lang = re.match(r"[A-Za-z]{2,3}(?=[._-]|$)", name)
+    cands = ["lid.176.bin"] + ([f"{lang.group(0)}.arpa.bin", f"{lang.group(0)}.arpa", f"{lang.group(0)}.sp.model"]
+                               if lang else ["en.arpa.bin", "en.sp.model"])
+    best = difflib.get_close_matches(name, cands, n=1, cutoff=0.0)
+    return best[0] if best else cands[0]
+
+
+def _candidates(name: str) -> list[str]:
+    return [name, name[:-len(".bin")]] if name.endswith(".arpa.bin") else [name]
+
+
+def find(name: str) -> Path | None:
+    """The store's file for ``name`` (``X.arpa.bin`` falls back to ``X.arpa``), or None."""
+    d = store_dir()
+    for n in _candidates(name):
+        p = d / n
+        if p.is_file():
+            return p
+    return None
+
+
+def fix_command(name: str) -> str:
+    return f"gristmill models add {name} FILE` or `gristmill models fetch {name}"
+
+
+def resolve(name: str) -> str:
+    """The path of model ``name`` in the store; ModelMissing (one line, with the fix) when absent."""
+    p = find(name)
+    if p is None:
+        raise ModelMissing(f"model {name!r} is not in the model store {store_dir()}: run "
+                           f"`{fix_command(name)}` (or set the op's model_path)")
+    return str(p)
+
+
+def require(names) -> None:
+    """ModelMissing for the first missing name, unless inside ``unchecked()`` (listing what a recipe needs)."""
+    if _checking.get():
+        for n in names:
+            resolve(n)
+
+
+@contextlib.contextmanager
+def unchecked():
+    """Build ops without failing on missing models (``gristmill models RECIPE`` lists them)."""
+    tok = _checking.set(False)
+    try:
+        yield
+    finally:
+        _checking.reset(tok)
+
+
+def required_models(ops) -> list[str]:
+    """The store names the ops declare (``op.models()``), in order, without duplicates."""
+    out: list[str] = []
+    for op in ops:
+        fn = getattr(op, "models", None)
+        for n in (fn() if callable(fn) else []) or []:
+            if n not in out:
+                out.append(n)
+    return out
+
+
+def optional_models(ops) -> list[str]:
+    out: list[str] = []
+    for op in ops:
+        fn = getattr(op, "optional_models", None)
+        for n in (fn() if callable(fn) else []) or []:
+            if n not in out:
+                out.append(n)
+    return out
+
+
+def listing() -> list[tuple[str, int]]:
+    d = store_dir()
+    if not d.is_dir():
+        return []
+    return sorted((p.name, p.stat().st_size) for p in d.iterdir()
+                  if p.is_file() and not p.name.startswith(".") and kind(p.name))
+
+
+def _check_name(name: str) -> None:
+    if kind(name) is None:
+        raise ValueError(f"unknown model name {name!r}: did you mean {suggest(name)!r}? (names: {{lang}}.arpa.bin, "
+                         f"{{lang}}.arpa, {{lang}}.sp.model, lid.176.bin)")
+
+
+def _tmp_in(d: Path, name: str) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    return d / f"{_TMP_PREFIX}{os.getpid()}-{name}"
+
+
+def add(name: str, src: str) -> Path:
+    """Copy ``src`` into the store as ``name`` (temp file + rename)."""
+    _check_name(name)
+    if not os.path.isfile(src):
+        raise ValueError(f"{src}: no such file")
+    d = store_dir()
+    tmp = _tmp_in(d, name)
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, d / name)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return d / name
+
+
+def base_url(arg: str | None = None) -> str:
+    u = arg or os.environ.get("GRISTMILL_MODELS_URL") or DEFAULT_BASE_URL
+    return u if u.endswith("/") else u + "/"
+
+
+def fetch(name: str, url_base: str | None = None, timeout: float = 60.0) -> Path:
+    """Download ``name`` from ``url_base`` into the store: temp file, size check against Content-Length,
+    rename; nothing is left behind on failure. ValueError with one line on any failure."""
+    import urllib.error
+    import urllib.request
+    _check_name(name)
+    url = base_url(url_base) + name
+    d = store_dir()
+    tmp = _tmp_in(d, name)
+    try:
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as r, open(tmp, "wb") as f:
+                expected = r.headers.get("Content-Length")
+                shutil.copyfileobj(r, f, 1 << 20)
+        except urllib.error.HTTPError as e:
+            raise ValueError(f"fetch {name}: HTTP {e.code} {e.reason} from {url}") from None
+        except (urllib.error.URLError, OSError) as e:
+            raise ValueError(f"fetch {name}: {getattr(e, 'reason', None) or e} ({url})") from None
+        size = tmp.stat().st_size
+        if expected is not None and int(expected) != size:
+            raise ValueError(f"fetch {name}: got {size} bytes, expected {expected} ({url}); nothing written")
+        if size == 0:
+            raise ValueError(f"fetch {name}: empty file from {url}; nothing written")
+        os.replace(tmp, d / name)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return d / name
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def cmd_models(args) -> int:
+    action = args.action or []
+    if action and action[0] == "add":
+        if len(action) != 3:
+            print("usage: gristmill models add NAME FILE", file=sys.stderr)
+            return 2
+        try:
+            p = add(action[1], action[2])
+        except (ValueError, OSError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(f"added {p.name} ({_size(p.stat().st_size)}) to {p.parent}")
+        return 0
+    if action and action[0] == "fetch":
+        if len(action) < 2:
+            print("usage: gristmill models fetch NAME... [--base-url URL]", file=sys.stderr)
+            return 2
+        status = 0
+        for name in action[1:]:
+            try:
+                p = fetch(name, args.base_url)
+            except ValueError as e:
+                print(f"error: {e}", file=sys.stderr)
+                status = 1
+                continue
+            print(f"fetched {p.name} ({_size(p.stat().st_size)}) into {p.parent}")
+        return status
+    if len(action) > 1:
+        print("usage: gristmill models [RECIPE] | add NAME FILE | fetch NAME...", file=sys.stderr)
+        return 2
+    d = store_dir()
+    have = listing()
+    print(f"model store: {d}" + ("" if have else " (empty)"))
+    for name, size in have:
+        print(f"  {name:24} {_size(size):>10}")
+    if not action:
+        return 0
+    from .recipe import RecipeError, load_recipe
+    try:
+        with unchecked():
+            _, ops, _ = load_recipe(action[0])
+    except (RecipeError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    need, opt = required_models(ops), [n for n in optional_models(ops)]
+    print(f"{action[0]} needs: " + (", ".join(need) if need else "no models from the store"))
+    missing = []
+    for n in need:
+        p = find(n)
+        print(f"  {n:24} {'present: ' + str(p) if p else 'MISSING'}")
+        if p is None:
+            missing.append(n)
+    for n in opt:
+        p = find(n)
+        print(f"  {n:24} {'present: ' + str(p) if p else 'absent (optional)'}")
+    if missing:
+        print("missing models; fix with:")
+        for n in missing:
+            print(f"  gristmill models add {n} FILE    # or: gristmill models fetch {n}")
+        return 1
+    return 0
 
 
 def add_models_command(sub) -> None:
-    m = sub.add_parser("models", help="the model store: what recipes need, what is installed, add / fetch")
-    m.set_defaults(fn=lambda a: 2)
+    m = sub.add_parser("models", help="the model store: what recipes need, what is installed, add / fetch",
+                       description="List the model store ($GRISTMILL_MODELS, default ~/.cache/gristmill/models); "
+                                   "with RECIPE, what it needs (exit 1 if something is missing). "
+                                   "`models add NAME FILE` copies a file in; `models fetch NAME...` downloads "
+                                   "(only when asked) from --base-url / $GRISTMILL_MODELS_URL "
+                                   f"(default {DEFAULT_BASE_URL}).")
+    m.add_argument("action", nargs="*", metavar="RECIPE | add NAME FILE | fetch NAME...")
+    m.add_argument("--base-url", default=None, help="where `fetch` downloads NAME from (BASE_URL/NAME)")
+    m.set_defaults(fn=cmd_models)

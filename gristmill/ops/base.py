@@ -111,6 +111,10 @@ class Op:
         ps = ", ".join(f"{k}={v!r}" for k, v in self.params.model_dump().items() if v is not None)
         return f"{self.name or type(self).__name__}({ps})"
 
+    def models(self) -> list[str]:
+        """Model-store names this op needs (``gristmill.models``: checked before any work starts)."""
+        return []
+
     # -- lazy resources (loaded once per worker, never pickled) ---------------------------------
     def resource(self, key: str, loader):
         cache = self.__dict__.setdefault("_lazy", {})
