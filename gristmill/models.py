@@ -161,6 +161,7 @@ def base_url(arg: str | None = None) -> str:
 def fetch(name: str, url_base: str | None = None, timeout: float = 60.0) -> Path:
     """Download ``name`` from ``url_base`` into the store: temp file, size check against Content-Length,
     rename; nothing is left behind on failure. ValueError with one line on any failure."""
+    import http.client
     import urllib.error
     import urllib.request
     _check_name(name)
@@ -174,7 +175,10 @@ def fetch(name: str, url_base: str | None = None, timeout: float = 60.0) -> Path
                 shutil.copyfileobj(r, f, 1 << 20)
         except urllib.error.HTTPError as e:
             raise ValueError(f"fetch {name}: HTTP {e.code} {e.reason} from {url}") from None
-        except (urllib.error.URLError, OSError) as e:
+        except http.client.IncompleteRead as e:
+            raise ValueError(f"fetch {name}: connection closed after {len(e.partial)} bytes ({url}); "
+                             f"nothing written") from None
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
             raise ValueError(f"fetch {name}: {getattr(e, 'reason', None) or e} ({url})") from None
         size = tmp.stat().st_size
         if expected is not None and int(expected) != size:
