@@ -20,6 +20,16 @@ class SourceSpec(BaseModel):
     text_key: str | None = Field(None, description="Text field of this source (default: the section's).")
 
 
+FormatName = Literal["npy", "litgpt", "parquet", "megatron", "datatrove"]
+
+
+class FormatSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    format: FormatName = Field(description="Output format.")
+    output: str | None = Field(None, description="Directory of this format's files (default: <output>/<format> "
+                                                 "when several formats are written).")
+
+
 class TokenizeConfig(BaseModel):
     """Tokenize, mix, pack and write training data."""
 
@@ -50,7 +60,11 @@ class TokenizeConfig(BaseModel):
     seq_len: int = Field(2048, gt=0, description="Training sequence length; rows hold seq_len + 1 tokens.")
     pack: str = Field("padded", description="padded (Steel-LLM/TinyLlama), concat (Megatron), bfd (best-fit "
                                             "decreasing), none (one entry per document).")
-    format: Literal["npy", "litgpt", "parquet", "megatron", "datatrove"] = Field("npy", description="Output format.")
+    format: FormatName = Field("npy", description="Output format.")
+    formats: list[FormatName | FormatSpec] | None = Field(
+        None, description="Several output formats from one tokenization and one packing plan: names or "
+                          "{format, output}; each goes to its own directory (default <output>/<format>). "
+                          "Replaces `format`.")
     output: str | None = Field(None, description="Output directory.")
     export_path: str | None = Field(None, description="Alias of output.")
     name: str = Field("data", description="File name stem of the output files.")
@@ -82,11 +96,36 @@ class TokenizeConfig(BaseModel):
             self.output = self.export_path
         if self.output is None:
             raise ValueError("tokenize needs `output` (a directory)")
-        if self.pack == "none" and self.format not in ("parquet", "megatron", "datatrove"):
-            raise ValueError(f"format {self.format!r} stores packed rows; pack: none needs parquet, megatron "
-                             f"or datatrove")
-        assert self.format in FORMATS
+        if self.formats is not None:
+            if not self.formats:
+                raise ValueError("`formats` needs at least one format")
+            if "format" in self.model_fields_set:
+                raise ValueError("give `format` or `formats`, not both")
+        outs = self.format_list()
+        for fmt, _ in outs:
+            if self.pack == "none" and fmt not in ("parquet", "megatron", "datatrove"):
+                raise ValueError(f"format {fmt!r} stores packed rows; pack: none needs parquet, megatron "
+                                 f"or datatrove")
+            assert fmt in FORMATS
+        import os
+        dirs = [os.path.normpath(d) for _, d in outs]
+        dup = sorted({d for d in dirs if dirs.count(d) > 1})
+        if dup:
+            raise ValueError(f"formats: two formats write to the same directory {dup[0]!r}; give each its own "
+                             f"`output`")
         return self
+
+    def format_list(self) -> list[tuple[str, str]]:
+        """[(format, output directory)] in order. ``format:`` (one format) writes to ``output``; with
+        ``formats:`` a lone format also writes to ``output``, several each to their own ``output`` or
+        ``<output>/<format>``."""
+        import os
+        if self.formats is None:
+            return [(self.format, self.output)]
+        items = [(f, None) if isinstance(f, str) else (f.format, f.output) for f in self.formats]
+        if len(items) == 1:
+            return [(items[0][0], items[0][1] or self.output)]
+        return [(f, d or os.path.join(self.output, f)) for f, d in items]
 
     def source_paths(self) -> list[str]:
         """Every path the sources name (files, directories, globs), for checks made before the run."""
@@ -137,7 +176,7 @@ def parse_section(section, where: str = "tokenize") -> TokenizeConfig:
         raise TokenizeConfigError("; ".join(_problems(e, where))) from None
 
 
-_MODELS = {"TokenizeConfig": TokenizeConfig, "SourceSpec": SourceSpec}
+_MODELS = {"TokenizeConfig": TokenizeConfig, "SourceSpec": SourceSpec, "FormatSpec": FormatSpec}
 
 
 def _problems(e: ValidationError, where: str) -> list[str]:
@@ -155,8 +194,8 @@ def _problems(e: ValidationError, where: str) -> list[str]:
 
 def _problem(err: dict, where: str) -> str:
     loc = err["loc"]
-    model = SourceSpec if "SourceSpec" in loc else TokenizeConfig
-    names = set(TokenizeConfig.model_fields) | set(SourceSpec.model_fields)
+    model = SourceSpec if "SourceSpec" in loc else FormatSpec if "FormatSpec" in loc else TokenizeConfig
+    names = set(TokenizeConfig.model_fields) | set(SourceSpec.model_fields) | set(FormatSpec.model_fields)
     tail = list(loc[-1:]) if err["type"] == "extra_forbidden" else []  # the unknown key itself
     keep = [x for x in loc[:len(loc) - len(tail)] if isinstance(x, int) or x in names] + tail
     path = where + "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in keep)

@@ -102,7 +102,9 @@ def preflight(config, where: str = "tokenize", inputs: Sequence[str] = (), pendi
         for p in s["paths"]:
             if not any(_real(p).startswith(st) for st in stems):
                 files += _expand(p, s["name"], where)
-    check_paths({f"{where}: output": cfg.output}, [*cfg.source_paths(), *inputs], files)
+    check_paths({f"{where}: output": cfg.output,
+                 **{f"{where}: output ({f})": d for f, d in cfg.format_list() if d != cfg.output}},
+                [*cfg.source_paths(), *inputs], files)
     return cfg
 
 
@@ -185,7 +187,8 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
     nproc = max(1, int(np))
     jobs, names = _plan_jobs(cfg)
     tok_root = os.path.abspath(os.path.join(work_dir, "tokenize"))
-    check_paths({"tokenize output": cfg.output, "tokenize work dir": tok_root}, cfg.source_paths(),
+    check_paths({"tokenize output": cfg.output, "tokenize work dir": tok_root,
+                 **{f"tokenize output ({f})": d for f, d in cfg.format_list() if d != cfg.output}}, cfg.source_paths(),
                 [f for j in jobs for f in (j.shard.files or [j.shard.source])])
     executor = _LazyExecutor(engine, nproc, address, log or (lambda m: None))
     with WorkDirLock(work_dir):  # one run per work dir (WorkDirBusy otherwise)
@@ -193,7 +196,8 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
         # temp files of a killed run: every one in the work dir (the lock says no run is writing there), the
         # dead processes' ones in the output directory
         remove_stale_tmp(tok_dir, recursive=False, any_pid=True)
-        remove_stale_tmp(cfg.output, recursive=False)
+        for d in {cfg.output, *(d for _, d in cfg.format_list())}:
+            remove_stale_tmp(d, recursive=False)
         try:
             report = _run(cfg, jobs, names, executor, tok_dir, progress, t0)
         except BaseException:
@@ -391,6 +395,7 @@ def _run_with(cfg, jobs, names, executor: _LazyExecutor, tok_dir: str, progress:
         "write_seconds": round(t_write, 3),
         "tokens_per_s": round(new_tokens / seconds, 1) if seconds > 0 and new_tokens else None,
         "eos": sp.eos, "output": cfg.output, "files": out["files"], "stats": out["stats"],
+        "outputs": out["outputs"],
     }
     write_json(os.path.join(cfg.output, "report.json"), report)
     return report
@@ -444,29 +449,50 @@ class _TokenBar(Progress):
 
 def _phase2(cfg: TokenizeConfig, spec: TokenizerSpec, names, results, tok_dir, pad_id, eos_id, bos_id,
             backend, progress) -> dict:
-    out_dir = cfg.output
+    """Mix and pack once, then write every format of the section from that one plan (each format's
+    directory holds exactly what a run of that format alone writes)."""
+    store = TokenStore(tok_dir, names)
+    try:
+        sources = cfg.source_list()
+        weights = [s["weight"] for s in sources]
+        mixing = cfg.total_tokens is not None or any(w != 1.0 for w in weights)
+        b = blend(store.lens, weights if mixing else None, cfg.total_tokens, cfg.seed, cfg.shuffle)
+        doc_lens = _lens_of(store, b.src, b.doc)
+        plan = plan_pack(doc_lens, cfg.seq_len, cfg.pack)
+        # where each piece lives: source and virtual offset in the source's stream
+        p_src = b.src[plan.piece_doc]
+        p_vstart = np.asarray([0], np.int64)
+        if len(plan.piece_doc):
+            doc_starts = np.concatenate([store.doc_start[i] for i in range(len(names))]) if names else np.zeros(0)
+            src_base = np.concatenate([[0], np.cumsum([len(x) for x in store.lens])]).astype(np.int64)
+            p_vstart = doc_starts[src_base[p_src] + b.doc[plan.piece_doc]] + plan.piece_off
+        outputs = []
+        for fmt, out_dir in cfg.format_list():
+            files, stats = _write_format(cfg, fmt, out_dir, spec, store, sources, names, results, b, plan, p_src,
+                                         p_vstart, pad_id, eos_id, bos_id, backend)
+            outputs.append({"format": fmt, "output": out_dir, "files": files})
+    finally:
+        store.close()
+    if len(outputs) == 1:
+        return {"files": outputs[0]["files"], "stats": stats, "outputs": outputs}
+    stats = {**stats, "format": [o["format"] for o in outputs]}
+    os.makedirs(cfg.output, exist_ok=True)
+    write_json(os.path.join(cfg.output, STATS), stats)
+    files = [os.path.relpath(os.path.join(o["output"], f), cfg.output) for o in outputs for f in o["files"]]
+    return {"files": files + [STATS], "stats": stats, "outputs": outputs}
+
+
+def _write_format(cfg: TokenizeConfig, fmt: str, out_dir: str, spec: TokenizerSpec, store: TokenStore, sources,
+                  names, results, b, plan, p_src, p_vstart, pad_id, eos_id, bos_id, backend) -> tuple[list, dict]:
+    """One format's files, packing sidecars, manifest and stats in ``out_dir``."""
     os.makedirs(out_dir, exist_ok=True)
     _remove_previous(out_dir)
-    store = TokenStore(tok_dir, names)
-    sources = cfg.source_list()
-    weights = [s["weight"] for s in sources]
-    mixing = cfg.total_tokens is not None or any(w != 1.0 for w in weights)
-    b = blend(store.lens, weights if mixing else None, cfg.total_tokens, cfg.seed, cfg.shuffle)
-    doc_lens = _lens_of(store, b.src, b.doc)
-    plan = plan_pack(doc_lens, cfg.seq_len, cfg.pack)
     vocab = spec.vocab_size
     per_doc = cfg.pack == "none"
     meta = {"tokenizer": os.path.basename(spec.path)}
     W = cfg.seq_len + 1
-    writer = make_writer(cfg.format, out_dir, cfg.name, vocab, W, len(plan.row_start), pad_id, per_doc, meta,
+    writer = make_writer(fmt, out_dir, cfg.name, vocab, W, len(plan.row_start), pad_id, per_doc, meta,
                          cfg.rows_per_chunk)
-    # where each piece lives: source and virtual offset in the source's stream
-    p_src = b.src[plan.piece_doc]
-    p_vstart = np.asarray([0], np.int64)
-    if len(plan.piece_doc):
-        doc_starts = np.concatenate([store.doc_start[i] for i in range(len(names))]) if names else np.zeros(0)
-        src_base = np.concatenate([[0], np.cumsum([len(x) for x in store.lens])]).astype(np.int64)
-        p_vstart = doc_starts[src_base[p_src] + b.doc[plan.piece_doc]] + plan.piece_off
     piece_start = plan.piece_start
     if writer.kind == "stream" and hasattr(writer, "fill_pieces") and writer.dtype.itemsize == 4:
         writer.fill_pieces(lambda fd, off: store.copy_to(p_src, p_vstart, plan.piece_len, fd, off), plan.piece_len)
@@ -486,9 +512,9 @@ def _phase2(cfg: TokenizeConfig, spec: TokenizerSpec, names, results, tok_dir, p
              np.stack([plan.row_start, plan.row_len], axis=1).astype(np.int64))
     save_npy(os.path.join(out_dir, f"{cfg.name}.docs.npy"), np.stack([b.src.astype(np.int64), b.doc], axis=1))
     files += [f"{cfg.name}.pieces.npy", f"{cfg.name}.rows.npy", f"{cfg.name}.docs.npy"]
-    stats = _stats(cfg, sources, names, results, plan, b, backend)
+    stats = _stats(cfg, fmt, sources, names, results, plan, b, backend)
     manifest = {
-        "format": cfg.format, "name": cfg.name, "files": files, "pack": plan.mode, "seq_len": cfg.seq_len,
+        "format": fmt, "name": cfg.name, "files": files, "pack": plan.mode, "seq_len": cfg.seq_len,
         "width": W, "rows": int(len(plan.row_start)), "pieces": int(len(plan.piece_len)),
         "docs": int(len(b.src)), "dtype": str(writer.dtype), "vocab_size": int(vocab), "pad_id": int(pad_id),
         "eos_id": eos_id, "bos_id": bos_id, "rows_per_chunk": cfg.rows_per_chunk,
@@ -496,8 +522,7 @@ def _phase2(cfg: TokenizeConfig, spec: TokenizerSpec, names, results, tok_dir, p
     }
     write_json(os.path.join(out_dir, MANIFEST), manifest)
     write_json(os.path.join(out_dir, STATS), stats)
-    store.close()
-    return {"files": files + [MANIFEST, STATS], "stats": stats}
+    return files + [MANIFEST, STATS], stats
 
 
 def _remove_previous(out_dir: str) -> None:
@@ -567,7 +592,7 @@ def _write_rows(writer, store: TokenStore, plan, p_src, p_vstart, piece_start, p
         writer.write_rows(rows)
 
 
-def _stats(cfg, sources, names, results, plan, b, backend) -> dict:
+def _stats(cfg, fmt, sources, names, results, plan, b, backend) -> dict:
     per = []
     for si, s in enumerate(sources):
         rs = [results[n] for n in names[si]]
@@ -584,7 +609,7 @@ def _stats(cfg, sources, names, results, plan, b, backend) -> dict:
         p.update({k: m[k] for k in ("docs_used", "tokens_used", "epochs", "target_share", "achieved_share")})
     tot_chars = sum(p["chars"] for p in per)
     tot_content = sum(p["content_tokens"] for p in per)
-    return {"backend": backend, "seq_len": cfg.seq_len, "pack": plan.mode, "format": cfg.format,
+    return {"backend": backend, "seq_len": cfg.seq_len, "pack": plan.mode, "format": fmt,
             "docs": sum(p["docs"] for p in per), "tokens": sum(p["tokens"] for p in per),
             "docs_out": int(len(b.src)), "tokens_out": plan.stream_tokens,
             "chars_per_token": round(tot_chars / tot_content, 4) if tot_content else None,
