@@ -351,7 +351,10 @@ def cmd_tokenize(args) -> int:
                                                       log=lambda m: con.print(f"  {m}", highlight=False)),
                                  work, con)
     if report is not None:
-        print(json.dumps(report, indent=2, default=str))
+        if args.json:
+            print(json.dumps(report, indent=2, default=str))
+        from .tokenize.summary import print_summary
+        print_summary(report, con)
         from .analysis.report import add_tokens
         html = add_tokens(work, report["stats"])  # a recipe's run report gains the token stats
         if html:
@@ -430,8 +433,8 @@ def tokenize_export(recipe, exported: list[str] | None, cfg, con) -> int:
                                                    log=lambda m: con.print(f"  {m}", highlight=False)),
                               cfg.work_dir, con)
     if rep is not None:
-        con.print(f"tokenized: {rep['docs']:,} documents, {rep['tokens']:,} tokens ({rep['backend']}, eos "
-                  f"{rep['eos']}) → {rep['output']}", highlight=False)
+        from .tokenize.summary import print_summary
+        print_summary(rep, con)
         from .analysis.report import add_tokens
         html = add_tokens(cfg.work_dir, rep["stats"])  # token stats join the run's report
         if html:
@@ -491,6 +494,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where phase 1 runs (overrides the recipe's executor_type; default local)")
     t.add_argument("--address", default=None, help="Ray cluster to join: auto or HOST:PORT (with --engine ray)")
     t.add_argument("--no-progress", action="store_true")
+    t.add_argument("--json", action="store_true",
+                   help="also print the full report as JSON on stdout (always written to <output>/report.json)")
     t.set_defaults(fn=cmd_tokenize)
     a = sub.add_parser("analyze", help="compute the stats of a recipe's filters (or --ops) over a dataset, removing "
                                        "nothing: overall.csv, stats.parquet, report.html, k-sigma and what-if")

@@ -88,3 +88,24 @@ def test_format_list_defaults():
     assert cfg.format_list() == [("npy", os.path.join("o", "npy")), ("megatron", os.path.join("o", "megatron")),
                                  ("parquet", "elsewhere")]
     assert parse_section({"tokenizer": "t.json", "sources": "in", "output": "o"}).format_list() == [("npy", "o")]
+
+
+def test_cli_prints_summary_table_and_json_on_request(tok_json, corpus, tmp_path, capsys):
+    import yaml
+
+    from gristmill.cli import main as cli_main
+    p = tmp_path / "t.yaml"
+    p.write_text(yaml.safe_dump(_cfg(tok_json, corpus, tmp_path / "o", formats=["npy", "megatron"])))
+    capsys.readouterr()
+    assert cli_main(["tokenize", str(p), "--no-progress", "--work-dir", str(tmp_path / "w")]) == 0
+    cap = capsys.readouterr()
+    assert cap.out == ""  # no JSON without --json
+    for want in ("source", "chars/token", "share", "total", "utilisation", "npy:", "megatron:", "data.bin",
+                 os.path.join(str(tmp_path / "o"), "report.json")):
+        assert want in cap.err, want
+    assert len(cap.err.splitlines()) < 30
+    full = json.load(open(tmp_path / "o" / "report.json"))
+    assert full["stats"]["sources"][0]["docs"] == 150
+    assert cli_main(["tokenize", str(p), "--no-progress", "--work-dir", str(tmp_path / "w"), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["shards_skipped"] == rep["shards"] and [o["format"] for o in rep["outputs"]] == ["npy", "megatron"]

@@ -88,7 +88,7 @@ def test_ray_engine_gives_the_local_bytes(tok_json, corpus, tmp_path, capsys):
     p.write_text(yaml.safe_dump(section(tok_json, corpus, tmp_path / "b")))
     capsys.readouterr()
     assert cli_main(["tokenize", str(p), "--engine", "ray", "--np", "2", "--work-dir", str(tmp_path / "wb"),
-                     "--no-progress"]) == 0
+                     "--no-progress", "--json"]) == 0
     import json
     rep = json.loads(capsys.readouterr().out)
     assert rep["engine"] == "ray" and rep["shards"] == local["shards"] and rep["shards_skipped"] == 0
@@ -149,12 +149,12 @@ def test_a_recipes_tokenize_section_on_ray_gives_the_local_bytes(tok_json, corpu
         shutil.rmtree(tmp_path / "ray" / "tokens")
         shutil.rmtree(tmp_path / "ray" / "work" / "tokenize")
         capsys.readouterr()
-        assert cli_main(["tokenize", on_ray, "--no-progress"]) == 0
+        assert cli_main(["tokenize", on_ray, "--no-progress", "--json"]) == 0
         rep = json.loads(capsys.readouterr().out)
         assert rep["engine"] == "ray" and rep["shards"] == local["shards"] and rep["shards_skipped"] == 0
         same_tokens("ray")
         # the token shards Ray tasks wrote are the local engine's: a local rerun reuses every one
-        assert cli_main(["tokenize", on_ray, "--engine", "local", "--no-progress"]) == 0
+        assert cli_main(["tokenize", on_ray, "--engine", "local", "--no-progress", "--json"]) == 0
         rep = json.loads(capsys.readouterr().out)
         assert rep["engine"] == "local" and rep["shards_skipped"] == rep["shards"] == local["shards"]
         same_tokens("ray")

@@ -96,7 +96,7 @@ def test_sharded_export_is_tokenized_whole(tok_json, tmp_path, data, capsys):
     assert len(files) > 2 and not os.path.exists(tmp_path / "out" / "c.jsonl")
     assert token_docs(tmp_path / "tokens") == encode(tok_json, texts_of(*files))
     capsys.readouterr()
-    assert cli_main(["tokenize", recipe, "--no-progress"]) == 0
+    assert cli_main(["tokenize", recipe, "--no-progress", "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
     assert rep["shards"] == rep["shards_skipped"] == len(files) and rep["docs"] == len(texts_of(*files))
 
