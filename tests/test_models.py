@@ -198,3 +198,11 @@ def test_fetch_from_a_local_server(tmp_path, server):
 
     res = cli("models", store=store)
     assert res.returncode == 0 and "en.arpa.bin" in res.stdout
+
+
+def test_language_id_model_by_store_name_fails_at_load_when_missing(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRISTMILL_MODELS", str(tmp_path / "store"))
+    from gristmill.registry import OpError, create_op
+    with pytest.raises(OpError, match="gristmill models add lid.176.bin"):
+        create_op("language_id_score_filter", {"model_path": "lid.176.bin"})
+    assert create_op("language_id_score_filter", {}).models() == []  # the bundled model needs no store

