@@ -476,9 +476,11 @@ def _phase2(cfg: TokenizeConfig, spec: TokenizerSpec, names, results, tok_dir, p
     if len(outputs) == 1:
         return {"files": outputs[0]["files"], "stats": stats, "outputs": outputs}
     stats = {**stats, "format": [o["format"] for o in outputs]}
+    files = [os.path.relpath(os.path.join(o["output"], f), cfg.output) for o in outputs for f in o["files"]]
+    if any(os.path.normpath(o["output"]) == os.path.normpath(cfg.output) for o in outputs):
+        return {"files": files, "stats": stats, "outputs": outputs}  # that format's stats.json stays its own
     os.makedirs(cfg.output, exist_ok=True)
     write_json(os.path.join(cfg.output, STATS), stats)
-    files = [os.path.relpath(os.path.join(o["output"], f), cfg.output) for o in outputs for f in o["files"]]
     return {"files": files + [STATS], "stats": stats, "outputs": outputs}
 
 

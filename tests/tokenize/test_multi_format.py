@@ -109,3 +109,13 @@ def test_cli_prints_summary_table_and_json_on_request(tok_json, corpus, tmp_path
     assert cli_main(["tokenize", str(p), "--no-progress", "--work-dir", str(tmp_path / "w"), "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
     assert rep["shards_skipped"] == rep["shards"] and [o["format"] for o in rep["outputs"]] == ["npy", "megatron"]
+
+
+def test_a_format_in_output_itself_keeps_its_own_files(tok_json, corpus, tmp_path):
+    out = tmp_path / "o"
+    run_tokenize(_cfg(tok_json, corpus, out, formats=["npy", {"format": "megatron", "output": str(out)}]),
+                 work_dir=str(tmp_path / "w"), progress=False)
+    run_tokenize(_cfg(tok_json, corpus, tmp_path / "m", format="megatron"), work_dir=str(tmp_path / "w"),
+                 progress=False)
+    assert _files(out) == _files(tmp_path / "m")  # the npy subdirectory aside
+    assert os.path.exists(out / "npy" / "data.npy")
