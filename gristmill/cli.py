@@ -534,7 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_download_command(sub)
     except ImportError:
         pass
-    from .models import add_models_command
+    from .models_cli import add_models_command
     add_models_command(sub)
     return p
 

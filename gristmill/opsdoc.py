@@ -163,7 +163,8 @@ def _op_section(cls) -> list[str]:
 
 def render() -> str:
     """The whole of docs/ops.md (deterministic: kinds in pipeline order, ops sorted by name)."""
-    ops = all_ops()
+    # gristmill's own ops only: a test or a plugin may register more in the same process
+    ops = {n: c for n, c in all_ops().items() if c.__module__.startswith("gristmill.")}
     by_kind = {k: sorted(n for n, c in ops.items() if c.kind == k) for k in _kinds(ops)}
     lines = [
         "# Ops",

@@ -21,6 +21,8 @@ def test_every_registered_op_is_documented():
     text = opsdoc.render()
     contents = text.split("## Contents", 1)[1].split("\n## ", 1)[0]
     for name, cls in all_ops().items():
+        if not cls.__module__.startswith("gristmill."):
+            continue  # registered by another test in this process
         assert f"\n### {name}\n" in text, name
         assert f"[{name}](#{name})" in contents, name
         for p in describe(cls)["params"]:
