@@ -99,19 +99,18 @@ def unchecked():
 
 def required_models(ops) -> list[str]:
     """The store names the ops declare (``op.models()``), in order, without duplicates."""
-    out: list[str] = []
-    for op in ops:
-        fn = getattr(op, "models", None)
-        for n in (fn() if callable(fn) else []) or []:
-            if n not in out:
-                out.append(n)
-    return out
+    return _declared(ops, "models")
 
 
 def optional_models(ops) -> list[str]:
+    """The store names the ops use when present (``op.optional_models()``), in order, without duplicates."""
+    return _declared(ops, "optional_models")
+
+
+def _declared(ops, method: str) -> list[str]:
     out: list[str] = []
     for op in ops:
-        fn = getattr(op, "optional_models", None)
+        fn = getattr(op, method, None)
         for n in (fn() if callable(fn) else []) or []:
             if n not in out:
                 out.append(n)

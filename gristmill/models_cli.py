@@ -60,7 +60,7 @@ def cmd_models(args) -> int:
     except (RecipeError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    need, opt = required_models(ops), [n for n in optional_models(ops)]
+    need, opt = required_models(ops), optional_models(ops)
     print(f"{action[0]} needs: " + (", ".join(need) if need else "no models from the store"))
     missing = []
     for n in need:

@@ -8,19 +8,13 @@ import math
 import os
 
 from ..core import columns as C
-from .profile import TEXT_LEN, Profile, StatsOnly
+from .profile import TEXT_LEN, Profile, StatsOnly, filter_of
 from .sketch import CategorySketch, StatSketch, edges_for
 from .thresholds import open_bound, suggestions
 
 PERCENTILES = (0.25, 0.5, 0.75)
 SAMPLE_ROWS = 20  # removed rows per op shown in the report (the files hold more)
 TEXT_CHARS = 2000
-
-
-def _filter(op):
-    if isinstance(op, StatsOnly):
-        return op.inner
-    return op if getattr(op, "kind", "") == "filter" else None
 
 
 def _num(x):
@@ -56,7 +50,7 @@ def stat_sections(ops, prof: Profile, k: float) -> tuple[list, list, list, dict]
     """(stats, categories, suggestions, {column name: union sketch}) for every filter's stats, in recipe order."""
     stats, cats, sugg, columns = [], [], [], {}
     for op in ops:
-        flt = _filter(op)
+        flt = filter_of(op)
         if flt is None:
             continue
         pos, th = op.position, flt.thresholds()

@@ -115,7 +115,8 @@ class StatsOnly(Mapper):
         return self.inner.ensure_stats(batch)
 
 
-def _filter_of(op) -> Filter | None:
+def filter_of(op) -> Filter | None:
+    """The filter an op is (or wraps, for an analysis), else None."""
     if isinstance(op, StatsOnly):
         return op.inner
     return op if isinstance(op, Filter) else None
@@ -176,7 +177,7 @@ class ShardProfile:
         if not op.row_local:  # a global op's prepare step: its effect is seen where its decision applies
             return
         pos = op.position
-        flt = _filter_of(op)
+        flt = filter_of(op)
         if flt is not None:
             self._filter(pos, flt, op, out, gone)
         elif isinstance(op, Mapper) and self.trace_n is not None:

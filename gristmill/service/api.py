@@ -17,7 +17,7 @@ from typing import Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -294,20 +294,20 @@ def create_app(manager: JobManager, *, token: str | None = None, allow_scripts: 
             kind: str | None = Query(None, max_length=50, description="mapper, filter, deduplicator, ...")):
         return CleanJSON({"ops": core.list_ops(q, kind)})
 
-    @app.get("/api/ops/{name}", tags=["catalogue"])
-    def op(name: str):
+    def described(name: str) -> dict:
         try:
-            return CleanJSON(core.describe_op(name))
+            return core.describe_op(name)
         except KeyError as e:
             raise ApiError(404, e.args[0]) from None
+
+    @app.get("/api/ops/{name}", tags=["catalogue"])
+    def op(name: str):
+        return CleanJSON(described(name))
 
     @app.get("/api/ops/{name}/schema", tags=["catalogue"],
              description="The JSON schema of the op's params (also in this document's components as op_NAME).")
     def op_schema(name: str):
-        try:
-            return CleanJSON(core.describe_op(name)["schema"])
-        except KeyError as e:
-            raise ApiError(404, e.args[0]) from None
+        return CleanJSON(described(name)["schema"])
 
     @app.get("/api/formats", tags=["catalogue"])
     def formats():
