@@ -14,6 +14,7 @@ ROOT = Path(gristmill.__file__).parent
 FORBIDDEN = {
     "gristmill.io": ("gristmill.ops", "gristmill.engine"),
     "gristmill.ops": ("gristmill.io", "gristmill.engine"),
+    "gristmill.media": ("gristmill.ops", "gristmill.io", "gristmill.engine"),  # shared by ops and readers
 }
 
 

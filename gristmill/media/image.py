@@ -1,0 +1,115 @@
+"""Image decoding shared by image ops: each image decoded once per op chain and batch.
+
+Fused ops run one after another on the same batch, so a small bounded cache (decoded pixels, least
+recently used out first) lets a chain of image filters decode each image once. A decode error is cached
+too, so every op (and the row-by-row retry of the fused executor) raises the same clear ``ValueError``
+without reading the file again. Pillow is imported lazily: op modules must import cheaply.
+"""
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+
+from . import describe, open_media
+
+# Decoded bytes held at most (GRISTMILL_IMAGE_CACHE_MB, default 512): a batch of 1000 images of
+# 512x512 RGB fits; larger images are decoded again by later ops of the chain rather than held.
+_CACHE_BYTES = int(float(os.environ.get("GRISTMILL_IMAGE_CACHE_MB", "512")) * (1 << 20))
+
+
+class _Cache:
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.items: OrderedDict = OrderedDict()
+        self.used = 0
+
+    def get(self, key):
+        hit = self.items.get(key)
+        if hit is not None:
+            self.items.move_to_end(key)
+        return hit
+
+    def put(self, key, value, nbytes: int):
+        if nbytes > self.limit:
+            return
+        old = self.items.pop(key, None)
+        if old is not None:
+            self.used -= old[1]
+        self.items[key] = (value, nbytes)
+        self.used += nbytes
+        while self.used > self.limit:
+            _, (_, n) = self.items.popitem(last=False)
+            self.used -= n
+
+    def clear(self):
+        self.items.clear()
+        self.used = 0
+
+
+_cache = _Cache(_CACHE_BYTES)
+
+
+def _key(value):
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return ("b", bytes(value))  # bytes hash once and compare exactly
+    try:
+        st = os.stat(value)
+        return ("p", value, st.st_mtime_ns, st.st_size)
+    except (OSError, TypeError, ValueError):
+        return ("p", value, None, None)
+
+
+def _decode(value):
+    from PIL import Image
+    src = open_media(value)  # FileNotFoundError for a missing path
+    try:
+        img = Image.open(src)
+        img.load()  # decode now: a truncated or corrupt file fails here, not in a later op
+    except Exception as e:  # noqa: BLE001 - Pillow raises many types for bad data
+        raise ValueError(f"cannot decode image {describe(value)[:300]}: {type(e).__name__}: {e}") from None
+    return img
+
+
+def load_image(value):
+    """The decoded ``PIL.Image.Image`` of a media item (absolute path or bytes), in its own mode (call
+    ``.convert("RGB")`` where RGB is needed, as Data-Juicer's loader does). Raises
+    ``FileNotFoundError`` for a missing file and ``ValueError("cannot decode image ...: ...")`` for a
+    corrupt, truncated or unsupported one. The returned image is shared: do not modify it in place."""
+    key = _key(value)
+    hit = _cache.get(key)
+    if hit is not None:
+        obj = hit[0]
+        if isinstance(obj, BaseException):
+            raise type(obj)(*obj.args)
+        return obj
+    try:
+        img = _decode(value)
+    except (ValueError, FileNotFoundError) as e:
+        _cache.put(key, e, 64 + (len(key[1]) if key[0] == "b" else 0))
+        raise
+    _cache.put(key, img, _nbytes(img))
+    return img
+
+
+def load_rgb(value):
+    """``load_image(value)`` converted to RGB (cached as well: filters and hashes that need RGB pixels
+    share one conversion)."""
+    key = ("rgb",) + _key(value)
+    hit = _cache.get(key)
+    if hit is not None:
+        return hit[0]
+    img = load_image(value)
+    rgb = img if img.mode == "RGB" else img.convert("RGB")
+    if rgb is not img:
+        _cache.put(key, rgb, _nbytes(rgb))
+    return rgb
+
+
+def _nbytes(img) -> int:
+    bands = len(img.getbands())
+    return img.width * img.height * max(1, bands) + 256
+
+
+def clear_cache() -> None:
+    """Drop every decoded image (tests; a worker never needs to: the cache is bounded)."""
+    _cache.clear()
