@@ -36,10 +36,18 @@ def cmd_run(args) -> int:
             con.print("[red]error:[/red] downloads failed (rerun to retry; `download.on_failure: continue` "
                       "processes what was downloaded)", highlight=False)
             return 1
-    con.print(f"[bold]{recipe.project_name}[/bold]: {len(ops)} ops, np={cfg.np}, work dir {cfg.work_dir}",
-              highlight=False)
-    status, report = run_guarded(lambda: create_engine(cfg, log=lambda m: con.print(f"  {m}", highlight=False))
-                                 .run(ops), cfg.work_dir, con)
+    log = lambda m: con.print(f"  {m}", highlight=False)  # noqa: E731
+    if recipe.sources:
+        from .engine.multisource import run_sources
+        from .recipe import source_configs
+        runs = source_configs(recipe, cfg)
+        con.print(f"[bold]{recipe.project_name}[/bold]: {len(runs)} sources, {len(ops)} shared ops, np={cfg.np}, "
+                  f"work dir {cfg.work_dir}", highlight=False)
+        status, report = run_guarded(lambda: run_sources(cfg, runs, ops, log=log), cfg.work_dir, con)
+    else:
+        con.print(f"[bold]{recipe.project_name}[/bold]: {len(ops)} ops, np={cfg.np}, work dir {cfg.work_dir}",
+                  highlight=False)
+        status, report = run_guarded(lambda: create_engine(cfg, log=log).run(ops), cfg.work_dir, con)
     if report is None:
         return status
     print_report(report, con)
@@ -49,7 +57,7 @@ def cmd_run(args) -> int:
         con.print(f"[red]error:[/red] {verdict}", highlight=False)
         return 1
     if recipe.tokenize:
-        return tokenize_export(recipe, report.get("exported_files"), cfg, con)
+        return tokenize_export(recipe, report, cfg, con)
     return 0
 
 
@@ -139,10 +147,13 @@ def print_report(report: dict, con=None) -> None:
         reasons = ", ".join(f"{k}: {v:,}" for k, v in sorted(row["reasons"].items(), key=lambda kv: -kv[1])[:4])
         extra = f" (+{row['added']:,})" if row.get("added", 0) > 0 else \
             (f" (merged {-row['added']:,})" if row.get("added", 0) < 0 else "")
-        t.add_row("" if row["position"] is None else str(row["position"]), row["op"], f"{row['rows_in']:,}",
+        op = f"{row['source']}: {row['op']}" if row.get("source") else row["op"]
+        t.add_row("" if row["position"] is None else str(row["position"]), op, f"{row['rows_in']:,}",
                   f"{row['rows_out']:,}{extra}", f"{row['removed']:,}", f"{row['rejected']:,}",
                   f"{row['seconds']:.2f}", reasons)
     con.print(t)
+    if report.get("sources"):
+        print_sources(report, con)
     if report.get("exported_files"):
         con.print("exported: " + ", ".join(report["exported_files"]), highlight=False)
     if report.get("report_html"):
@@ -151,6 +162,18 @@ def print_report(report: dict, con=None) -> None:
         con.print(f"[yellow]{report['rejects']:,} rejected rows[/yellow] → {report['rejects_file']}", highlight=False)
         for r in report.get("reject_reasons", [])[:5]:
             con.print(f"  {r['count']:,} × {r['op']} {r['error_type']}: {r['example']}", highlight=False)
+
+
+def print_sources(report: dict, con) -> None:
+    """A multi-source run's funnel per source: rows read, after its own ops, rejected, at the end."""
+    from rich.table import Table
+    t = Table(title="per source")
+    for col in ("source", "weight", "rows in", "after own ops", "rejected", "rows out"):
+        t.add_column(col, justify="left" if col == "source" else "right")
+    for s in report["sources"]:
+        t.add_row(s["name"], f"{s['weight']:g}", f"{s['rows_in']:,}", f"{s['rows_after_source_ops']:,}",
+                  f"{s['rejects']:,}", "" if s["rows_out"] is None else f"{s['rows_out']:,}")
+    con.print(t)
 
 
 def cmd_ops(args) -> int:
@@ -387,8 +410,9 @@ def _tokenize_job(args) -> tuple[dict, int, str, str, str | None]:
             cfg.engine_address)
 
 
-def _exported_files(recipe, work_dir: str) -> list[str] | None:
-    """The files the recipe's last run exported (None when the section names its own sources)."""
+def _exported_files(recipe, work_dir: str):
+    """What the recipe's last run wrote for the tokenize step (its report.json): the exported files, or for
+    a multi-source recipe the report itself (per source files); None when the section names its own sources."""
     from .recipe import RecipeError
     if recipe.tokenize.get("sources") is not None or recipe.tokenize.get("dataset_path") is not None:
         return None
@@ -397,15 +421,33 @@ def _exported_files(recipe, work_dir: str) -> list[str] | None:
             report = json.load(f)
     except (OSError, ValueError):
         report = {}
+    if recipe.sources and report.get("sources") is not None and report.get("export_path") == recipe.export_path:
+        return report
     if report.get("export_path") == recipe.export_path and report.get("exported_files"):
         return report["exported_files"]
     raise RecipeError(f"no export of this recipe in {work_dir} (report.json): run `gristmill run` on it first, or "
                       f"give the tokenize section `sources`")
 
 
-def _export_section(recipe, files: list[str] | None) -> dict:
-    from .tokenize.config import with_export
-    return with_export(recipe.tokenize, recipe.export_path, files)
+def _export_section(recipe, done) -> dict:
+    """The recipe's tokenize section reading what the run wrote: ``done`` is the run's report (or its
+    exported files; None before the run). A multi-source run's sources are mixed by their weights from
+    their own files; a section naming its own sources keeps them."""
+    from .tokenize.config import with_export, with_sources
+    if recipe.sources and isinstance(done, dict):
+        return with_sources(recipe.tokenize, _mixture(recipe, done), recipe.export_path, done.get("exported_files"))
+    if isinstance(done, dict):
+        done = done.get("exported_files")
+    return with_export(recipe.tokenize, recipe.export_path, done)
+
+
+def _mixture(recipe, report: dict) -> list[dict] | None:
+    """[{name, weight, paths}] of a multi-source run's output, or None when its rows no longer split by
+    source (a grouper in the shared process) and no weights ask for it."""
+    files = report.get("source_files")
+    if files is None:
+        return None
+    return [{"name": s.name, "weight": s.weight, "paths": files.get(s.name) or []} for s in recipe.sources]
 
 
 def check_tokenize_section(recipe, source: str) -> None:
@@ -418,16 +460,42 @@ def check_tokenize_section(recipe, source: str) -> None:
     from .tokenize.run import preflight
     export = [recipe.export_path] if recipe.export_path else []
     try:
+        if recipe.sources:
+            _check_mixable(recipe)
+            inputs = [p for s in recipe.sources for p in ([s.path] if isinstance(s.path, str) else s.path)] + export
+            section = recipe.tokenize
+            if section.get("sources") is None and section.get("dataset_path") is None:
+                # the run writes each source's files; before it, the sources' own paths stand for them
+                section = {**section, "sources": [{"path": s.path, "name": s.name, "weight": s.weight}
+                                                  for s in recipe.sources]}
+            preflight(section, f"{source}: tokenize", inputs, pending=export)
+            return
         inputs = [p for _, p in parse_weighted(recipe.dataset_path)] + export
         preflight(_export_section(recipe, None), f"{source}: tokenize", inputs, pending=export)
     except (ValueError, FileNotFoundError) as e:
         raise RecipeError(str(e)) from None
 
 
-def tokenize_export(recipe, exported: list[str] | None, cfg, con) -> int:
-    """The recipe's tokenize step on what the run exported (``exported``: its report's exported_files)."""
+def _check_mixable(recipe) -> None:
+    """Weights that differ need the rows of each source apart at the end: a grouper in the shared process
+    merges rows of several sources, so that combination is refused before the run."""
+    from .ops.base import Grouper
+    from .recipe import RecipeError
+    weights = {s.weight for s in recipe.sources}
+    if weights == {1.0} or recipe.tokenize.get("sources") is not None:
+        return
+    from .recipe import build_ops
+    groupers = [o.name for o in build_ops(recipe.process, True) if isinstance(o, Grouper)]
+    if groupers:
+        raise RecipeError(f"tokenize: the source weights need each source's rows apart, but the shared process's "
+                          f"{groupers[0]} merges rows across sources; move it into the sources' own process, or "
+                          f"drop the weights")
+
+
+def tokenize_export(recipe, done, cfg, con) -> int:
+    """The recipe's tokenize step on what the run wrote (``done``: its report, or its exported files)."""
     from .tokenize.run import run_tokenize
-    section = _export_section(recipe, exported)
+    section = _export_section(recipe, done)
     status, rep = run_guarded(lambda: run_tokenize(section, np=cfg.np, work_dir=cfg.work_dir, progress=cfg.progress,
                                                    engine=cfg.engine, address=cfg.engine_address,
                                                    log=lambda m: con.print(f"  {m}", highlight=False)),

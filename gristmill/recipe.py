@@ -4,8 +4,10 @@ and the closest valid name."""
 from __future__ import annotations
 
 import os
+import re
+
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from .core import defaults as D
 from .engine.config import RunConfig
@@ -20,18 +22,69 @@ DJ_IGNORED = {
     "op_list_to_trace", "save_stats_in_one_file", "export_in_parallel", "open_monitor",
     "use_checkpoint", "temp_dir", "turbo", "skip_op_error", "adaptive_batch_size", "hpo_config",
     "data_probe_algo", "data_probe_ratio", "debug", "auto", "auto_num",
-    "export_original_dataset", "suffixes", "image_key", "audio_key", "video_key", "image_special_token",
-    "audio_special_token", "video_special_token", "eoc_special_token", "open_insight_mining", "op_list_to_mine",
-    "config", "backup_count", "keep_hashes_in_res_ds", "export_type", "load_dataset_kwargs", "dataset",
+    "export_original_dataset", "suffixes", "eoc_special_token", "open_insight_mining", "op_list_to_mine",
+    "config", "backup_count", "keep_hashes_in_res_ds", "export_type", "load_dataset_kwargs",
     "validators", "generated_dataset_config", "event_logging", "partition_size", "max_partition_size",
 }
+# Data-Juicer's multimodal keys: kept on the recipe and handed to the reader as ``reader_params.media_keys``
+# (which field holds the image/audio/video paths, and the special tokens that mark them in the text); a
+# text recipe is unaffected by them.
+MEDIA_KEYS = ("image_key", "audio_key", "video_key", "image_special_token", "audio_special_token",
+              "video_special_token")
+SOURCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class SourceRecipe(BaseModel):
+    """One input of a multi-source recipe: where it is, how to read it, its own ops and its mixture weight."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(description="Label of the source in reports, rejects, ids and the token stats.")
+    path: str | list[str] = Field(description="File, directory or glob (or a list of them).")
+    weight: float = Field(1.0, ge=0, description="Share of the tokens in the `tokenize:` output (same meaning as "
+                                                 "a tokenize source's weight: docs/tokenize.md); the export "
+                                                 "holds every row once.")
+    input_format: str | None = Field(None, description="Force a reader for this source.")
+    reader_params: dict = Field(default_factory=dict, description="Reader options of this source.")
+    txt_mode: str | None = Field(None, description="Plain text: one document per 'file' or per 'line'.")
+    text_keys: str | list[str] | None = Field(None, description="This source's text field (default: the "
+                                              "recipe's); renamed to the recipe's text field after its chain.")
+    process: list = Field(default_factory=list, description="Ops run on this source only, before the "
+                                                            "shared `process`.")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v):
+        if not SOURCE_NAME.match(v):
+            raise ValueError("a source name is 1-64 letters, digits, '_', '.', '-' (it names a work directory)")
+        return v
+
+    @field_validator("reader_params")
+    @classmethod
+    def _reader_params(cls, v):
+        from .io.base import check_reader_params
+        return check_reader_params(v)
+
+    @field_validator("txt_mode")
+    @classmethod
+    def _mode(cls, v):
+        if v not in (None, "file", "line"):
+            raise ValueError("txt_mode must be 'file' or 'line'")
+        return v
+
+    def text_key(self, default: str) -> str:
+        k = self.text_keys
+        return default if k is None else (k if isinstance(k, str) else k[0])
 
 
 class Recipe(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     project_name: str = "gristmill"
-    dataset_path: str | list = Field(..., description="File, directory, glob, or weighted list 'w1 p1 w2 p2'.")
+    dataset_path: str | list | None = Field(None, description="File, directory, glob, or weighted list "
+                                            "'w1 p1 w2 p2' (or `sources:`, or Data-Juicer's `dataset:`).")
+    sources: list[SourceRecipe] | None = Field(None, description="Several inputs, each with its own reader "
+                                               "options, ops and weight; `process` then runs over all of them "
+                                               "(docs/recipes.md).")
     export_path: str | None = Field(None, description="Output file (.jsonl[.gz|.zst], .parquet) or directory.")
     np: int = Field(1, ge=1, description="Worker processes.")
     text_keys: str | list[str] = Field(D.TEXT_KEY, description="Text field (the first one is used by ops).")
@@ -62,6 +115,39 @@ class Recipe(BaseModel):
                                     "unset: a local Ray instance is started.")
     tokenize: dict | None = Field(None, description="Tokenize/pack/write section (see docs/tokenize.md).")
     download: DownloadStage | None = Field(None, description="Download section run first (see docs/web.md).")
+    add_suffix: bool = Field(False, description="Give every row its file's suffix ('.jsonl') in the field "
+                             "__dj__suffix__ (Data-Juicer's; on by itself when the recipe has a suffix_filter).")
+    export_extra_args: dict = Field(default_factory=dict, description="Data-Juicer's extra exporter options: "
+                                    "accepted, no effect here (the format follows export_path).")
+    custom_operator_paths: list[str] = Field(default_factory=list, description="Python files or packages "
+                                             "defining ops (@register); loaded only with allow_scripts.")
+    image_key: str | None = Field(None, description="Field with image paths (multimodal readers).")
+    audio_key: str | None = Field(None, description="Field with audio paths (multimodal readers).")
+    video_key: str | None = Field(None, description="Field with video paths (multimodal readers).")
+    image_special_token: str | None = Field(None, description="Token marking an image in the text.")
+    audio_special_token: str | None = Field(None, description="Token marking an audio clip in the text.")
+    video_special_token: str | None = Field(None, description="Token marking a video in the text.")
+
+    _source_ops: list = PrivateAttr(default_factory=list)  # per source, its built ops
+
+    @model_validator(mode="after")
+    def _one_input(self):
+        if self.sources is not None:
+            if self.dataset_path is not None:
+                raise ValueError("give `dataset_path` or `sources`, not both")
+            if not self.sources:
+                raise ValueError("`sources` needs at least one source")
+            names = [s.name for s in self.sources]
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                raise ValueError(f"sources: the name {dup[0]!r} is used twice (names must be unique)")
+        elif self.dataset_path is None:
+            raise ValueError("a recipe needs `dataset_path`, `sources` or Data-Juicer's `dataset`")
+        return self
+
+    def media_keys(self) -> dict:
+        """The multimodal keys the recipe set (Data-Juicer's image_key, ...): for the readers."""
+        return {k: getattr(self, k) for k in MEDIA_KEYS if getattr(self, k) is not None}
 
     @model_validator(mode="before")
     @classmethod
@@ -121,6 +207,10 @@ def parse_recipe(raw: dict, source: str = "recipe") -> tuple[Recipe, list, list[
     tracer_on, trace_num = data.pop("open_tracer", None), data.pop("trace_num", None)
     if "keep_traces" not in data and (tracer_on is not None or trace_num is not None):
         data["keep_traces"] = 0 if tracer_on is False else (trace_num if trace_num is not None else D.KEEP_TRACES)
+    if "dataset" in data:
+        from .recipe_dj import dataset_block
+        data, more = dataset_block(data, source)
+        warnings += more
     fields = Recipe.model_fields
     unknown = [k for k in data if k not in fields]
     if unknown:
@@ -131,10 +221,43 @@ def parse_recipe(raw: dict, source: str = "recipe") -> tuple[Recipe, list, list[
         msgs = []
         for err in e.errors():
             loc = ".".join(str(x) for x in err["loc"])
-            msgs.append(f"{source}: {loc}: {err['msg']} (got {err.get('input')!r})")
+            if loc:
+                msgs.append(f"{source}: {loc}: {err['msg']} (got {err.get('input')!r})")
+            else:  # a check across keys (dataset_path / sources)
+                msgs.append(f"{source}: {err['msg'].removeprefix('Value error, ')}")
         raise RecipeError("; ".join(msgs)) from None
+    if recipe.custom_operator_paths:
+        if not recipe.allow_scripts:
+            raise RecipeError(f"{source}: custom_operator_paths loads user Python code; enable it with "
+                              f"`allow_scripts: true` in the recipe (or --allow-scripts)")
+        from .recipe_dj import load_custom_operators
+        try:
+            load_custom_operators(recipe.custom_operator_paths, os.path.dirname(os.path.abspath(source))
+                                  if os.path.isfile(source) else os.getcwd())
+        except (ImportError, OSError, ValueError, SyntaxError) as e:
+            raise RecipeError(f"{source}: custom_operator_paths: {e}") from None
+    if recipe.export_extra_args:
+        warnings.append(f"export_extra_args has no effect here (the export format follows export_path's "
+                        f"extension): {', '.join(sorted(recipe.export_extra_args))}")
+    if recipe.media_keys():
+        warnings.append(f"{', '.join(recipe.media_keys())}: passed to the readers as media keys; no effect on "
+                        f"text ops")
     ops = build_ops(recipe.process, recipe.allow_scripts, source)
+    errors = []
+    for i, s in enumerate(recipe.sources or []):
+        try:
+            recipe._source_ops.append(build_ops(s.process, recipe.allow_scripts, f"{source}: sources[{i}] "
+                                                f"({s.name})"))
+        except RecipeError as e:
+            errors.append(str(e))
+    if errors:
+        raise RecipeError("\n".join(errors))
     return recipe, ops, warnings
+
+
+def all_ops(recipe: Recipe, ops: list) -> list:
+    """Every op a recipe runs: each source's chain, then the shared one (e.g. for the models it needs)."""
+    return [o for chain in recipe._source_ops for o in chain] + list(ops)
 
 
 def build_ops(process: list, allow_scripts: bool = False, source: str = "recipe") -> list:
@@ -170,6 +293,10 @@ def run_config(recipe: Recipe, np: int | None = None, work_dir: str | None = Non
     reader_params = dict(recipe.reader_params)
     if recipe.txt_mode != "file":
         reader_params["txt_mode"] = recipe.txt_mode
+    if recipe.media_keys():  # a hashable, JSON-able form (reader params are fingerprinted)
+        reader_params["media_keys"] = tuple(sorted(recipe.media_keys().items()))
+    suffix = recipe.add_suffix or any(_op_name(e) == "suffix_filter"
+                                      for e in [*recipe.process, *(x for s in recipe.sources or [] for x in s.process)])
     return RunConfig(dataset_path=recipe.dataset_path, work_dir=wd, export_path=recipe.export_path,
                      np=np or recipe.np, text_key=text_key, batch_size=recipe.batch_size,
                      shard_bytes=recipe.shard_size_mb << 20, keep_stats_in_res_ds=recipe.keep_stats_in_res_ds,
@@ -178,5 +305,33 @@ def run_config(recipe: Recipe, np: int | None = None, work_dir: str | None = Non
                      export_shard_size=recipe.export_shard_size, input_format=recipe.input_format,
                      reader_params=reader_params, seed=recipe.seed, progress=progress,
                      project_name=recipe.project_name, engine=engine or recipe.executor_type,
-                     engine_address=address or recipe.ray_address)
+                     engine_address=address or recipe.ray_address, add_suffix=suffix)
 
+
+def source_configs(recipe: Recipe, cfg: RunConfig) -> list:
+    """The sources of a multi-source recipe as ``engine.multisource.SourceRun``s: each reads with its own
+    options (over the recipe's), runs its own ops in its own work dir ``WORK/sources/<name>``, and names
+    itself in the ids it derives."""
+    from dataclasses import replace
+    from .engine.multisource import SourceRun
+    out = []
+    for s, ops in zip(recipe.sources or [], recipe._source_ops):
+        params = {**cfg.reader_params, **s.reader_params}
+        if s.txt_mode is not None:
+            params["txt_mode"] = s.txt_mode
+        if params.get("txt_mode") == "file":
+            params.pop("txt_mode")
+        scfg = replace(cfg, dataset_path=s.path, work_dir=os.path.join(cfg.work_dir, "sources", s.name),
+                       export_path=None, text_key=s.text_key(cfg.text_key), reader_params=params,
+                       input_format=s.input_format or cfg.input_format, id_prefix=s.name,
+                       project_name=f"{cfg.project_name}/{s.name}")
+        out.append(SourceRun(name=s.name, cfg=scfg, ops=ops, weight=s.weight, path=s.path))
+    return out
+
+
+def _op_name(entry) -> str | None:
+    if isinstance(entry, str):
+        return entry
+    if isinstance(entry, dict) and len(entry) == 1:
+        return next(iter(entry))
+    return None

@@ -29,6 +29,8 @@ class RunConfig:
     engine: str = "local"  # see engine.base.ENGINES
     engine_address: str | None = None  # the cluster to join (Ray: "auto", "HOST:PORT"); None starts a local one
     project_name: str = "gristmill"
+    add_suffix: bool = False  # rows get their file's suffix in __dj__suffix__ (Data-Juicer's add_suffix)
+    id_prefix: str | None = None  # a source of a multi-source run: ids derived from the position start "<name>/"
 
     @property
     def removed_limit(self) -> int | None:

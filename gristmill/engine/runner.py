@@ -72,6 +72,24 @@ class StageEngine:
         shards = plan_dataset(cfg.dataset_path, self._read_opts(""), cfg.input_format)
         opts = self._read_opts(common_root(shards), text_optional=bool(ops) and ops[0].creates_text)
         self._preflight(shards, opts)
+        return self._start(ops, shards, opts, t_start, presplit_inputs=True)
+
+    def run_parts(self, ops: list[Op], parts: list[list[str]], input_fp: str) -> dict:
+        """Run ``ops`` over finished shards of earlier runs (Arrow IPC part files, one list per shard, in
+        order) instead of a dataset: a multi-source recipe's shared chain over its sources' outputs.
+        ``input_fp`` identifies those inputs for resume."""
+        cfg = self.cfg
+        t_start = time.perf_counter()
+        check_not_uri(cfg.export_path, "export_path", output=True)
+        check_not_uri(cfg.work_dir, "work_dir", output=True)
+        check_writable(self.work, "work dir")
+        if cfg.export_path:
+            self._check_export()
+        return self._start(ops, parts, self._read_opts(""), t_start, presplit_inputs=False, input_fp=input_fp)
+
+    def _start(self, ops, inputs: list, opts: ReadOptions, t_start: float, presplit_inputs: bool,
+               input_fp: str | None = None) -> dict:
+        cfg = self.cfg
         with WorkDirLock(self.work):
             stale = remove_stale_tmp(self.work, recursive=True, any_pid=True)
             if cfg.export_path:
@@ -83,13 +101,21 @@ class StageEngine:
             # the executor first: the plan is sized to the workers it really has (np processes here, the
             # cluster's CPUs on Ray); only pre-splitting depends on it, and its pieces read as the whole file
             executor = self.make_executor()
-            try:
-                shards = presplit(shards, opts, self.work, executor.workers, self.log,
-                                  getattr(executor, "workers_label", None))  # big compressed files → pieces
-            except BaseException:
-                executor.close(abort=True)
-                raise
-            return self._run(ops, shards, opts, t_start, executor)
+            if presplit_inputs:
+                try:
+                    inputs = presplit(inputs, opts, self.work, executor.workers, self.log,
+                                      getattr(executor, "workers_label", None))  # big compressed files → pieces
+                except BaseException:
+                    executor.close(abort=True)
+                    raise
+            return self._run(ops, inputs, opts, t_start, executor, input_fp)
+
+    def _check_export(self) -> None:
+        cfg = self.cfg
+        arrow = export_format(cfg.export_path)[0] == "arrow"
+        check_export_target(cfg.export_path)
+        check_writable(cfg.export_path if arrow else os.path.dirname(os.path.abspath(cfg.export_path)),
+                       "export directory")
 
     def _preflight(self, shards: list[Shard], opts: ReadOptions) -> None:
         cfg = self.cfg
@@ -98,10 +124,7 @@ class StageEngine:
         check_outputs(cfg.dataset_path, inputs, cfg.export_path, self.work, names)
         check_writable(self.work, "work dir")
         if cfg.export_path:
-            arrow = export_format(cfg.export_path)[0] == "arrow"
-            check_export_target(cfg.export_path)
-            check_writable(cfg.export_path if arrow else os.path.dirname(os.path.abspath(cfg.export_path)),
-                           "export directory")
+            self._check_export()
         size = sum(os.path.getsize(f) for f in set(inputs) if os.path.isfile(f))
         warning = free_space_warning(self.work, size)
         if warning:
@@ -122,14 +145,16 @@ class StageEngine:
                                        f"of {shard.source} (fields: {', '.join(fields)}){closest(key, fields)}")
                 return
 
-    def _run(self, ops: list[Op], shards: list[Shard], opts: ReadOptions, t_start: float,
-             executor: Executor) -> dict:
+    def _run(self, ops: list[Op], shards: list, opts: ReadOptions, t_start: float,
+             executor: Executor, input_fp: str | None = None) -> dict:
         cfg = self.cfg
         for op in ops:
             op.bind_text_key(cfg.text_key)
         stages = build_stages(ops)
         export_fmt, export_comp = export_format(cfg.export_path) if cfg.export_path else ("ipc", "")
-        fp = input_fingerprint(shards, opts, cfg)
+        fp = input_fp or input_fingerprint(shards, opts, cfg)
+        if cfg.id_prefix or cfg.add_suffix:  # they change what stage 0 reads
+            fp = fingerprint(fp, cfg.id_prefix, cfg.add_suffix)
         manifest = {"input": fp, "stages": []}
         previous = load_manifest(self.work)
         stage_results: list[list[dict]] = []
@@ -158,7 +183,7 @@ class StageEngine:
                              export_fmt=export_fmt, export_comp=export_comp,
                              keep_stats=cfg.keep_stats_in_res_ds,
                              removed_limit=cfg.removed_limit, seed=cfg.seed, trace_n=cfg.keep_traces,
-                             correlate=cfg.correlate)
+                             correlate=cfg.correlate, id_prefix=cfg.id_prefix, add_suffix=cfg.add_suffix)
                     if isinstance(inp, Shard):
                         t.source = inp
                     else:
@@ -201,6 +226,7 @@ class StageEngine:
         report = write_report(cfg, self.work, ops, read_counts, mix_counts, counts, stage_results, stages, exported,
                               time.perf_counter() - t_start, len(shards), self._outputs)
         report["final_parts"] = [r["parts"] for r in stage_results[-1]]
+        self.stage_results, self.stages = stage_results, stages  # per shard: a multi-source run splits them by source
         return report
 
     # -- pieces ---------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from ..core import columns as C
 from ..core import defaults as D
 from ..core.accounting import REASON, OpCounts, Reject
 from ..core.fused import FusedOp
-from ..io.base import ReadOptions, Shard
+from ..io.base import ReadOptions, Shard, relative_source, strip_compression
 from ..io.formats import read_shard
 from ..io.writers import FragmentWriter, ShardWriter, atomic_rename, read_shard_parts, tmp_path
 from ..ops.base import GlobalOp, Mapper, RemovalOp
@@ -49,6 +49,8 @@ class Task:
     profile: bool = True  # collect stats sketches, shifts and traces for the report (analysis.profile)
     trace_n: int = D.KEEP_TRACES  # before/after texts kept per mapper
     correlate: bool = False  # stats correlations (analysis runs)
+    id_prefix: str | None = None  # a multi-source run's source name, put before ids derived from the position
+    add_suffix: bool = False  # stage 0: a __dj__suffix__ column with the input file's suffix
 
     @property
     def name(self) -> str:
@@ -120,6 +122,32 @@ def _mixture(batch: pa.RecordBatch, weight: float, seed: int):
     return out, dropped
 
 
+SUFFIX = "__dj__suffix__"  # Data-Juicer's field for a row's file suffix (suffix_filter reads it)
+
+
+def file_suffix(path: str) -> str:
+    """'.jsonl' for data/a.jsonl and data/a.jsonl.gz (Data-Juicer's suffix: the format, not the compression)."""
+    base, _ = strip_compression(path)
+    ext = os.path.splitext(base)[1].lower()
+    return ext
+
+
+def prefix_ids(batch: pa.RecordBatch, derived: str, name: str) -> pa.RecordBatch:
+    """Ids the reader derived from the position (``file:row``) become ``name/file:row``, so that two sources
+    reading files of the same name keep distinct ids; ids the input carries are left as they are."""
+    import pyarrow.compute as pc
+    i = batch.schema.get_field_index(C.ID)
+    if i < 0:
+        return batch
+    col = batch.column(i)
+    if not pa.types.is_string(col.type) and not pa.types.is_large_string(col.type):
+        return batch
+    made = pc.starts_with(col, derived)
+    if not pc.any(made).as_py():
+        return batch
+    return batch.set_column(i, C.ID, pc.if_else(made, pc.binary_join_element_wise(name, col, "/"), col))
+
+
 def _load_removals(path: str | None):
     if not path or not os.path.exists(path):
         return None
@@ -180,7 +208,15 @@ def run_task(task: Task, progress=None) -> dict:
 
     def batches():
         if task.source is not None:
-            yield from read_shard(task.source, task.read_opts)
+            derived = f"{relative_source(task.source.source, task.read_opts)}:"
+            suffix = file_suffix(task.source.source) if task.add_suffix else None
+            for item in read_shard(task.source, task.read_opts):
+                if isinstance(item, pa.RecordBatch):
+                    if task.id_prefix:
+                        item = prefix_ids(item, derived, task.id_prefix)
+                    if suffix is not None:
+                        item = C.set_column(item, SUFFIX, pa.array([suffix] * item.num_rows, pa.string()))
+                yield item
         else:
             yield from read_shard_parts(task.parts)
 

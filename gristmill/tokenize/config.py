@@ -160,6 +160,23 @@ def with_export(section: dict, export_path: str | None, files: list[str] | None 
     return {**section, "sources": [{"path": paths, "name": export_path}]}
 
 
+def with_sources(section: dict, mixture: list[dict] | None, export_path: str | None,
+                 files: list[str] | None = None) -> dict:
+    """A multi-source recipe's ``tokenize:`` section reading the run's output per source: ``mixture`` is
+    [{name, weight, paths}] (each source's final files, in source order), mixed by the sources' weights
+    (see "weight" in docs/tokenize.md). A source left with no rows has no files and is left out. Without a
+    mixture (the shared process merged the sources' rows) the section reads the export, as
+    ``with_export``. A section naming its own sources keeps them."""
+    if not isinstance(section, dict) or section.get("sources") is not None or section.get("dataset_path") is not None:
+        return section
+    if mixture is None:
+        return with_export(section, export_path, files)
+    srcs = [{"path": list(m["paths"]), "name": m["name"], "weight": m["weight"]} for m in mixture if m["paths"]]
+    if not srcs:
+        return with_export(section, export_path, files)
+    return {**section, "sources": srcs}
+
+
 class TokenizeConfigError(ValueError):
     """A bad ``tokenize:`` section: one line naming the YAML path of each problem and the closest valid name."""
 
