@@ -60,6 +60,8 @@ def _candidates(name: str) -> list[str]:
 def find(name: str) -> Path | None:
     """The store's file for ``name`` (``X.arpa.bin`` falls back to ``X.arpa``), or None."""
     d = store_dir()
+    if is_hf_dir_name(name):
+        return d / name if (d / name).is_dir() else None
     for n in _candidates(name):
         p = d / n
         if p.is_file():
@@ -121,8 +123,8 @@ def listing() -> list[tuple[str, int]]:
     d = store_dir()
     if not d.is_dir():
         return []
-    return sorted((p.name, p.stat().st_size) for p in d.iterdir()
-                  if p.is_file() and not p.name.startswith(".") and kind(p.name))
+    return sorted([(p.name, p.stat().st_size) for p in d.iterdir()
+                   if p.is_file() and not p.name.startswith(".") and kind(p.name)] + hf_dir_listing(d))
 
 
 def _check_name(name: str) -> None:
@@ -139,6 +141,8 @@ def _tmp_in(d: Path, name: str) -> Path:
 def add(name: str, src: str) -> Path:
     """Copy ``src`` into the store as ``name`` (temp file + rename)."""
     _check_name(name)
+    if is_hf_dir_name(name):
+        return add_hf_dir(name, src)
     if not os.path.isfile(src):
         raise ValueError(f"{src}: no such file")
     d = store_dir()
@@ -163,6 +167,9 @@ def fetch(name: str, url_base: str | None = None, timeout: float = 60.0) -> Path
     import urllib.error
     import urllib.request
     _check_name(name)
+    if is_hf_dir_name(name):
+        raise ValueError(f"fetch {name}: a Hugging Face model directory is not fetched; download it with "
+                         f"`huggingface-cli download {name} --local-dir DIR`, then `gristmill models add {name} DIR`")
     url = base_url(url_base) + name
     d = store_dir()
     tmp = _tmp_in(d, name)
@@ -187,3 +194,45 @@ def fetch(name: str, url_base: str | None = None, timeout: float = 60.0) -> Path
     finally:
         tmp.unlink(missing_ok=True)
     return d / name
+
+
+# -- Hugging Face model directories (multimodal ops: CLIP, image classifiers, captioners) ----------------
+# A Hugging Face repo id ``owner/name`` (``openai/clip-vit-base-patch32``, Data-Juicer's ``hf_*`` defaults)
+# names a directory ``<store>/owner/name`` holding what ``save_pretrained`` writes (config.json, weights,
+# tokenizer / processor files); ``gristmill models add owner/name DIR`` copies such a directory in.
+HF_DIR = r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*"
+PATTERNS[HF_DIR] = "Hugging Face model directory"
+
+
+def is_hf_dir_name(name: str) -> bool:
+    return bool(re.fullmatch(HF_DIR, name)) and ".." not in name
+
+
+def hf_dir_listing(d: Path) -> list[tuple[str, int]]:
+    """``(owner/name, total bytes)`` of the store's model directories."""
+    out = []
+    for owner in (p for p in d.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for m in (p for p in owner.iterdir() if p.is_dir() and is_hf_dir_name(f"{owner.name}/{p.name}")):
+            out.append((f"{owner.name}/{m.name}", sum(f.stat().st_size for f in m.rglob("*") if f.is_file())))
+    return out
+
+
+def add_hf_dir(name: str, src: str) -> Path:
+    """Copy directory ``src`` (it must hold a config.json) into the store as ``name`` (temp dir + rename)."""
+    if not os.path.isfile(os.path.join(src, "config.json")):
+        raise ValueError(f"{src}: not a Hugging Face model directory (no config.json)")
+    dest = store_dir() / name
+    tmp = _tmp_in(dest.parent, dest.name)
+    try:
+        shutil.copytree(src, tmp)
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.replace(tmp, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def checking() -> bool:
+    """False inside ``unchecked()``: ops that check their own model names skip the check too."""
+    return _checking.get()

@@ -1,0 +1,114 @@
+"""Model-based media ops share this: where a model comes from, which device it runs on, batched inference.
+
+- A model param (Data-Juicer's ``hf_clip``, ``hf_nsfw_model``...) is a local directory (what
+  ``save_pretrained`` wrote) or a Hugging Face repo id (``openai/clip-vit-base-patch32``) that must be in the
+  model store (``gristmill models add openai/clip-vit-base-patch32 DIR``). Nothing is downloaded: an op
+  declares the store names it needs (``store_names``), so a missing one stops the recipe before any work.
+- ``device: auto`` is CUDA when torch sees a GPU, else the CPU.
+- Inference runs over all the images of a batch at once, in chunks of ``batch_size`` (``chunks``).
+
+torch and transformers are imported inside functions: op modules must import cheaply.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+from .. import models as store
+
+_PATHLIKE = re.compile(r"^(?:[/~.]|[A-Za-z]:[\\/])")
+
+
+def is_local(ref: str) -> bool:
+    """True when ``ref`` names a local path (absolute, ``~``/``.``-relative, or an existing directory)."""
+    return bool(_PATHLIKE.match(ref)) or os.path.isdir(ref)
+
+
+def store_names(ref: str) -> list[str]:
+    """The model-store names a model param needs: ``[ref]`` for a repo id, ``[]`` for a local directory."""
+    return [] if is_local(ref) else [ref]
+
+
+def check_ref(ref: str, param: str) -> None:
+    """Refuse, before any work starts, a model param that names neither a local directory nor a store entry."""
+    if is_local(ref):
+        path = os.path.expanduser(ref)
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            raise ValueError(f"{param}: {ref} is not a model directory (no config.json there); give a directory "
+                             f"written by save_pretrained / `huggingface-cli download --local-dir`")
+        return
+    if not store.is_hf_dir_name(ref):
+        raise ValueError(f"{param}: {ref!r} is neither a local model directory nor a Hugging Face repo id "
+                         f"(owner/name)")
+    if store.checking() and store.find(ref) is None:
+        raise store.ModelMissing(f"{param}: model {ref!r} is not in the model store {store.store_dir()}: run "
+                                 f"`gristmill models add {ref} DIR` with DIR from `huggingface-cli download {ref} "
+                                 f"--local-dir DIR`, or set {param} to a local model directory")
+
+
+def model_dir(ref: str) -> str:
+    """The local directory of model ``ref`` (a path, or a repo id looked up in the store)."""
+    return os.path.expanduser(ref) if is_local(ref) else store.resolve(ref)
+
+
+def pick_device(device: str) -> str:
+    """``auto`` → ``cuda`` when torch sees a GPU, else ``cpu``; anything else is passed to torch as is."""
+    if device != "auto":
+        return device
+    import torch
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _quiet_transformers() -> None:
+    import transformers
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def load_hf(ref: str, device: str, trust_remote_code: bool = False, model_class=None):
+    """(model, processor) from a model directory, as Data-Juicer builds them: ``AutoProcessor`` and the
+    class the config names (``architectures[0]``) unless ``model_class`` is given; eval mode, on ``device``."""
+    import transformers
+    _quiet_transformers()
+    path = model_dir(ref)
+    kw = {"local_files_only": True, "trust_remote_code": trust_remote_code}
+    processor = transformers.AutoProcessor.from_pretrained(path, **kw)
+    if model_class is None:
+        config = transformers.AutoConfig.from_pretrained(path, **kw)
+        names = getattr(config, "architectures", None) or []
+        if not names or not hasattr(transformers, names[0]):
+            raise ValueError(f"{path}: config.json names no transformers model class (architectures={names})")
+        model_class = getattr(transformers, names[0])
+    model = model_class.from_pretrained(path, **kw)
+    model.eval()
+    return model.to(pick_device(device)), processor
+
+
+def chunks(items: list, size: int):
+    """``items`` in consecutive slices of at most ``size`` (the inference batch)."""
+    size = max(1, int(size))
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def features(out):
+    """A model's ``get_*_features`` result as a tensor (transformers 5 returns an output object)."""
+    return out if hasattr(out, "shape") else out.pooler_output
+
+
+def any_all_keep(values: list[list[float]], lo, hi, any_or_all: str):
+    """Data-Juicer's keep rule for per-item stats: a row with no items is kept; otherwise ``any`` keeps it
+    when one item is within [lo, hi] (None: open), ``all`` when every item is."""
+    import numpy as np
+    out = np.ones(len(values), dtype=bool)
+    for i, vs in enumerate(values):
+        if not vs:
+            continue
+        v = np.asarray(vs, dtype=float)
+        ok = ~np.isnan(v)
+        if lo is not None:
+            ok &= v >= lo
+        if hi is not None:
+            ok &= v <= hi
+        out[i] = ok.any() if any_or_all == "any" else ok.all()
+    return out
