@@ -6,8 +6,20 @@ Input shapes found in real SFT corpora, detected per row (or fixed with ``input_
 - ``chat``: MOSS-003 style, ``{"turn_1": {"Human": "<|Human|>: ...<eoh>", "MOSS": "<|MOSS|>: ...<eom>"}}``
   with an optional ``meta_instruction`` as the system prompt;
 - ``instruction`` / ``input`` / ``output``: Alpaca and BELLE;
+- ``conversation``: Firefly's multi-turn MOSS form, a list of ``{human, assistant}`` turns;
 - ``question`` / ``answer`` (also ``query``/``response``, ``prompt``/``response``, Zhihu's
-  ``INSTRUCTION``/``RESPONSE``): single-turn QA.
+  ``INSTRUCTION``/``RESPONSE``, Firefly's ``input``/``target``): single-turn QA;
+- ``chatml`` / ``llama3`` (asked for by name only): text already rendered with that template (re-rendered,
+  e.g. ChatML → Llama 3, or to add a system prompt).
+
+The output template is ChatML (Qwen), Llama 3, a custom per-message format, or a tokenizer's own Jinja
+``chat_template`` (``template: tokenizer`` with ``tokenizer: <dir or tokenizer_config.json>``), rendered as
+Hugging Face's ``apply_chat_template`` does (ops/chat_jinja.py).
+
+``drop_last_end``: trainers that append an EOS to every document at tokenization (Steel-LLM, with
+``<|im_end|>`` as EOS) want the text without the last turn's end token. Off by default: the text is then
+exactly the template's output; ``tokenize:`` gives the same ids either way, since a document that already
+ends with its EOS text (plus whitespace) gets no second one.
 """
 from __future__ import annotations
 
@@ -31,7 +43,13 @@ ROLE_MAP = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "a
             "bing": "assistant", "bard": "assistant", "model": "assistant", "system": "system",
             "function_call": "assistant", "observation": "tool", "tool": "tool", "function": "tool"}
 QA_KEYS = [("question", "answer"), ("query", "response"), ("prompt", "response"), ("INSTRUCTION", "RESPONSE"),
-           ("prompt", "completion")]
+           ("prompt", "completion"), ("input", "target")]
+END_TOKENS = {"chatml": "<|im_end|>", "llama3": "<|eot_id|>"}  # a template's end-of-turn token
+# turn-end tokens tried (after the tokenizer's eos_token) when a Jinja template's end token is not given
+KNOWN_ENDS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "</s>", "<|endoftext|>")
+_CHATML_TURN = re.compile(r"<\|im_start\|>([^\n]*)\n(.*?)<\|im_end\|>\n?", re.S)
+_LLAMA3_TURN = re.compile(r"<\|start_header_id\|>(.*?)<\|end_header_id\|>\n\n(.*?)<\|eot_id\|>", re.S)
+INPUT_FORMATS = ("auto", "messages", "sharegpt", "moss", "firefly", "alpaca", "qa", "chatml", "llama3")
 _MOSS_STRIP = re.compile(r"^\s*<\|(?:Human|MOSS)\|>\s*:\s*|\s*<(?:eoh|eom)>\s*$")
 
 
@@ -47,12 +65,24 @@ class ChatTemplateMapper(Mapper):
     creates_text = True
 
     class Params(Params):
-        template: str = Field("chatml", description="chatml (alias qwen), llama3, or custom (see message_format).")
+        template: str = Field("chatml", description="chatml (alias qwen), llama3, custom (see message_format), or "
+                                                    "tokenizer: the Jinja chat_template of `tokenizer`.")
+        tokenizer: str | None = Field(None, description="template tokenizer: a tokenizer directory (or its "
+                                                        "tokenizer_config.json) whose chat_template renders the rows.")
+        template_name: str | None = Field(None, description="template tokenizer: which of several named "
+                                                            "chat templates (default 'default').")
+        drop_last_end: bool = Field(False, description="Leave out the last turn's end token (and the whitespace "
+                                                       "after it), for tokenization that appends it as EOS.")
+        end_token: str | None = Field(None, description="The end token drop_last_end removes (default: the "
+                                                        "template's: <|im_end|>, <|eot_id|>; for a tokenizer "
+                                                        "template its eos_token or a known turn end).")
         message_format: str | None = Field(None, description="Custom per-message format with {role} and {content}; "
                                                              "used when template is custom.")
         prefix: str = Field("", description="Text put before the first message (custom template).")
         system: str | None = Field(None, description="System prompt added when a sample has none.")
-        input_format: str = Field("auto", description="auto | messages | sharegpt | moss | alpaca | qa.")
+        input_format: str = Field("auto", description="auto | messages | sharegpt | moss | firefly | alpaca | qa "
+                                                      "| chatml | llama3 (the last two: text already rendered).")
+        firefly_key: str = Field("conversation", description="Field with Firefly-style {human, assistant} turns.")
         messages_key: str = Field("messages", description="Field with OpenAI-style messages.")
         conversations_key: str = Field("conversations", description="Field with ShareGPT-style turns.")
         moss_key: str = Field("chat", description="Field with MOSS-style turns.")
@@ -69,18 +99,42 @@ class ChatTemplateMapper(Mapper):
         super().__init__(**params)
         p = self.params
         t = p.template.lower()
+        self.jinja_source, self.specials = None, {}
+        self.end = p.end_token
         if t == "custom":
             if not p.message_format or "{content}" not in p.message_format:
                 raise ValueError("template custom needs message_format containing {content}")
             self.prefix, self.fmt = p.prefix, p.message_format
+            if p.drop_last_end and not p.end_token:
+                raise ValueError("drop_last_end with template custom needs end_token")
+        elif t == "tokenizer":
+            from .chat_jinja import compile_template, read_tokenizer_config, special_tokens, template_of
+            if not p.tokenizer:
+                raise ValueError("template tokenizer needs `tokenizer` (a tokenizer directory or its "
+                                 "tokenizer_config.json)")
+            cfg = read_tokenizer_config(p.tokenizer)
+            self.jinja_source = template_of(cfg, p.template_name, p.tokenizer)
+            self.specials = special_tokens(cfg)
+            compile_template(self.jinja_source)  # a syntax error fails now, not per row
+            self.prefix, self.fmt = "", None
         elif t in TEMPLATE_ALIASES:
-            self.prefix, self.fmt = TEMPLATES[TEMPLATE_ALIASES[t]]
+            name = TEMPLATE_ALIASES[t]
+            self.prefix, self.fmt = TEMPLATES[name]
             self.prefix = p.prefix + self.prefix
+            self.end = self.end or END_TOKENS[name]
         else:
-            raise ValueError(f"unknown chat template {p.template!r}; one of {sorted(TEMPLATE_ALIASES)} or custom")
-        if p.input_format not in ("auto", "messages", "sharegpt", "moss", "alpaca", "qa"):
-            raise ValueError(f"unknown input_format {p.input_format!r}")
+            raise ValueError(f"unknown chat template {p.template!r}; one of {sorted(TEMPLATE_ALIASES)}, custom "
+                             f"or tokenizer")
+        if p.input_format not in INPUT_FORMATS:
+            raise ValueError(f"unknown input_format {p.input_format!r}; one of {', '.join(INPUT_FORMATS)}")
         self.qa_keys = [(p.question_key, p.answer_key)] if p.question_key and p.answer_key else QA_KEYS
+
+    def config(self) -> dict:
+        c = super().config()
+        if self.jinja_source is not None:  # the template's text, not only its path, decides the output
+            c["template_source"] = self.jinja_source
+            c["specials"] = self.specials
+        return c
 
     # -- shape detection and normalisation to [(role, content)] -------------------------------------------
     def _messages(self, row: dict) -> list[tuple[str, str]]:
@@ -105,6 +159,27 @@ class ChatTemplateMapper(Mapper):
                 if turn.get("MOSS"):
                     msgs.append(("assistant", _MOSS_STRIP.sub("", turn["MOSS"])))
             return msgs
+        if f in ("auto", "firefly") and isinstance(row.get(p.firefly_key), list):
+            msgs = []
+            for turn in row[p.firefly_key]:
+                if not isinstance(turn, dict):
+                    continue
+                if turn.get("system"):
+                    msgs.append(("system", str(turn["system"])))
+                if turn.get("human") is not None:
+                    msgs.append(("user", str(turn["human"])))
+                if turn.get("assistant") is not None:
+                    msgs.append(("assistant", str(turn["assistant"])))
+            return msgs
+        if f in ("chatml", "llama3"):
+            text = row.get(self.text_key)
+            if not isinstance(text, str):
+                raise ValueError(f"input_format {f}: text field {self.text_key!r} is missing or not a string")
+            pattern = _CHATML_TURN if f == "chatml" else _LLAMA3_TURN
+            msgs = [(ROLE_MAP.get(r.strip().lower(), r.strip()), c) for r, c in pattern.findall(text)]
+            if not msgs:
+                raise ValueError(f"input_format {f}: no {f} turns in the text")
+            return msgs
         if f in ("auto", "alpaca") and row.get(p.instruction_key) is not None and row.get(p.output_key) is not None:
             user = str(row[p.instruction_key])
             if row.get(p.input_key):
@@ -124,12 +199,29 @@ class ChatTemplateMapper(Mapper):
         sys_prompt = row.get(self.params.system_key) or self.params.system
         if sys_prompt and msgs[0][0] != "system":
             msgs.insert(0, ("system", str(sys_prompt)))
-        return self.prefix + "".join(self.fmt.format(role=r, content=c) for r, c in msgs)
+        if self.jinja_source is not None:
+            from .chat_jinja import compile_template, render
+            tpl = self.resource("jinja", lambda: compile_template(self.jinja_source))
+            text = render(tpl, [{"role": r, "content": c} for r, c in msgs], self.specials)
+        else:
+            text = self.prefix + "".join(self.fmt.format(role=r, content=c) for r, c in msgs)
+        return self._drop_end(text) if self.params.drop_last_end else text
+
+    def _drop_end(self, text: str) -> str:
+        """``text`` without its last end token and the whitespace after it (unchanged if it does not end so)."""
+        body = text.rstrip()
+        ends = [self.end] if self.end else [t for t in (self.specials.get("eos_token"), *KNOWN_ENDS) if t]
+        for end in ends:
+            if body.endswith(end):
+                return body[: len(body) - len(end)]
+        return text
 
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         p = self.params
         wanted = {p.messages_key, p.conversations_key, p.moss_key, "meta_instruction", p.instruction_key,
-                  p.input_key, p.output_key, p.system_key} | {k for qa in self.qa_keys for k in qa}
+                  p.input_key, p.output_key, p.system_key, p.firefly_key} | {k for qa in self.qa_keys for k in qa}
+        if p.input_format in ("chatml", "llama3"):
+            wanted.add(self.text_key)
         cols = [n for n in batch.schema.names if n in wanted]
         rows = C.to_pylist(batch.select(cols)) if cols else [{}] * batch.num_rows
         texts = [self.render(r) for r in rows]
