@@ -108,3 +108,28 @@ def apply(name, rows, **params):
     res = FusedOp([create_op(name, params)]).run_batch(batch)
     removed = res.removed[0].to_pylist() if res.removed[0] is not None else []
     return res.batch.to_pylist(), removed, res.rejects
+
+
+def write_video(path: Path, frames: list, fps: int = 10, gop: int = 10) -> str:
+    """Encode RGB uint8 arrays as an H.264 MP4 (a key frame every ``gop`` frames)."""
+    import av
+    h, w = frames[0].shape[:2]
+    with av.open(str(path), "w") as c:
+        s = c.add_stream("libx264", rate=fps)
+        s.width, s.height, s.pix_fmt = w, h, "yuv420p"
+        s.codec_context.gop_size = gop
+        s.options = {"crf": "10", "bf": "0"}
+        for a in frames:
+            for p in s.encode(av.VideoFrame.from_ndarray(a, format="rgb24")):
+                c.mux(p)
+        for p in s.encode():
+            c.mux(p)
+    return str(path)
+
+
+def text_frame(text: str, w: int = 320, h: int = 120, size: int = 30):
+    """A white frame with black text (Pillow's bundled FreeType font)."""
+    from PIL import Image, ImageDraw, ImageFont
+    img = Image.new("RGB", (w, h), "white")
+    ImageDraw.Draw(img).text((10, h // 3), text, fill="black", font=ImageFont.load_default(size=size))
+    return np.asarray(img)
