@@ -1,0 +1,129 @@
+"""What Data-Juicer's image ops share: the ``image_key`` field, one stat value per image (list stats),
+and the ``any_or_all`` rule that turns per-image verdicts into a per-sample one.
+
+Stats are list columns (``image_width: [640, 480]``), as Data-Juicer writes them; a sample without
+images has empty lists and is kept. Per-image work (decoding, file sizes) is a Python loop over the
+flattened items with a library call each; verdicts and the any/all reduction are numpy over all items
+of the batch.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import Field
+
+from ...core import columns as C
+from ...media import IMAGE_KEY, media_values
+from ..base import Filter, Params
+
+
+class ImageParams(Params):
+    image_key: str = Field(IMAGE_KEY, description="Field holding each sample's list of images (paths or bytes).")
+
+
+class AnyOrAllParams(ImageParams):
+    any_or_all: Literal["any", "all"] = Field(
+        "any", description="Keep a sample when any of its images passes, or only when all of them do.")
+
+
+def flatten(items: list[list]) -> tuple[list, np.ndarray]:
+    """(every item of every row, row offsets)."""
+    offsets = np.zeros(len(items) + 1, np.int64)
+    np.cumsum([len(r) for r in items], out=offsets[1:])
+    return [x for r in items for x in r], offsets
+
+
+def list_array(flat, offsets: np.ndarray, typ: pa.DataType) -> pa.Array:
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(flat, typ))
+
+
+def per_item(arr) -> tuple[np.ndarray, np.ndarray]:
+    """(flat float values, row offsets) of a list stat column."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
+        arr = pa.array([[] if v is None else (v if isinstance(v, list) else [v]) for v in arr.to_pylist()],
+                       pa.list_(pa.float64()))
+    lens = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
+    offsets = np.zeros(len(lens) + 1, np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    flat = pc.list_flatten(arr)
+    vals = pc.cast(flat, pa.float64()).to_numpy(zero_copy_only=False) if len(flat) else np.zeros(0)
+    return vals, offsets
+
+
+def within(v: np.ndarray, lo, hi) -> np.ndarray:
+    """Data-Juicer's keep rule per value: lo <= v <= hi (None bounds are open; NaN fails)."""
+    with np.errstate(invalid="ignore"):
+        m = ~np.isnan(v)
+        if lo is not None:
+            m &= v >= lo
+        if hi is not None:
+            m &= v <= hi
+    return m
+
+
+def reduce_rows(ok: np.ndarray, offsets: np.ndarray, any_: bool) -> np.ndarray:
+    """Per row: any/all of its items' verdicts; a row without items is kept."""
+    n = len(offsets) - 1
+    total = np.diff(offsets)
+    rows = np.repeat(np.arange(n), total)
+    good = np.bincount(rows, weights=ok.astype(np.float64), minlength=n) if len(ok) else np.zeros(n)
+    return (total == 0) | ((good > 0) if any_ else (good == total))
+
+
+class ImageRangeFilter(Filter):
+    """A filter over one or more list stats, each bounded by a pair of params; per image all bounds must
+    hold, per sample ``any_or_all`` decides."""
+
+    Params = AnyOrAllParams
+    ranges: tuple[tuple[str, str, str], ...] = ()  # (stat, min param, max param)
+
+    @property
+    def stats_keys(self):
+        return tuple(dict.fromkeys(s for s, _, _ in self.ranges))
+
+    def thresholds(self):
+        return {s: (lo, hi) for s, lo, hi in self.ranges}
+
+    def images(self, batch: pa.RecordBatch) -> list[list]:
+        return media_values(batch, self.params.image_key)
+
+    def _bound(self, name: str):
+        return getattr(self.params, name)
+
+    def _item_ok(self, batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, dict]:
+        ok, offsets, fails = None, None, {}
+        for stat, lo, hi in self.ranges:
+            v, offsets = per_item(C.get_stat(batch, stat))
+            m = within(v, self._bound(lo), self._bound(hi))
+            fails[stat] = ~m
+            ok = m if ok is None else ok & m
+        return ok, offsets, fails
+
+    def keep(self, batch):
+        ok, offsets, _ = self._item_ok(batch)
+        return reduce_rows(ok, offsets, self.params.any_or_all == "any")
+
+    def reason(self, removed):
+        """The first stat out of range of the sample's first failing image, e.g. ``image_width < 100``."""
+        ok, offsets, fails = self._item_ok(removed)
+        out = []
+        for r in range(removed.num_rows):
+            a, b = offsets[r], offsets[r + 1]
+            bad = next((i for i in range(a, b) if not ok[i]), None)
+            text = self.name
+            if bad is not None:
+                for stat, lo, hi in self.ranges:
+                    if fails[stat][bad]:
+                        v, _ = per_item(C.get_stat(removed.slice(r, 1), stat))
+                        x = v[bad - a]
+                        lo_v = self._bound(lo)
+                        low = lo_v is not None and x < lo_v
+                        text = f"{stat} < {getattr(self.params, lo)}" if low else f"{stat} > {getattr(self.params, hi)}"
+                        break
+            out.append(text)
+        return out
