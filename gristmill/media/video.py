@@ -217,3 +217,20 @@ def cut_clip(src: str, start: float, end: float | None, out: str, extra_args: st
         return run_ffmpeg(args, out, src)
     except ValueError:
         return None
+
+
+def _escape(v) -> str:
+    s = str(v)
+    for ch in "\\'=:":
+        s = s.replace(ch, "\\" + ch)
+    return s
+
+
+def ffmpeg_filter(value, out: str, name: str, kwargs: dict | None = None, global_args=(), suffix=".mp4") -> str:
+    """One ffmpeg filter on a media item, as ffmpeg-python (Data-Juicer's wrapper) runs it:
+    ``ffmpeg -i src -filter_complex "[0]name=k=v:...[s0]" -map "[s0]" out`` (keyword args sorted and
+    escaped; only the filtered stream is kept, as there)."""
+    args = ":".join(f"{k}={_escape(v)}" for k, v in sorted((kwargs or {}).items()))
+    spec = f"[0]{name}{'=' + args if args else ''}[s0]"
+    with as_file(value, suffix) as src:
+        return run_ffmpeg([*global_args, "-i", src, "-filter_complex", spec, "-map", "[s0]"], out, value)
