@@ -34,13 +34,22 @@ def _load_cascade(path: str):
         path = os.path.join(cv2.data.haarcascades, "haarcascade_frontalface_alt.xml")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"cv_classifier not found: {path}")
-    det = cv2.CascadeClassifier(path)
-    if det.empty():
+    try:
+        det = cv2.CascadeClassifier(path)
+    except Exception:  # noqa: BLE001 - OpenCV raises SystemError/cv2.error on a file it cannot parse
+        det = None
+    if det is None or det.empty():
         raise ValueError(f"cv_classifier {path} is not an OpenCV cascade")
     return det
 
 
 class _FaceOp:
+    def __init__(self, **params):
+        super().__init__(**params)
+        path = self.params.cv_classifier
+        if path and not os.path.isfile(path):  # fail when the recipe is checked, not on every row
+            raise FileNotFoundError(f"cv_classifier not found: {path}")
+
     def detector(self):
         return self.resource("cascade", lambda: _load_cascade(self.params.cv_classifier))
 
