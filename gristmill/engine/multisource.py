@@ -80,7 +80,7 @@ def run_sources(cfg: RunConfig, sources: list[SourceRun], ops: list,
             if s.cfg.text_key != cfg.text_key:
                 sops.append(UnifyTextKey(from_key=s.cfg.text_key, to_key=cfg.text_key))
             log(f"source {s.name}: {len(s.ops)} ops over {s.path}")
-            eng = create_engine(s.cfg, log=lambda m, n=s.name: log(f"[{n}] {m}"))
+            eng = create_engine(s.cfg, log=lambda m, n=s.name: log(f"{n}: {m}"))
             reports.append(eng.run(sops))
         parts = [p for r in reports for p in r["final_parts"]]
         owner = [k for k, r in enumerate(reports) for _ in r["final_parts"]]
@@ -204,7 +204,7 @@ def _merge_rejects(source_files: list[tuple[str, str | None]], tail_file: str | 
                     if src is None and (cut is None or rec.get("stage", 0) <= cut) \
                             and 0 <= rec.get("shard", -1) < len(shard_source):
                         src = shard_source[rec["shard"]]
-                    rec = {"source": src, **rec}
+                    rec = {"source_name": src, **rec}  # ("source" is the input file)
                     o.write(orjson.dumps(rec, default=str) + b"\n")
                     n += 1
                     key = (rec.get("op"), rec.get("error_type"))
