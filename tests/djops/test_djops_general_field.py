@@ -70,3 +70,17 @@ def test_missing_field_and_missing_nested_key_are_none():
     assert [r["text"] for r in kept] == ["x", "y", "z"]
     kept, _ = run("general_field_filter", rows, filter_condition="m.k == 1 or nofield == None")
     assert [r["text"] for r in kept] == ["x"]
+
+
+def test_mixed_type_field_keeps_each_values_type(tmp_path):
+    """A field read from JSON with mixed types (held as raw JSON) is compared value by value as parsed."""
+    import json
+    from gristmill.dataset import Dataset
+    from gristmill.registry import create_op as mk
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in [{"text": "a", "v": 5}, {"text": "b", "v": "5"},
+                                                          {"text": "c", "v": [5]}, {"text": "d", "v": 7.5}]))
+    out = tmp_path / "o.jsonl"
+    Dataset.load(str(src)).process(mk("general_field_filter", {"filter_condition": "v in [5, '5', 7.5]"})).export(
+        str(out), work_dir=str(tmp_path / "w"))
+    assert [json.loads(x)["text"] for x in out.read_text().splitlines()] == ["a", "b", "d"]

@@ -22,6 +22,7 @@ from pydantic import Field
 from ...core import columns as C
 from ...registry import register
 from ..base import Filter, Params
+from ._ranks import field_values
 
 STAT = "general_field_filter_condition"
 
@@ -112,11 +113,13 @@ class GeneralFieldFilter(Filter):
         n = batch.num_rows
         cols = {}
         for name in _names(self._tree):
-            arr = C.get_field(batch, name)
-            if arr is None and name in C.ALIASES:
-                arr = C.get_field(batch, C.ALIASES[name])
-            if arr is not None:
-                cols[name] = arr.to_pylist()
+            for key in (name, C.ALIASES.get(name)):
+                try:
+                    cols[name] = field_values(batch, key, self.name) if key else None
+                    break
+                except KeyError:
+                    continue
+        cols = {k: v for k, v in cols.items() if v is not None}
         rows = [{k: v[i] for k, v in cols.items()} for i in range(n)]
         return C.with_stats(batch, {STAT: np.array([bool(evaluate(self._tree, r)) for r in rows], bool)})
 
