@@ -133,3 +133,24 @@ def text_frame(text: str, w: int = 320, h: int = 120, size: int = 30):
     img = Image.new("RGB", (w, h), "white")
     ImageDraw.Draw(img).text((10, h // 3), text, fill="black", font=ImageFont.load_default(size=size))
     return np.asarray(img)
+
+
+def build_blip(d: Path, seed: int = 0) -> Path:
+    """A tiny BlipForConditionalGeneration with a BERT word-piece tokenizer over a small vocabulary."""
+    import torch
+    from transformers import (BertTokenizer, BlipConfig, BlipForConditionalGeneration, BlipImageProcessor,
+                              BlipProcessor)
+    d.mkdir(parents=True, exist_ok=True)
+    words = "a an the cat dog photo of picture red blue green square circle on with and is".split()
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[DEC]"] + words + list("abcdefghijklmnopqrstuvwxyz")
+    (d / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tok = BertTokenizer(str(d / "vocab.txt"), bos_token="[DEC]")
+    BlipProcessor(image_processor=BlipImageProcessor(size={"height": 32, "width": 32}), tokenizer=tok).save_pretrained(d)
+    torch.manual_seed(seed)
+    text = dict(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                num_attention_heads=2, encoder_hidden_size=32, bos_token_id=5, pad_token_id=0, sep_token_id=3,
+                eos_token_id=3, max_position_embeddings=256)
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, image_size=32,
+                  patch_size=8)
+    BlipForConditionalGeneration(BlipConfig(text_config=text, vision_config=vision, projection_dim=16)).save_pretrained(d)
+    return d
