@@ -33,18 +33,22 @@ def _text(op: Mapper, batch: pa.RecordBatch) -> pa.Array:
 class RemoveCommentsMapper(Mapper):
     """Remove LaTeX comments: whole comment lines (``multiline``) and the rest of a line from an unescaped
     ``%`` (``inline``). Unlike Data-Juicer's regex, the character before an inline ``%`` is kept and a
-    trailing bare ``%`` is removed too."""
+    trailing bare ``%`` is removed too. ``doc_type: md`` applies the same ``%`` rules, as Data-Juicer
+    1.6.1 does (its op ignores ``doc_type``): for Markdown holding LaTeX snippets; prose with a literal
+    ``%`` ("50% off") loses the rest of that line, there as in Data-Juicer."""
+
+    DOC_TYPES = ("tex", "md")
 
     class Params(Params):
-        doc_type: str | list[str] = Field("tex", description="Document type(s); only 'tex' is supported.")
+        doc_type: str | list[str] = Field("tex", description="Document type(s): 'tex' or 'md' (same % rules).")
         inline: bool = Field(True, description="Remove comments that follow text on a line.")
         multiline: bool = Field(True, description="Remove lines that are comments (with their newline).")
 
     def __init__(self, **params):
         super().__init__(**params)
         types = [self.params.doc_type] if isinstance(self.params.doc_type, str) else self.params.doc_type
-        if any(t != "tex" for t in types):
-            raise ValueError(f"doc_type {self.params.doc_type!r}: only 'tex' is supported")
+        if any(t not in self.DOC_TYPES for t in types):
+            raise ValueError(f"doc_type {self.params.doc_type!r}: only 'tex' and 'md' are supported")
 
     def process_batch(self, batch):
         t = _text(self, batch)
