@@ -1,9 +1,9 @@
 """Frames sampled from a video as Data-Juicer's model-based video ops sample them (decoded as RGB images).
 
 - ``uniform_frames(value, n)``: n = 1 → the middle, n = 2 → first and last, more → evenly spaced over the
-  duration (first and last included); each target time takes the next frame at or after it (one target per frame), and a target
-  past the last frame takes the last frame (Data-Juicer's ``extract_video_frames_uniformly``). ``n`` is
-  capped at the stream's frame count.
+  duration (first and last included); each target time takes the next frame at or after it (one target
+  per frame), and a target past the last frame takes the last frame (Data-Juicer's
+  ``extract_video_frames_uniformly``). ``n`` is capped at the stream's frame count.
 - ``key_frames(value)``: every key frame (the decoder skips the others), or the first frame when the
   stream marks none (Data-Juicer's ``extract_key_frames``).
 

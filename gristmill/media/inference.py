@@ -94,21 +94,3 @@ def chunks(items: list, size: int):
 def features(out):
     """A model's ``get_*_features`` result as a tensor (transformers 5 returns an output object)."""
     return out if hasattr(out, "shape") else out.pooler_output
-
-
-def any_all_keep(values: list[list[float]], lo, hi, any_or_all: str):
-    """Data-Juicer's keep rule for per-item stats: a row with no items is kept; otherwise ``any`` keeps it
-    when one item is within [lo, hi] (None: open), ``all`` when every item is."""
-    import numpy as np
-    out = np.ones(len(values), dtype=bool)
-    for i, vs in enumerate(values):
-        if not vs:
-            continue
-        v = np.asarray(vs, dtype=float)
-        ok = ~np.isnan(v)
-        if lo is not None:
-            ok &= v >= lo
-        if hi is not None:
-            ok &= v <= hi
-        out[i] = ok.any() if any_or_all == "any" else ok.all()
-    return out

@@ -119,8 +119,8 @@ class Scorer:
 
 @register("image_aesthetics_filter")
 class ImageAestheticsFilter(ImageRangeFilter):
-    """Keep samples whose images' aesthetics score (CLIP + LAION aesthetic head) is within
-    [min_score, max_score]; ``any_or_all`` over the images. Samples without images are kept."""
+    """Keep samples whose images' aesthetics score (CLIP + LAION aesthetic head) is between min_score
+    and max_score; ``any_or_all`` over the images. Samples without images are kept."""
 
     ranges = (("image_aesthetics_scores", "min_score", "max_score"),)
     version = 1

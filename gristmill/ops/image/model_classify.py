@@ -72,8 +72,8 @@ class _ClassifierFilter(ImageRangeFilter):
 
 @register("image_nsfw_filter")
 class ImageNSFWFilter(_ClassifierFilter):
-    """Keep samples whose images' NSFW probability (class 1 of an image classifier) is within
-    [min_score, max_score]; ``any_or_all`` over the images. Samples without images are kept."""
+    """Keep samples whose images' NSFW probability (class 1 of an image classifier) is between min_score
+    and max_score; ``any_or_all`` over the images. Samples without images are kept."""
 
     model_param, stat = "hf_nsfw_model", "image_nsfw_score"
     ranges = (("image_nsfw_score", "min_score", "max_score"),)

@@ -111,7 +111,7 @@ class _ClipFilter(ImageRangeFilter):
 
 @register("image_text_similarity_filter")
 class ImageTextSimilarityFilter(_ClipFilter):
-    """Keep samples whose image-text similarity (CLIP) is within [min_score, max_score]. The text is cut
+    """Keep samples whose image-text similarity (CLIP) is between min_score and max_score. The text is cut
     into chunks at ``<|__dj__eoc|>``; each chunk with image tokens gets one score: its text (special tokens
     removed) against its images (the next ones in the image list), reduced by ``reduce_mode``; then
     ``any_or_all`` over the chunks. Samples without images are kept."""
@@ -167,8 +167,8 @@ class ImageTextSimilarityFilter(_ClipFilter):
 
 @register("image_pair_similarity_filter")
 class ImagePairSimilarityFilter(_ClipFilter):
-    """Keep samples whose two images are similar (cosine of their CLIP image embeddings) within
-    [min_score, max_score]. Every sample must hold exactly two different images (else it is rejected,
+    """Keep samples whose two images' similarity (cosine of their CLIP image embeddings) is between
+    min_score and max_score. Every sample must hold exactly two different images (else it is rejected,
     as Data-Juicer raises)."""
 
     ranges = (("image_pair_similarity", "min_score", "max_score"),)

@@ -26,8 +26,8 @@ from ._common import MediaRangeFilter, VideoParams, flatten, items_of, list_arra
 
 @register("video_frames_text_similarity_filter")
 class VideoFramesTextSimilarityFilter(MediaRangeFilter):
-    """Keep samples whose video-frames/text CLIP similarity is within [min_score, max_score]: one score per
-    text chunk with videos, ``any_or_all`` over the chunks. Samples without videos are kept."""
+    """Keep samples whose video-frames/text CLIP similarity is between min_score and max_score: one
+    score per text chunk with videos, ``any_or_all`` over the chunks. Samples without videos are kept."""
 
     ranges = (("video_frames_text_similarity", "min_score", "max_score"),)
     version = 1

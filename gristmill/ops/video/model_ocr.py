@@ -44,7 +44,7 @@ def text_area_ratio(detector, image) -> float:
 @register("video_ocr_area_ratio_filter")
 class VideoOcrAreaRatioFilter(MediaRangeFilter):
     """Keep samples whose videos' text area ratio (mean over uniformly sampled frames of the detected text
-    area / frame area, RapidOCR's detector) is within [min_area_ratio, max_area_ratio]; ``any_or_all``
+    area / frame area, RapidOCR's detector) is between min_area_ratio and max_area_ratio; ``any_or_all``
     over the sample's videos. Samples without videos are kept."""
 
     ranges = (("video_ocr_area_ratio", "min_area_ratio", "max_area_ratio"),)
