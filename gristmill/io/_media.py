@@ -1,0 +1,62 @@
+"""What the multimodal readers share: the recipe's media keys and special tokens (``reader_params``), and
+relative media paths made absolute against the dataset file's directory, as Data-Juicer's formatter does
+(a path that is already absolute, a URL, or bytes is left alone)."""
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+
+from ..core import columns as C
+from ..media import AUDIO_KEY, EOC_TOKEN, IMAGE_KEY, IMAGE_TOKEN, VIDEO_KEY
+from ..media.paths import resolve_relative
+
+OPTIONS = {"media_keys": "Data-Juicer's image_key/audio_key/video_key and special tokens (set by the recipe)"}
+
+
+def media_keys(opts) -> dict:
+    """{'image_key': ..., 'audio_key': ..., 'video_key': ..., 'image_token': ..., 'eoc_token': ...}."""
+    given = dict(opts.param("media_keys", ()) or ())
+    return {"image_key": given.get("image_key") or IMAGE_KEY, "audio_key": given.get("audio_key") or AUDIO_KEY,
+            "video_key": given.get("video_key") or VIDEO_KEY,
+            "image_token": given.get("image_special_token") or IMAGE_TOKEN,
+            "eoc_token": given.get("eoc_special_token") or EOC_TOKEN}
+
+
+def resolve_batch(batch: pa.RecordBatch, base_dir: str, keys) -> pa.RecordBatch:
+    """``batch`` with relative paths in the media fields ``keys`` (lists of paths, or one path) joined to
+    ``base_dir``. Fields that hold bytes, or no relative path, are returned as they are (zero copy)."""
+    for key in keys:
+        idx = batch.schema.get_field_index(key)
+        if idx < 0:
+            continue
+        field = batch.schema.field(idx)
+        col = C.get_field(batch, key)
+        t = col.type
+        is_list = pa.types.is_list(t) or pa.types.is_large_list(t)
+        inner = t.value_type if is_list else t
+        if not (pa.types.is_string(inner) or pa.types.is_large_string(inner)):
+            continue
+        vals = col.to_pylist()
+        if is_list:
+            new = [None if v is None else [resolve_relative(p, base_dir) for p in v] for v in vals]
+        else:
+            new = [resolve_relative(v, base_dir) for v in vals]
+        if new == vals:
+            continue
+        arr = pa.array(new, t)
+        batch = batch.set_column(idx, pa.field(key, t, metadata=None if C.is_raw_json(field) else field.metadata),
+                                 arr)
+    return batch
+
+
+def file_dir(path: str) -> str:
+    return os.path.dirname(os.path.abspath(path))
+
+
+def caption_text(caption: str | None, image_token: str, eoc_token: str, n_images: int = 1) -> str:
+    """Data-Juicer's text for an image-caption pair: ``<__dj__image> caption <|__dj__eoc|>`` (one image
+    token per image)."""
+    head = " ".join([image_token] * n_images)
+    caption = (caption or "").strip()
+    return f"{head} {caption} {eoc_token}" if caption else f"{head} {eoc_token}"
