@@ -250,6 +250,9 @@ def cmd_analyze(args) -> int:
     try:
         if args.target.endswith((".yaml", ".yml")):
             recipe, ops, warnings = load_recipe(args.target, {"allow_scripts": True} if args.allow_scripts else None)
+            if recipe.sources:
+                raise RecipeError(f"{args.target}: `gristmill analyze` takes one dataset; a recipe with `sources:` "
+                                  f"is analysed one source at a time (its path, with --ops)")
             for w in warnings:
                 con.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
             cfg = run_config(recipe, np=args.np, work_dir=args.work_dir, progress=not args.no_progress,

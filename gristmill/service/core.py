@@ -55,6 +55,12 @@ def validate_recipe(raw: Any, allow_scripts: bool = False) -> dict:
     if not isinstance(raw, dict):
         return {"ok": False, "errors": [{"path": "", "message": "a recipe is a mapping of settings"}],
                 "warnings": [], "ops": []}
+    if raw.get("sources") is not None or raw.get("dataset") is not None:
+        # the job manager checks dataset_path against the server's allowed roots, not yet these inputs
+        key = "sources" if raw.get("sources") is not None else "dataset"
+        return {"ok": False, "warnings": [], "ops": [], "errors": [
+            {"path": key, "message": f"recipes with `{key}:` are not run by the server yet (its paths are not "
+                                     f"checked against the allowed roots); run them with `gristmill run`"}]}
     if raw.get("allow_scripts") and not allow_scripts:
         return {"ok": False, "warnings": [], "ops": [], "errors": [
             {"path": "allow_scripts", "message": "script ops are not allowed on this server"}]}
