@@ -1,0 +1,63 @@
+"""``document_minhash_deduplicator_with_uid``: MinHash-LSH dedup where each cluster keeps its row with the
+smallest ``__dj__uid`` (an int column, unique per row) instead of its first row (Data-Juicer's op).
+
+This is how Data-Juicer does incremental dedup: give the rows of an already deduplicated dataset A smaller
+uids than those of a new dataset B, run the op over A and B together, and every near-duplicate is resolved
+in favour of A's row. Clusters are the same as ``document_minhash_deduplicator``'s (rows sharing an LSH
+bucket in any band, transitively); only the kept member changes. The driver holds one int64 per row
+(the uids), like the roots array of the clustering itself."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.compute as pc
+
+from ...registry import register
+from . import _resolve as R
+from . import _shuffle as S
+from ._lsh import EDGE_DTYPE, bucket_forest
+from .minhash import DocumentMinhashDeduplicator
+
+UID = "__dj__uid"
+
+
+def min_uid_roots(roots: np.ndarray, uids: np.ndarray) -> np.ndarray:
+    """Each row's cluster root moved to the member with the smallest uid."""
+    n = roots.size
+    order = np.lexsort((uids, roots))  # by cluster, then uid
+    first = np.ones(n, bool)
+    first[1:] = roots[order][1:] != roots[order][:-1]
+    best = np.empty(n, np.int64)
+    best[roots[order][first]] = order[first]
+    return best[roots]
+
+
+@register("document_minhash_deduplicator_with_uid")
+class DocumentMinhashDeduplicatorWithUid(DocumentMinhashDeduplicator):
+    """MinHash-LSH near-duplicate removal keeping, in each cluster, the row with the smallest ``__dj__uid``
+    (incremental dedup: existing data gets the smaller uids)."""
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        if self.params.verify:
+            raise ValueError(f"{self.name}: verify is not supported (it clusters around each cluster's first row)")
+
+    def resolve_columns(self):
+        return super().resolve_columns() + [UID]
+
+    def _uids(self, ctx, n: int) -> np.ndarray:
+        out = np.empty(n, np.int64)
+        for _, _, g0, batch in R.scan(ctx, [UID]):
+            col = batch.column(UID)
+            if col.null_count:
+                raise ValueError(f"{self.name}: rows without {UID}")
+            out[g0:g0 + batch.num_rows] = pc.cast(col, "int64").to_numpy(zero_copy_only=False)
+        if np.unique(out).size != n:
+            raise ValueError(f"{self.name}: {UID} values are not unique")
+        return out
+
+    def resolve(self, ctx):
+        shuffle, n = S.scatter(ctx, self, f"minhash-{self.position}", EDGE_DTYPE)
+        out = str(ctx.scratch_dir / f"minhash-forest-{self.position}")
+        roots = S.merge_forests(S.map_partitions(ctx, bucket_forest, shuffle, out), n)
+        roots = min_uid_roots(np.asarray(roots, np.int64), self._uids(ctx, n)) if n else roots
+        self.last_stats = R.emit(ctx, roots, "minhash duplicate")
