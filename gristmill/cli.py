@@ -450,7 +450,10 @@ def _mixture(recipe, report: dict) -> list[dict] | None:
     files = report.get("source_files")
     if files is None:
         return None
-    return [{"name": s.name, "weight": s.weight, "paths": files.get(s.name) or []} for s in recipe.sources]
+    rows = {s["name"]: s.get("rows_out") for s in report.get("sources") or []}
+    # a source left with no rows has no tokens to give its share: it is left out of the mixture
+    return [{"name": s.name, "weight": s.weight, "paths": (files.get(s.name) or []) if rows.get(s.name) != 0 else []}
+            for s in recipe.sources]
 
 
 def check_tokenize_section(recipe, source: str) -> None:

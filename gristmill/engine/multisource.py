@@ -25,7 +25,7 @@ from ..core import columns as C
 from ..core.accounting import OpCounts
 from ..io.base import ReadOptions
 from ..io.planner import check_not_uri, parse_weighted, plan_dataset
-from ..io.writers import atomic_rename, export_format, shard_names, tmp_path
+from ..io.writers import atomic_rename, shard_names, tmp_path
 from ..ops.base import Grouper, Mapper, Params
 from .base import create_engine
 from .config import RunConfig

@@ -1,7 +1,6 @@
 """Data-Juicer recipe-level keys: the `dataset:` block (Data-Juicer 1.6.1's meaning), add_suffix with
 suffix_filter, custom_operator_paths (user op modules, only with allow_scripts), the media keys."""
 import json
-import os
 
 import pytest
 from ms_util import cli, read_jsonl, write_jsonl, write_recipe

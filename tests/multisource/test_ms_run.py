@@ -115,6 +115,11 @@ def test_any_np_same_bytes_and_rerun_reuses(tmp_path):
     assert res.returncode == 0, res.stderr
     assert res.stderr.count("already done, skipped") >= 4 and "export already complete" in res.stderr
     assert (tmp_path / "one.jsonl").read_bytes() == b.read_bytes()
+    # `gristmill tokenize RECIPE` alone: the sources' rows of the last run, mixed the same way
+    before = (tmp_path / "tok-one" / "npy" / "data.npy").read_bytes()
+    res = cli("tokenize", tmp_path / "one.yaml", "--no-progress")
+    assert res.returncode == 0, res.stderr
+    assert "web" in res.stderr and (tmp_path / "tok-one" / "npy" / "data.npy").read_bytes() == before
 
 
 def test_killed_after_a_source_resumes_byte_identical(tmp_path):
@@ -180,3 +185,20 @@ def test_refusals_before_work(tmp_path):
         assert res.returncode == 2, (extra, res.stderr)
         assert msg in res.stderr, (msg, res.stderr)
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_source_left_empty_is_left_out_of_the_mixture(tmp_path):
+    d = inputs(tmp_path)
+    r = write_recipe(tmp_path / "e.yaml", {
+        "project_name": "e", "work_dir": str(tmp_path / "w"), "export_path": str(tmp_path / "e.jsonl"),
+        "sources": [{"name": "gone", "path": str(d / "qa"), "weight": 3,
+                     "process": [{"chat_template_mapper": {}}, {"text_length_filter": {"min_len": 100000}}]},
+                    {"name": "web", "path": str(d / "web"), "weight": 1}],
+        "tokenize": {"tokenizer": "qwen.tiktoken", "seq_len": 32, "output": str(tmp_path / "t"),
+                     "total_tokens": 500}})
+    res = cli("run", r, "--no-progress")
+    assert res.returncode == 0, res.stderr
+    rep = json.loads((tmp_path / "w" / "report.json").read_text())
+    assert [s["rows_out"] for s in rep["sources"]] == [0, 31]
+    stats = json.loads((tmp_path / "t" / "stats.json").read_text())
+    assert [s["name"] for s in stats["sources"]] == ["web"] and 500 <= stats["sources"][0]["tokens_used"] < 560
