@@ -1,6 +1,8 @@
 """video_motion_score_filter: mean Farneback optical-flow magnitude between sampled frames, as
 Data-Juicer computes it (OpenCV decode to BGR, grayscale, ``calcOpticalFlowFarneback`` with its
-defaults, mean of per-pair mean magnitudes; -1 for a video with fewer than two sampled frames).
+defaults, mean of per-pair mean magnitudes; -1 for a video with fewer than two sampled frames). The
+sampled frames are Data-Juicer's: 0, 1, then every ``step``-th (its loop skips the seek after the first
+frame; with step 1, frame 1 twice), ``step = round(fps / min(sampling_fps, fps))``.
 
 Data-Juicer seeks (``CAP_PROP_POS_FRAMES``) before every sampled frame; here the frames in between are
 grabbed without colour conversion and the stream is read straight through, which gives the same frames
@@ -111,15 +113,25 @@ class VideoMotionScoreFilter(MediaRangeFilter):
             step = max(min(round(fps / min(self.params.sampling_fps, fps)), total - 1), 1)
             hw = (cap.get(cv2.CAP_PROP_FRAME_HEIGHT), cap.get(cv2.CAP_PROP_FRAME_WIDTH))
 
-            def frames():
+            def frames():  # Data-Juicer's positions: 0, 1, then step, 2*step, ... (1 twice when step is 1)
+                nxt, last, k = 0, None, 0
+                targets = iter([0, 1])
                 while True:
+                    t = next(targets, None)
+                    if t is None:
+                        k += 1
+                        t = k * step
+                    if last is not None and t == last[0]:
+                        yield last[1]
+                        continue
+                    for _ in range(t - nxt):
+                        if not cap.grab():
+                            return
                     ok, f = cap.read()
                     if not ok:
                         return
+                    nxt, last = t + 1, (t, f)
                     yield f
-                    for _ in range(step - 1):
-                        if not cap.grab():
-                            return
             return self._scores(frames(), hw)
         finally:
             cap.release()
