@@ -215,6 +215,9 @@ def parse_recipe(raw: dict, source: str = "recipe") -> tuple[Recipe, list, list[
     unknown = [k for k in data if k not in fields]
     if unknown:
         raise RecipeError("; ".join(f"{source}: unknown key {k!r}{closest(k, fields)}" for k in unknown))
+    if data.get("dataset_path") is None and data.get("sources") is None:
+        raise RecipeError(f"{source}: dataset_path: Field required (or several inputs as `sources:`, or "
+                          f"Data-Juicer's `dataset:`)")
     try:
         recipe = Recipe(**data)
     except ValidationError as e:

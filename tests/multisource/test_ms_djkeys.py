@@ -59,7 +59,7 @@ def test_dataset_block_errors_and_precedence(tmp_path):
         parse_recipe({"dataset": {"configs": []}})
     recipe, _, warnings = parse_recipe({"dataset_path": b, "dataset": {"configs": [{"path": a}]}})
     assert recipe.dataset_path == b and any("`dataset` ignored" in w for w in warnings)
-    with pytest.raises(RecipeError, match="needs `dataset_path`, `sources`"):
+    with pytest.raises(RecipeError, match="dataset_path: Field required \\(or several inputs as `sources:`"):
         parse_recipe({"process": []})
 
 
