@@ -11,8 +11,7 @@ import zstandard
 
 from gristmill import Dataset
 from gristmill.core import columns as C
-from gristmill.io.base import ReadOptions
-from gristmill.io.formats import read_shard, read_texts
+from gristmill.io.base import ReadOptions, read_shard, read_texts
 from gristmill.io.planner import plan_dataset
 from gristmill.core.accounting import Reject
 

@@ -8,7 +8,7 @@ what makes output byte-identical for any ``np``.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar, Iterator
 
 import numpy as np
@@ -72,19 +72,42 @@ def register_reader(cls):
     return cls
 
 
+# one reader per module; these first, in this order (which ``reader_for`` and listings follow), then every
+# other module of the package (further readers register themselves when imported)
+BUILTIN = ("jsonl", "json_array", "parquet", "csv_tsv", "txt", "arrow")
+
+
 def readers() -> dict[str, Reader]:
-    from . import formats  # noqa: F401  (registers the built-in readers)
-    _load_plugins()
+    _load_readers()
     return _READERS
 
 
-def _load_plugins():
+def _load_readers():
     import importlib
     import pkgutil
     from .. import io as pkg
-    for info in pkgutil.iter_modules(pkg.__path__):
-        if not info.name.startswith("_") and info.name not in ("base", "formats", "writers", "planner"):
-            importlib.import_module(f"{pkg.__name__}.{info.name}")
+    names = list(BUILTIN) + [i.name for i in pkgutil.iter_modules(pkg.__path__) if i.name not in BUILTIN]
+    for name in names:
+        if not name.startswith("_") and name not in ("base", "formats", "writers", "planner"):
+            importlib.import_module(f"{pkg.__name__}.{name}")
+
+
+def read_shard(shard: Shard, opts: ReadOptions) -> Iterator[pa.RecordBatch | Reject]:
+    """Stream one shard with the reader that planned it."""
+    return readers()[shard.reader].read(shard, opts)
+
+
+def read_texts(shard: Shard, opts: ReadOptions, chunk_bytes: int = 8 << 20) -> Iterator[list[str] | Reject]:
+    """Stream only the text field of one shard's rows, as lists of Python strings, and its rejects: the
+    rows of :func:`read_shard`, through the reader's faster text path where it has one (see
+    ``JsonlReader.texts`` for the one way they may differ; there a list holds about ``chunk_bytes`` of
+    input, so a small value reads just the head of a shard)."""
+    reader = readers()[shard.reader]
+    if hasattr(reader, "texts"):
+        yield from reader.texts(shard, opts, chunk_bytes)
+        return
+    for item in reader.read(shard, opts):
+        yield item if isinstance(item, Reject) else item.column(opts.text_key).to_pylist()
 
 
 def reader_options() -> dict[str, str]:
@@ -171,11 +194,3 @@ def with_ids(batch: pa.RecordBatch, shard: Shard, positions, opts: ReadOptions) 
         col = pc.cast(batch.column(idx), pa.string())
         return batch.set_column(idx, C.ID, pc.if_else(pc.is_null(col), made, col))
     return batch.append_column(C.ID, made)
-
-
-@dataclass
-class ReadStats:
-    rows: int = 0
-    bytes: int = 0
-    rejects: int = 0
-    extra: dict = field(default_factory=dict)

@@ -3,8 +3,7 @@ import os
 import pytest
 
 from gristmill.core import columns as C
-from gristmill.io.base import ReadOptions
-from gristmill.io.formats import read_shard
+from gristmill.io.base import ReadOptions, read_shard
 from gristmill.io.planner import plan_dataset
 from gristmill.core.accounting import Reject
 
