@@ -71,6 +71,9 @@ def test_with_uid_needs_unique_uids(tmp_path):
     rows = [{"text": "a b c d e f", "__dj__uid": 1}, {"text": "a b c d e f", "__dj__uid": 1}]
     with pytest.raises(Exception, match="not unique"):
         through_engine(tmp_path, rows, create_op("document_minhash_deduplicator_with_uid", {}))
+    with pytest.raises(Exception, match="need an int __dj__uid column"):
+        through_engine(tmp_path / "none", [{"text": "a b c d e f"}, {"text": "a b c d e f"}],
+                       create_op("document_minhash_deduplicator_with_uid", {}))
     with pytest.raises(Exception, match="verify"):
         create_op("document_minhash_deduplicator_with_uid", {"verify": True})
 

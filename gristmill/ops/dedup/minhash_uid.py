@@ -46,11 +46,15 @@ class DocumentMinhashDeduplicatorWithUid(DocumentMinhashDeduplicator):
 
     def _uids(self, ctx, n: int) -> np.ndarray:
         out = np.empty(n, np.int64)
-        for _, _, g0, batch in R.scan(ctx, [UID]):
-            col = batch.column(UID)
-            if col.null_count:
-                raise ValueError(f"{self.name}: rows without {UID}")
-            out[g0:g0 + batch.num_rows] = pc.cast(col, "int64").to_numpy(zero_copy_only=False)
+        try:
+            for _, _, g0, batch in R.scan(ctx, [UID]):
+                col = batch.column(UID)
+                if col.null_count:
+                    raise ValueError(f"{self.name}: rows without {UID}")
+                out[g0:g0 + batch.num_rows] = pc.cast(col, "int64").to_numpy(zero_copy_only=False)
+        except KeyError as e:
+            raise ValueError(f"{self.name}: rows need an int {UID} column, unique per row (smaller uids are "
+                             f"kept: give already deduplicated data the smaller ones)") from e
         if np.unique(out).size != n:
             raise ValueError(f"{self.name}: {UID} values are not unique")
         return out
