@@ -6,7 +6,7 @@ import sys
 import time
 
 
-def main(src, ops_path, out):
+def main(src, ops_path, out, keep=""):
     process = json.load(open(ops_path))
     from data_juicer.core.data import NestedDataset
     from data_juicer.ops import load_ops
@@ -23,9 +23,10 @@ def main(src, ops_path, out):
     kept = ds.to_list()
     secs = time.perf_counter() - t0
     json.dump({"seconds": secs, "rows": [{"id": r.get("id"), "text": r.get("text"), "videos": r.get("videos"),
-                                          "stats": r.get("__dj__stats__", {})} for r in kept]},
+                                          "stats": r.get("__dj__stats__", {}),
+                                          **{k: r.get(k) for k in keep.split(",") if k}} for r in kept]},
               open(out, "w"), default=str)
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])

@@ -30,20 +30,20 @@ CHAIN = [{"video_duration_filter": {"min_duration": 1.0, "max_duration": 30}},
          {"video_motion_score_filter": {"min_score": 0.3}}]
 
 
-def run_dj(rows, ops, core=None):
+def run_dj(rows, ops, core=None, keep=()):
     with tempfile.TemporaryDirectory() as d:
         src, opf, out = (os.path.join(d, n) for n in ("in.jsonl", "ops.json", "out.json"))
         with open(src, "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in rows)
         json.dump(ops, open(opf, "w"))
-        cmd = ([] if core is None else ["taskset", "-c", str(core)]) + [DJ_PY, RUNNER, src, opf, out]
+        cmd = ([] if core is None else ["taskset", "-c", str(core)]) + [DJ_PY, RUNNER, src, opf, out, ",".join(keep)]
         r = subprocess.run(cmd, capture_output=True, text=True, cwd=d)
         if r.returncode:
             raise RuntimeError(r.stderr[-2000:])
         return json.load(open(out))
 
 
-def run_gm(rows, ops):
+def run_gm(rows, ops, keep=()):
     from gristmill.core.fused import FusedOp
     from gristmill.registry import create_op
     t0 = time.perf_counter()
@@ -54,7 +54,7 @@ def run_gm(rows, ops):
     kept = res.batch.to_pylist()
     return {"seconds": secs, "rejects": len(res.rejects),
             "rows": [{"id": r.get("id"), "text": r.get("text"), "videos": r.get("videos"),
-                      "stats": r.get("__stats__") or {}} for r in kept]}
+                      "stats": r.get("__stats__") or {}, **{k: r.get(k) for k in keep}} for r in kept]}
 
 
 def _same(a, b, tol):
@@ -123,6 +123,23 @@ def compare():
             print(f"{name:28s} {json.dumps(params):70s} rows/texts/clip counts {'same' if same else 'DIFFER'}")
             if not same:
                 print("   DJ:", sig(a), "\n   gm:", sig(b))
+    # frames: the same frames (decoded JPEG pixels) per video and sampling method
+    from PIL import Image
+    for method in ("all_keyframes", "uniform", "all_frames"):
+        with tempfile.TemporaryDirectory() as d1, tempfile.TemporaryDirectory() as d2:
+            use = [r for r in rows if ".mkv" not in str(r.get("videos"))]  # DJ's av reader: no mkv duration
+            spec = {"frame_sampling_method": method, "frame_num": 4}
+            a = run_dj(use, [{"video_extract_frames_mapper": {**spec, "frame_dir": d1}}], keep=["video_frames"])
+            b = run_gm(use, [{"video_extract_frames_mapper": {**spec, "frame_dir": d2}}], keep=["video_frames"])
+            fa = [r["video_frames"] for r in a["rows"]]
+            fb = [r["video_frames"] for r in b["rows"]]
+            shape = [[len(x) for x in r or []] for r in fa] == [[len(x) for x in r or []] for r in fb]
+            diff = max((int(np.abs(np.asarray(Image.open(x), np.int16) - np.asarray(Image.open(y), np.int16)).max())
+                        for ra, rb in zip(fa, fb) for va, vb in zip(ra or [], rb or []) for x, y in zip(va, vb)),
+                       default=0) if shape else None
+            ok &= shape and diff == 0
+            print(f"{'video_extract_frames_mapper':28s} {json.dumps(spec):70s} frame counts "
+                  f"{'same' if shape else 'DIFFER'}, max pixel diff {diff}")
     return ok
 
 

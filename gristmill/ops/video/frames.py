@@ -1,0 +1,153 @@
+"""video_extract_frames_mapper: frames of each video as JPEG files (or bytes) in a per-video list field.
+
+Data-Juicer's sampling methods with its PyAV rules, in one streaming decode per video (one decoded
+frame held at a time): ``all_keyframes`` (key frames before the stream's end; only key frames are
+decoded), ``all_frames``, ``uniform`` (``frame_num`` target times, 1 = the middle, else evenly from 0 to
+the duration; each gets the first frame at or after it, targets past the last frame get the last frame
+once). Files: ``<frame_dir>/<video stem>__dj_hash_#<hash>#/frame_<i>.jpg``, the hash of the video's path
+(or bytes) and the sampling params keeping same-named videos and other samplings apart (Data-Juicer's
+``<frame_dir>/<stem>/`` mixes them), written once (an existing file is kept, as in Data-Juicer).
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from typing import Literal
+
+import pyarrow as pa
+from pydantic import Field, PositiveInt, model_validator
+
+from ...core import columns as C
+from ...media import EOC_TOKEN, VIDEO_KEY, VIDEO_TOKEN, media_values
+from ...media.video import open_video, probe_duration, _fail
+from ...registry import register
+from ..base import Mapper, Params
+
+
+def _targets(duration: float, n: int) -> list[float]:
+    if n == 1:
+        return [duration / 2]
+    step = duration / (n - 1)
+    return [step * i for i in range(n)]
+
+
+def sampled_frames(value, method: str, frame_num: int):
+    """The sampled ``av.VideoFrame`` objects of a video, one at a time."""
+    with open_video(value) as c:
+        s = c.streams.video[0]
+        tb = s.time_base
+        try:
+            if method == "all_keyframes":
+                s.codec_context.skip_frame = "NONKEY"
+                start, end = (s.start_time or 0) * tb, probe_duration(c)
+                for f in c.decode(s):
+                    if f.pts is not None and start + f.pts * tb >= end:
+                        break
+                    if f.key_frame:
+                        yield f
+            elif method == "all_frames":
+                end = probe_duration(c)
+                for f in c.decode(s):
+                    if f.pts is not None and f.pts * tb >= end:
+                        break
+                    yield f
+            else:
+                n = min(frame_num, s.frames) if s.frames else frame_num
+                todo = [t / tb for t in _targets(probe_duration(c), n)]
+                last, i = None, 0
+                for f in c.decode(s):
+                    last = f
+                    while i < len(todo) and f.pts >= todo[i]:
+                        yield f
+                        i += 1
+                    if i >= len(todo):
+                        return
+                if last is not None and i < len(todo):
+                    yield last
+        except ValueError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise _fail(value, e) from None
+
+
+@register("video_extract_frames_mapper")
+class VideoExtractFramesMapper(Mapper):
+    """Extract frames from each video into ``frame_field`` (per video, a list of JPEG paths or bytes)."""
+
+    class Params(Params):
+        video_key: str = Field(VIDEO_KEY, description="Field holding each sample's list of videos (paths or bytes).")
+        frame_sampling_method: Literal["all_keyframes", "all_frames", "uniform"] = Field(
+            "all_keyframes", description="Which frames: key frames, every frame, or frame_num evenly spaced.")
+        output_format: Literal["path", "bytes"] = Field("path", description="Frames as JPEG files or JPEG bytes.")
+        frame_num: PositiveInt = Field(3, description="Frames per video for uniform sampling.")
+        duration: float = Field(0, description="Data-Juicer's per-segment sampling: only 0 (whole video) is supported.")
+        frame_dir: str | None = Field(None, description="Directory for the frame files (required for path output).")
+        frame_key: str | None = Field(None, description="Deprecated name of frame_field.")
+        frame_field: str = Field("video_frames", description="Field for the frames.")
+        legacy_split_by_text_token: bool = Field(True, description="Only the videos the text's video tokens name.")
+        video_backend: Literal["ffmpeg", "av"] = Field("av", description="Accepted for Data-Juicer recipes (PyAV decodes).")
+
+        @model_validator(mode="after")
+        def _check(self):
+            if self.output_format == "path" and not self.frame_dir:
+                raise ValueError("frame_dir must be given when output_format is path")
+            if self.duration:
+                raise ValueError("duration > 0 (per-segment frame sampling) is not supported; use duration: 0")
+            return self
+
+    @property
+    def field(self):
+        return self.params.frame_key or self.params.frame_field
+
+    def _frames(self, video) -> list:
+        p = self.params
+        out = []
+        d = None
+        if p.output_format == "path":
+            stem = os.path.splitext(os.path.basename(video))[0] if isinstance(video, str) else "video"
+            h = hashlib.md5(f"{p.frame_sampling_method}:{p.frame_num}:".encode()
+                            + (os.path.abspath(video).encode() if isinstance(video, str) else bytes(video))).hexdigest()
+            d = os.path.join(os.path.abspath(p.frame_dir), f"{stem}__dj_hash_#{h}#")
+            os.makedirs(d, exist_ok=True)
+        for i, f in enumerate(sampled_frames(video, p.frame_sampling_method, p.frame_num)):
+            img = f.to_image()
+            if d is None:
+                buf = io.BytesIO()
+                img.save(buf, format="jpeg")
+                out.append(buf.getvalue())
+                continue
+            path = os.path.join(d, f"frame_{i}.jpg")
+            if not os.path.exists(path):
+                tmp = f"{path}.tmp{os.getpid()}.jpg"
+                img.save(tmp)
+                os.replace(tmp, path)
+            out.append(path)
+        return out
+
+    def process_batch(self, batch):
+        p = self.params
+        if self.field in batch.schema.names:
+            existing = C.get_field(batch, self.field).to_pylist()
+        else:
+            existing = [None] * batch.num_rows
+        texts = self.text(batch).to_pylist() if self.text_key in batch.schema.names else [""] * batch.num_rows
+        result = []
+        for vids, text, old in zip(media_values(batch, p.video_key), texts, existing):
+            if old or not vids:
+                result.append(old)
+                continue
+            lists = [[] for _ in vids]
+            if p.legacy_split_by_text_token:
+                offset = 0
+                for chunk in (text or "").split(EOC_TOKEN):
+                    n = chunk.count(VIDEO_TOKEN)
+                    for v in vids[offset:offset + n]:
+                        lists[vids.index(v)] = self._frames(v)
+                    offset += n
+            else:
+                for v in vids:
+                    lists[vids.index(v)] = self._frames(v)
+            result.append(lists)
+        typ = pa.list_(pa.list_(pa.binary() if p.output_format == "bytes" else pa.string()))
+        return C.set_column(batch, self.field, pa.array(result, typ))
