@@ -115,3 +115,27 @@ def test_stats_present_are_not_recomputed():
              "__stats__": {"image_width": [300], "image_height": [100]}}]
     kept, removed, rejects = run([("image_shape_filter", {"max_width": 200})], rows)
     assert not rejects and not kept and removed[0][0]["__reason__"] == "image_width > 200"
+
+
+def test_a_chain_decodes_each_image_once(monkeypatch):
+    import gristmill.media.image as MI
+    calls = []
+    real = MI._decode
+    monkeypatch.setattr(MI, "_decode", lambda v: calls.append(v) or real(v))
+    kept, _, _ = run([("image_shape_filter", {}), ("image_aspect_ratio_filter", {"min_ratio": 0.1}),
+                      ("image_face_ratio_filter", {"max_ratio": 1.0})], sample_rows())
+    assert len(kept) == 13
+    assert sorted(calls) == sorted({path(n) for n in SIZES})  # 11 files, the shared one decoded once
+
+
+def test_decode_cache_is_bounded():
+    from gristmill.media.image import _Cache
+    c = _Cache(100)
+    for k in range(5):
+        c.put(k, f"v{k}", 30)
+    assert list(c.items) == [2, 3, 4] and c.used == 90  # least recently used out first
+    c.get(2)
+    c.put(5, "v5", 30)
+    assert list(c.items) == [4, 2, 5]  # 2 was used again, so 3 went
+    c.put(6, "big", 101)  # larger than the whole cache: not held
+    assert 6 not in c.items and c.used == 90
