@@ -33,7 +33,7 @@ import yaml  # noqa: E402
 
 from gm_testutil import REPO, SAMPLE  # noqa: E402
 from gristmill.ops.text import charclass as cc  # noqa: E402
-from gristmill.ops.text import words as W  # noqa: E402
+from gristmill.ops.text import _dj_words as W  # noqa: E402
 
 EDGE_TEXTS = ["", "   ", "a", "!!!", "\t\n x \t", "héllo wörld 日本語 😀 ok.", None, "a!b !c! !!", "\ud7ff x", "end "]
 

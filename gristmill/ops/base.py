@@ -18,7 +18,7 @@ import types
 import typing
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Protocol
+from typing import Any, Callable, ClassVar, Iterator, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -82,13 +82,33 @@ class Params(BaseModel):
 
 
 class Op:
-    """Base of every operator."""
+    """Base of every operator. The class attributes below are the whole contract engines read: a
+    subclass sets the ones that differ from the default, nothing is looked up by name elsewhere."""
 
-    name: ClassVar[str] = ""  # set by @register
+    name: ClassVar[str] = ""
+    """The recipe name (Data-Juicer's where it has one); set by ``@register``."""
     kind: ClassVar[str] = "op"
+    """mapper, filter, deduplicator, selector, grouper, aggregator: what engines and docs group by."""
     row_local: ClassVar[bool] = True
-    creates_text: ClassVar[bool] = False  # builds the text field from other fields (rows may arrive without one)
+    """Each output row depends on its input row only: fused batch by batch. False for global ops."""
+    version: ClassVar[int] = 1
+    """Bump when the op's output changes for the same params: part of ``config()``, so a resume or the
+    cache recomputes what an older version wrote."""
+    creates_text: ClassVar[bool] = False
+    """Builds the text field from other fields: rows may arrive without one (the reader lets them in)."""
+    expands: ClassVar[bool] = False
+    """A mapper whose output may hold any number of rows per input row (else the row count is checked)."""
+    is_script: ClassVar[bool] = False
+    """Runs user code (``python_*`` ops): refused unless the caller allows scripts."""
+    inputs: ClassVar[tuple[str, ...] | None] = None
+    """Fields the op reads, ``{text_key}`` or ``{param}`` standing for the field a param names (e.g.
+    ``("{text_key}", "{suffix_key}")``). None: undeclared (docs show the text field). Checked by
+    :meth:`apply` and by the per-row bases before any work."""
+    outputs: ClassVar[tuple[str, ...] | None] = None
+    """Fields the op writes (same placeholders). None: a filter writes ``stats.<key>`` for its
+    ``stats_keys``, a mapper rewrites the text field."""
     Params: ClassVar[type[Params]] = Params
+    """The op's parameters as a pydantic model: validation, YAML schema and docs come from it."""
 
     def __init__(self, **params: Any):
         self.params = self.Params(**params)
@@ -100,7 +120,7 @@ class Op:
     def config(self) -> dict:
         """Everything that determines this op's output (used to fingerprint stages for resume)."""
         return {"op": self.name or type(self).__qualname__, "params": self.params.model_dump(mode="json"),
-                "text_key": self.text_key, "version": getattr(self, "version", 1)}
+                "text_key": self.text_key, "version": self.version}
 
     def bind_text_key(self, text_key: str) -> None:
         """Apply the dataset's default text key unless the op was given its own."""
@@ -114,6 +134,38 @@ class Op:
     def models(self) -> list[str]:
         """Model-store names this op needs (``gristmill.models``: checked before any work starts)."""
         return []
+
+    def optional_models(self) -> list[str]:
+        """Model-store names this op uses when present (listed by ``gristmill models``, never required)."""
+        return []
+
+    # -- declared columns ---------------------------------------------------------------------------
+    def input_fields(self) -> list[str]:
+        """The fields this instance reads: ``inputs`` with its placeholders filled in."""
+        return self._fill(self.inputs if self.inputs is not None else ("{text_key}",))
+
+    def output_fields(self) -> list[str]:
+        """The fields this instance writes: ``outputs`` with its placeholders filled in."""
+        return self._fill(self.outputs if self.outputs is not None else self.default_outputs())
+
+    @classmethod
+    def default_outputs(cls) -> tuple[str, ...]:
+        return ("{text_key}",)
+
+    def _fill(self, names) -> list[str]:
+        values = {k: v for k, v in self.params.model_dump().items() if isinstance(v, str)}
+        values["text_key"] = self.text_key
+        return [n.format(**values) for n in names]
+
+    def check_inputs(self, batch: pa.RecordBatch) -> None:
+        """KeyError naming every declared input field missing from ``batch`` (stats and meta fields are
+        looked up inside their namespaces)."""
+        names = set(batch.schema.names)
+        missing = [f for f in self.input_fields() if f.split(".")[0] not in names
+                   and not (f.startswith("stats.") and C.get_stat(batch, f[6:]) is not None)]
+        if missing:
+            raise KeyError(f"{self.name or type(self).__name__}: field(s) {missing} not in batch "
+                           f"(fields: {batch.schema.names})")
 
     # -- lazy resources (loaded once per worker, never pickled) ---------------------------------
     def resource(self, key: str, loader):
@@ -148,8 +200,33 @@ class Op:
         """(kept rows, removed rows with a ``REASON`` column or None), as the fused executor applies it."""
         raise TypeError(f"{self!r} is not row-local")
 
+    def apply(self, data, removed: bool = False):
+        """This op on a few rows, for tests and notebooks: ``data`` is a list of dicts (returned as
+        dicts, stats under ``"__stats__"``) or an Arrow RecordBatch/Table (returned as a RecordBatch).
+        Returns the kept rows; with ``removed=True``, ``(kept, removed)`` where each removed row says
+        why in ``"__reason__"``. Row-local ops only: a global op (dedup, selector, grouper) needs the
+        whole dataset, so run it with ``Dataset.process``. Errors are raised, not turned into rejects."""
+        if not self.row_local:
+            raise TypeError(f"{self!r} is a {self.kind}: it needs the whole dataset, so op.apply cannot run it; "
+                            f"use gristmill.Dataset.from_list(rows).process(op) or a recipe")
+        rows = isinstance(data, list)
+        if rows:
+            batch = C.from_records(data, strings=(self.text_key,))
+        elif isinstance(data, pa.Table):
+            batch = C.concat_batches(data.to_batches(), data.schema)
+        else:
+            batch = data
+        if self.inputs is not None and batch.num_rows:
+            self.check_inputs(batch)
+        kept, gone = self.apply_row_local(batch) if batch.num_rows else (batch, None)
+        if gone is None:
+            gone = kept.slice(0, 0).append_column(REASON, pa.array([], pa.string()))
+        if rows:
+            kept, gone = C.to_pylist(kept), C.to_pylist(gone)
+        return (kept, gone) if removed else kept
+
     def _same_rows(self, batch: pa.RecordBatch, out: pa.RecordBatch) -> pa.RecordBatch:
-        if not getattr(self, "expands", False) and out.num_rows != batch.num_rows:
+        if not self.expands and out.num_rows != batch.num_rows:
             raise ValueError(f"{self.name} returned {out.num_rows} rows for {batch.num_rows}")
         return out
 
@@ -158,7 +235,6 @@ class Mapper(Op):
     """Transforms a batch. 1:1 in rows unless ``expands`` (then each input row may yield 0..n rows)."""
 
     kind = "mapper"
-    expands: ClassVar[bool] = False
 
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -189,6 +265,16 @@ class Filter(Op):
         """Why each removed row was removed: a short, countable category per row (or one string)."""
         return self.name
 
+    @classmethod
+    def default_outputs(cls) -> tuple[str, ...]:
+        keys = cls.stats_keys if isinstance(cls.stats_keys, tuple) else ()
+        return tuple(f"stats.{k}" for k in keys)
+
+    def output_fields(self) -> list[str]:
+        if self.outputs is None:  # stats keys may depend on params (a property on the instance)
+            return [f"stats.{k}" for k in self.stats_keys]
+        return super().output_fields()
+
     def thresholds(self) -> dict[str, tuple[str | None, str | None]]:
         """Which params bound which stat, ``{stat: (min param, max param)}``: reports draw them on the
         stat's histogram, analysis suggests values for them. Default: one stat and at most one
@@ -216,6 +302,121 @@ class Filter(Op):
         kept = b.filter(pa.array(m))
         gone = b.filter(pa.array(~m))
         return kept, gone.append_column(REASON, _reason_array(self.reason(gone), gone.num_rows))
+
+
+class RangeFilter(Filter):
+    """A filter on one stat: keeps rows with ``min <= stat <= max`` (Data-Juicer's rule; a null or NaN
+    stat is out of range) and names the broken bound as the reason (``"stat < min"``). A subclass sets
+    ``stat`` and implements ``compute_stats``; the bounds are its ``min_*`` and ``max_*`` params (or the
+    ones ``lo_param`` / ``hi_param`` name, either may be None for an open side)."""
+
+    stat: ClassVar[str] = ""
+    """The stats key the filter writes and reads (an instance may set its own, e.g. from a param)."""
+    lo_param: ClassVar[str | None] = None
+    """The param holding the lower bound; default: the op's only ``min_*`` param."""
+    hi_param: ClassVar[str | None] = None
+    """The param holding the upper bound; default: the op's only ``max_*`` param."""
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        fields = cls.Params.model_fields
+        for attr, prefix in (("lo_param", "min_"), ("hi_param", "max_")):
+            if attr in cls.__dict__:
+                continue
+            named = [n for n in fields if n.startswith(prefix)]
+            if len(named) > 1:
+                raise TypeError(f"{cls.__name__}: several {prefix}* params {named}; set {attr}")
+            setattr(cls, attr, named[0] if named else None)
+
+    @property
+    def stats_keys(self):
+        return (self.stat,)
+
+    @classmethod
+    def default_outputs(cls) -> tuple[str, ...]:
+        return (f"stats.{cls.stat}",) if cls.stat else ()
+
+    def bounds(self) -> tuple:
+        """(lower, upper) bound, None where the op has no such param."""
+        return tuple(getattr(self.params, p) if p else None for p in (self.lo_param, self.hi_param))
+
+    def thresholds(self):
+        return {self.stat: (self.lo_param, self.hi_param)}
+
+    def keep(self, batch):
+        return in_range(C.get_stat(batch, self.stat), *self.bounds())
+
+    def reason(self, removed):
+        return range_reason(C.get_stat(removed, self.stat), *self.bounds(), self.stat)
+
+
+class RowFilter(RangeFilter):
+    """A range filter written one row at a time, the fallback for what no column kernel can do (a library
+    call per text). Implement ``score(text) -> float`` (the text is ``""`` for a null), or, to read other
+    fields, ``score_row(row: dict) -> float``; declare ``stat`` and the ``min_*`` / ``max_*`` params. The
+    base loops over the column, writes ``stats.<stat>`` and keeps/reasons like :class:`RangeFilter`. A
+    score that raises makes the executor retry the batch row by row and reject only that row."""
+
+    stat_type: ClassVar[type] = float
+    """float (stats column float64) or int (int64)."""
+
+    def score(self, text: str) -> float:  # pragma: no cover - abstract
+        raise NotImplementedError(f"{type(self).__name__} implements neither score(text) nor score_row(row)")
+
+    def score_row(self, row: dict) -> float:
+        """The row's score; default: ``score`` of its text."""
+        return self.score(row.get(self.text_key) or "")
+
+    def compute_stats(self, batch):
+        if self.inputs is not None:
+            self.check_inputs(batch)
+        if type(self).score_row is RowFilter.score_row:  # text only: no row dicts to build
+            values = [self.score(t or "") for t in self.text(batch).to_pylist()]
+        else:
+            values = [self.score_row(r) for r in C.to_pylist(batch)]
+        dtype = np.int64 if self.stat_type is int else np.float64
+        return C.with_stats(batch, {self.stat: np.array(values, dtype=dtype)})
+
+
+class RowMapper(Mapper):
+    """A mapper written one row at a time (the per-row fallback): implement ``map(row: dict) -> dict``,
+    returning the row changed (in place is fine) or a new dict. Fields it adds become columns; a field
+    missing from a returned row is absent there (dropped if missing from every row). Columns it did not
+    change are passed on untouched (same type and metadata), the others rebuilt as the readers build
+    them (``columns.from_records``)."""
+
+    def map(self, row: dict) -> dict:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def process_batch(self, batch):
+        if not batch.num_rows:
+            return batch
+        if self.inputs is not None:
+            self.check_inputs(batch)
+        rows = C.to_pylist(batch)
+        before = [dict(r) for r in rows]  # map may change the row in place
+        out = [self.map(r) for r in rows]
+        for o in out:
+            if not isinstance(o, dict):
+                raise TypeError(f"{self.name or type(self).__name__}.map returned {type(o).__name__}, expected a dict")
+        names = list(dict.fromkeys([*batch.schema.names, *(k for o in out for k in o)]))
+        arrays, fields = [], []
+        for name in names:
+            idx = batch.schema.get_field_index(name)
+            if idx >= 0 and all(o.get(name, _GONE) == b.get(name, _GONE) for o, b in zip(out, before)):
+                arrays.append(batch.column(idx))
+                fields.append(batch.schema.field(idx))
+                continue
+            if not any(name in o for o in out):
+                continue  # removed from every row
+            one = C.from_records([{name: o[name]} if name in o else {} for o in out], strings=(self.text_key,)
+                                 if name == self.text_key else ())
+            arrays.append(one.column(0))
+            fields.append(one.schema.field(0))
+        return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+
+
+_GONE = object()
 
 
 def _as_mask(mask, n: int) -> np.ndarray:
@@ -336,13 +537,9 @@ class Grouper(GlobalOp):
     """Regroups the whole dataset into new rows (e.g. one row per key with list-valued fields)."""
 
     kind = "grouper"
+    group_files: ClassVar[Callable | None] = None
+    """Optional ``group_files(ctx) -> {"rows_in", "batches"}``: group on the engine's workers, writing
+    the next stage's shards there (a method; the engine calls ``group`` when it is None)."""
 
     def group(self, ctx: ResolveContext) -> Iterator[pa.RecordBatch]:  # pragma: no cover - abstract
         raise NotImplementedError
-
-
-_IDENT = re.compile(r"[^a-z0-9]+")
-
-
-def snake(name: str) -> str:
-    return _IDENT.sub("_", name.lower()).strip("_")

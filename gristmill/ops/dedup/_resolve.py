@@ -32,10 +32,6 @@ def scan(ctx, columns: list[str]) -> Iterator[tuple[int, int, int, pa.RecordBatc
         g += batch.num_rows
 
 
-def count_rows(ctx) -> int:
-    return sum(b.num_rows for _, _, b in ctx.iter_columns([C.ID]))
-
-
 def clusters_path(ctx) -> Path:
     out = getattr(ctx, "output_dir", None) or ctx.scratch_dir
     Path(out).mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 the column (characters via the shared code-point tables, words via Data-Juicer's split-and-strip rule).
 
 Keep rule everywhere: ``min <= stat <= max`` (Data-Juicer's get_keep_boolean). Per-row Python is used
-only where a library does the work per text: jieba segmentation (``tokenization`` for zh/ja), HF
+only where a library does the work per text: SentencePiece pieces (``tokenization``, one batch call), HF
 tokenizers (batch call), KenLM scoring.
 """
 from __future__ import annotations
@@ -16,38 +16,13 @@ from pathlib import Path
 
 import numba as nb
 import numpy as np
-import pyarrow as pa
 from pydantic import Field
 
 from ...core import columns as C
 from ...registry import register
-from ..base import Filter, Params, in_range, range_reason
+from ..base import Filter, Params, RangeFilter
 from . import charclass as cc
 from . import words as W
-
-
-class _RangeFilter(Filter):
-    """A filter keeping rows whose single stat is within [lo, hi]."""
-
-    stat: str = ""
-    lo_param = "min_ratio"
-    hi_param = "max_ratio"
-
-    @property
-    def stats_keys(self):
-        return (self.stat,)
-
-    def bounds(self):
-        return getattr(self.params, self.lo_param), getattr(self.params, self.hi_param)
-
-    def thresholds(self):
-        return {self.stat: (self.lo_param, self.hi_param)}
-
-    def keep(self, batch):
-        return in_range(C.get_stat(batch, self.stat), *self.bounds())
-
-    def reason(self, removed):
-        return range_reason(C.get_stat(removed, self.stat), *self.bounds(), self.stat)
 
 
 def _decode(op, batch):
@@ -74,7 +49,7 @@ def _ratio(a, b):
 
 
 @register("alphanumeric_filter")
-class AlphanumericFilter(_RangeFilter):
+class AlphanumericFilter(RangeFilter):
     """Keep samples whose share of alphanumeric characters (``alnum_ratio``) is within range; with
     ``tokenization``, letters per tokenizer token (``alpha_token_ratio``) using ``hf_tokenizer``."""
 
@@ -125,7 +100,7 @@ def _line_stats(cps, cpo, tab):
     return lines, longest
 
 
-class _LineLengthFilter(_RangeFilter):
+class _LineLengthFilter(RangeFilter):
     """Shared by the two line-length filters: one kernel pass gives line count and longest line."""
 
     lo_param, hi_param = "min_len", "max_len"
@@ -206,7 +181,7 @@ def _char_rep(cps, cpo, n_):
 
 
 @register("character_repetition_filter")
-class CharacterRepetitionFilter(_RangeFilter):
+class CharacterRepetitionFilter(RangeFilter):
     """Keep samples whose character n-gram repetition ratio (share of n-gram occurrences taken by the
     sqrt(#distinct) most frequent repeated n-grams) is within range."""
 
@@ -222,6 +197,16 @@ class CharacterRepetitionFilter(_RangeFilter):
         return C.with_stats(batch, {self.stat: _char_rep(cps, cpo, self.params.rep_len)})
 
 
+@nb.njit(cache=True, inline="always")
+def _mix(x):
+    """splitmix64's finaliser. An n-gram's hash combines its words' hashes; combined as they are, the
+    polynomial string hashes are linear, so ("m", "en") and ("c", "on") collide (only m + e = c + o
+    matters): mixed first, they do not."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
 @nb.njit(cache=True)
 def _word_rep(cps, ws, we, off, low, n_):
     n = len(off) - 1
@@ -234,7 +219,7 @@ def _word_rep(cps, ws, we, off, low, n_):
             continue
         hs = np.empty(w1 - w0, np.uint64)
         for k in range(w0, w1):
-            hs[k - w0] = np.uint64(W.lower_hash(cps, ws[k], we[k], low))
+            hs[k - w0] = _mix(np.uint64(W.lower_hash(cps, ws[k], we[k], low)))
         cnt = dict()
         for i in range(m):
             h = np.uint64(0)
@@ -254,24 +239,41 @@ def _word_rep(cps, ws, we, off, low, n_):
 
 
 class _WordParams(Params):
-    lang: str = Field("en", description="Language of the samples.")
-    tokenization: bool = Field(False, description="Segment words with a tokenizer (jieba for zh/ja) instead of "
-                                                  "splitting on whitespace.")
+    lang: str = Field("en", description="Language of the samples (picks {lang}.sp.model with tokenization).")
+    tokenization: bool = Field(False, description="Words are the pieces of the lang's SentencePiece model "
+                                                  "({lang}.sp.model from the model store), as in Data-Juicer, "
+                                                  "instead of a split on whitespace.")
 
 
-def _word_spans(op, batch):
-    """Data-Juicer words (spans into the decoded text) or, with tokenization, jieba words as a new text."""
-    text = op.text(batch)
-    if getattr(op.params, "tokenization", False):
-        segs = [W.cjk_segment(t or "", op.params.lang) for t in text.to_pylist()]
-        text = pa.array([" ".join(s) for s in segs], pa.large_string())
-    cps, cpo = cc.decode(text)
-    ws, we, off = W.dj_words(cps, cpo, strip=True)
-    return cps, ws, we, off
+class _WordFilter(RangeFilter):
+    """A filter on Data-Juicer words: whitespace-split, or with ``tokenization`` the pieces of the
+    ``{lang}.sp.model`` SentencePiece model from the store (required at load, like Data-Juicer's
+    ``prepare_model``)."""
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        from ...models import require
+        require(self.models())
+
+    def models(self) -> list[str]:
+        return [f"{self.params.lang}.sp.model"] if self.params.tokenization else []
+
+    def _sp(self):
+        import sentencepiece
+        from ... import models as store
+        return sentencepiece.SentencePieceProcessor(model_file=store.resolve(f"{self.params.lang}.sp.model"))
+
+    def word_spans(self, batch):
+        """(code points, word starts, word ends, per-row word offsets) of the text column."""
+        if self.params.tokenization:
+            return W.sp_word_spans(self.text(batch), self.resource("sp", self._sp))
+        cps, cpo = cc.decode(self.text(batch))
+        ws, we, off = W.dj_words(cps, cpo, strip=True)
+        return cps, ws, we, off
 
 
 @register("word_repetition_filter")
-class WordRepetitionFilter(_RangeFilter):
+class WordRepetitionFilter(_WordFilter):
     """Keep samples whose word n-gram repetition ratio (occurrences of n-grams seen more than once / all
     n-grams; words lower-cased and stripped of special characters) is within range."""
 
@@ -283,12 +285,12 @@ class WordRepetitionFilter(_RangeFilter):
         max_ratio: float = Field(0.5, description="Maximum ratio.")
 
     def compute_stats(self, batch):
-        cps, ws, we, off = _word_spans(self, batch)
+        cps, ws, we, off = self.word_spans(batch)
         return C.with_stats(batch, {self.stat: _word_rep(cps, ws, we, off, W.lower_table(), self.params.rep_len)})
 
 
 @register("special_characters_filter")
-class SpecialCharactersFilter(_RangeFilter):
+class SpecialCharactersFilter(RangeFilter):
     """Keep samples whose share of special characters (Data-Juicer's SPECIAL_CHARACTERS: punctuation,
     digits, whitespace, common symbols and emoji) is within range."""
 
@@ -356,7 +358,7 @@ class _ListParams(_WordParams):
     words_aug_join_char: str = Field("", description="Join character for word augmentation (only '' supported).")
 
 
-class _ListFilter(_RangeFilter):
+class _ListFilter(_WordFilter):
     word_list = ""  # the shipped list's name (not ``kind``: that is the op kind engines and `gristmill ops` use)
     dir_param = ""
 
@@ -370,7 +372,7 @@ class _ListFilter(_RangeFilter):
         self.wset = W.word_set(lists[self.params.lang])
 
     def compute_stats(self, batch):
-        cps, ws, we, off = _word_spans(self, batch)
+        cps, ws, we, off = self.word_spans(batch)
         aug = np.array(self.params.words_aug_group_sizes if self.params.use_words_aug else [], np.int64)
         return C.with_stats(batch, {self.stat: _in_set_ratio(cps, ws, we, off, W.lower_table(), self.wset, aug)})
 
@@ -424,7 +426,7 @@ def token_counts(op, batch) -> np.ndarray:
 
 
 @register("token_num_filter")
-class TokenNumFilter(_RangeFilter):
+class TokenNumFilter(RangeFilter):
     """Keep samples whose number of tokens (a Hugging Face tokenizer.json the user points to; never
     downloaded) is within range."""
 
@@ -441,7 +443,7 @@ class TokenNumFilter(_RangeFilter):
 
 
 @register("perplexity_filter")
-class PerplexityFilter(_RangeFilter):
+class PerplexityFilter(RangeFilter):
     """Keep samples whose KenLM perplexity is within range. The model is ``model_path``, or else
     Data-Juicer's ``{lang}.arpa.bin`` (or ``{lang}.arpa``) from the model store (``gristmill models``; a
     missing one fails the recipe before any work starts, naming the command that adds it). Words: the
