@@ -128,3 +128,32 @@ def test_mappers_reject_corrupt_media_per_row(tmp_path, op, params, bad):
     assert rej[0].error_type in ("ValueError", "FileNotFoundError")
     assert "bad" not in [r["id"].split("#")[0] for r in out]
     assert os.listdir(AV) and not any(n.endswith(".tmp") for n in os.listdir(tmp_path))
+
+
+def test_extract_frames(tmp_path):
+    import numpy as np
+    from PIL import Image
+    rows = [{"id": "a", "text": f"{V} x {V}", "videos": [SCENES, BARS]}, {"id": "b", "text": "none"}]
+    out, _, rej = run("video_extract_frames_mapper", rows, frame_dir=str(tmp_path))
+    assert not rej and out[1].get("video_frames") is None
+    key, bars = out[0]["video_frames"]
+    assert len(key) == 3 and len(bars) == 2  # key frames at 0, 1.5, 3 s; bars: GOP 10 at 10 fps over 2 s
+    assert [Image.open(p).size for p in key] == [(128, 96)] * 3
+    # the second key frame opens the testsrc scene, the third the still navy scene
+    navy = np.asarray(Image.open(key[2]), float).mean(axis=(0, 1))
+    assert navy[2] > 80 and navy[0] < 40
+    out, _, _ = run("video_extract_frames_mapper", rows, frame_dir=str(tmp_path), frame_sampling_method="uniform",
+                    frame_num=4)
+    assert [len(x) for x in out[0]["video_frames"]] == [4, 4]
+    assert out[0]["video_frames"][0][0] != key[0]  # another sampling, another directory
+    out, _, _ = run("video_extract_frames_mapper", rows, output_format="bytes", frame_sampling_method="all_frames",
+                    legacy_split_by_text_token=False)
+    assert [len(x) for x in out[0]["video_frames"]] == [45, 20]
+    assert out[0]["video_frames"][0][0][:2] == b"\xff\xd8"  # JPEG
+    only_first = [{"text": f"{V} one token", "videos": [SCENES, BARS]}]
+    out, _, _ = run("video_extract_frames_mapper", only_first, output_format="bytes")
+    assert [len(x) for x in out[0]["video_frames"]] == [3, 0]  # the text names one video
+    with pytest.raises(ValueError, match="frame_dir"):
+        run("video_extract_frames_mapper", rows)
+    _, _, rej = run("video_extract_frames_mapper", [{"text": V, "videos": [TRUNCATED]}], output_format="bytes")
+    assert len(rej) == 1 and "cannot open video" in rej[0].message
