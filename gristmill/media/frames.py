@@ -7,8 +7,9 @@
 - ``key_frames(value)``: every key frame (the decoder skips the others), or the first frame when the
   stream marks none (Data-Juicer's ``extract_key_frames``).
 
-Frames are decoded one at a time and only the sampled ones are kept: a long or 4K video is never held in
-memory. Errors are those of ``media.video.open_video`` (missing file, cannot open / decode).
+Frames are decoded one at a time and only the sampled ones are kept (``iter_key_frames`` yields them
+as it goes): a long or 4K video is never held in memory. Errors are those of ``media.video.open_video``
+(missing file, cannot open / decode).
 """
 from __future__ import annotations
 
@@ -52,21 +53,26 @@ def uniform_frames(value, n: int) -> list:
         return out
 
 
-def key_frames(value) -> list:
-    """Every key frame (PIL RGB images), or the first frame when none is marked."""
+def iter_key_frames(value):
+    """Every key frame (PIL RGB images), one at a time, or the first frame when none is marked."""
     with open_video(value) as c:
         s = c.streams.video[0]
-        out = []
         try:
             s.codec_context.skip_frame = "NONKEY"
+            any_ = False
             for f in c.decode(s):
-                out.append(f.to_image())
-            if not out:
+                any_ = True
+                yield f.to_image()
+            if not any_:
                 s.codec_context.skip_frame = "DEFAULT"
                 c.seek(0)
                 for f in c.decode(s):
-                    out.append(f.to_image())
+                    yield f.to_image()
                     break
         except Exception as e:  # noqa: BLE001
             raise _fail(value, e) from None
-        return out
+
+
+def key_frames(value) -> list:
+    """``iter_key_frames`` as a list (a long video has many key frames: prefer the iterator)."""
+    return list(iter_key_frames(value))

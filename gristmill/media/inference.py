@@ -84,11 +84,14 @@ def load_hf(ref: str, device: str, trust_remote_code: bool = False, model_class=
     return model.to(pick_device(device)), processor
 
 
-def chunks(items: list, size: int):
-    """``items`` in consecutive slices of at most ``size`` (the inference batch)."""
+def chunks(items: list, size: int, load=None):
+    """``items`` in consecutive slices of at most ``size`` (the inference batch), each item passed through
+    ``load`` when given: images are decoded one model call at a time, so a batch of large images is never
+    all in memory at once."""
     size = max(1, int(size))
     for i in range(0, len(items), size):
-        yield items[i:i + size]
+        part = items[i:i + size]
+        yield [load(x) for x in part] if load is not None else part
 
 
 def features(out):

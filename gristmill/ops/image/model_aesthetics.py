@@ -107,11 +107,11 @@ class Scorer:
         self.processor = CLIPImageProcessor.from_pretrained(path, local_files_only=True)
         self.batch_size = batch_size
 
-    def scores(self, images: list) -> np.ndarray:
+    def scores(self, images: list, load=None) -> np.ndarray:
         import torch
         out = []
         with torch.inference_mode():
-            for part in inf.chunks(images, self.batch_size):
+            for part in inf.chunks(images, self.batch_size, load):
                 px = self.processor(images=part, return_tensors="pt")["pixel_values"].to(self.model.device)
                 out.append(self.model(pixel_values=px).logits.float()[:, 0].cpu().numpy())
         return np.concatenate(out) if out else np.zeros(0)
@@ -148,9 +148,8 @@ class ImageAestheticsFilter(ImageRangeFilter):
         uniq = list(dict.fromkeys(v for r in rows for v in r))
         scores: dict = {}
         if uniq:
-            decoded = [rgb(v) for v in uniq]
             model = self.resource("model", lambda: Scorer(self.ref, p.device, p.batch_size))
             div = 10.0 if "aesthetics-predictor" in self.ref else 1.0
-            scores = dict(zip(uniq, (model.scores(decoded) / div).tolist()))
+            scores = dict(zip(uniq, (model.scores(uniq, rgb) / div).tolist()))
         flat, offsets = flatten([[scores[v] for v in r] for r in rows])
         return C.with_stats(batch, {"image_aesthetics_scores": list_array(flat, offsets, pa.float64())})

@@ -69,7 +69,7 @@ class Captioner:
         self.batch_size = batch_size
         self.max_new_tokens = max_new_tokens
 
-    def generate(self, images: list, prompts: list, seed: int) -> list[str]:
+    def generate(self, images: list, prompts: list, seed: int, load=None) -> list[str]:
         import torch
         out = []
         torch.manual_seed(seed)
@@ -77,7 +77,8 @@ class Captioner:
             for idx in inf.chunks(list(range(len(images))), self.batch_size):
                 ps = [prompts[i] for i in idx]
                 text = None if all(p is None for p in ps) else [p or "" for p in ps]
-                inputs = self.processor(images=[images[i] for i in idx], text=text, return_tensors="pt")
+                part = [load(images[i]) if load is not None else images[i] for i in idx]
+                inputs = self.processor(images=part, text=text, return_tensors="pt")
                 ids = self.model.generate(**inputs.to(self.model.device), max_new_tokens=self.max_new_tokens,
                                           do_sample=True)
                 out.extend(s.strip() for s in self.processor.batch_decode(ids, skip_special_tokens=True))
@@ -151,10 +152,11 @@ class ImageCaptioningMapper(Mapper):
             plan.append(chunks)
         cands: list[list[str]] = [[] for _ in flat]  # per image, caption_num candidates
         if flat:
-            decoded = [rgb(v) for v in flat]
+            for v in dict.fromkeys(flat):
+                rgb(v)  # a bad image fails before any generation (its row is then retried alone)
             model = self.captioner()
             for k in range(p.caption_num):
-                for i, c in enumerate(model.generate(decoded, flat_prompts, p.seed + k)):
+                for i, c in enumerate(model.generate(flat, flat_prompts, p.seed + k, load=rgb)):
                     cands[i].append(c)
         rng = np.random.default_rng(p.seed)
         n_new = p.caption_num if p.keep_candidate_mode == "all" else 1

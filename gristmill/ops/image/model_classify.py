@@ -27,11 +27,11 @@ class Classifier:
         self.model, self.processor = inf.load_hf(ref, device, trust_remote_code)
         self.batch_size = batch_size
 
-    def prob(self, images: list, cls: int = 1) -> np.ndarray:
+    def prob(self, images: list, cls: int = 1, load=None) -> np.ndarray:
         import torch
         out = []
         with torch.inference_mode():
-            for part in inf.chunks(images, self.batch_size):
+            for part in inf.chunks(images, self.batch_size, load):
                 inputs = self.processor(images=part, return_tensors="pt").to(self.model.device)
                 logits = self.model(**inputs).logits.float()
                 out.append(torch.softmax(logits, dim=-1)[:, cls].cpu().numpy())
@@ -63,9 +63,8 @@ class _ClassifierFilter(ImageRangeFilter):
         uniq = list(dict.fromkeys(v for r in rows for v in r))
         scores: dict = {}
         if uniq:
-            decoded = [rgb(v) for v in uniq]
             clf = self.resource("model", lambda: Classifier(self.ref, p.device, p.trust_remote_code, p.batch_size))
-            scores = dict(zip(uniq, clf.prob(decoded).tolist()))
+            scores = dict(zip(uniq, clf.prob(uniq, load=rgb).tolist()))
         flat, offsets = flatten([[scores[v] for v in r] for r in rows])
         return C.with_stats(batch, {self.stat: list_array(flat, offsets, pa.float64())})
 

@@ -68,11 +68,12 @@ class ClipModel:
         tc = getattr(self.model.config, "text_config", None)
         self.max_len = getattr(tc, "max_position_embeddings", None)
 
-    def image_embeds(self, images: list) -> np.ndarray:
+    def image_embeds(self, images: list, load=None) -> np.ndarray:
+        """Unit embeddings of ``images`` (PIL images, or items that ``load`` turns into them)."""
         import torch
         out = []
         with torch.inference_mode():
-            for part in inf.chunks(images, self.batch_size):
+            for part in inf.chunks(images, self.batch_size, load):
                 px = self.processor.image_processor(part, return_tensors="pt")["pixel_values"].to(self.device)
                 out.append(_unit(inf.features(self.model.get_image_features(pixel_values=px))))
         return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
@@ -152,9 +153,9 @@ class ImageTextSimilarityFilter(_ClipFilter):
         uniq_txts = list(dict.fromkeys(t for row in jobs for t, _ in row))
         scores: list[list[float]] = [[] for _ in jobs]
         if uniq_imgs:
-            decoded = [rgb(v, p.horizontal_flip, p.vertical_flip) for v in uniq_imgs]  # decode errors first
             model = self.clip()
-            ie = dict(zip(uniq_imgs, model.image_embeds(decoded)))
+            load = lambda v: rgb(v, p.horizontal_flip, p.vertical_flip)  # noqa: E731
+            ie = dict(zip(uniq_imgs, model.image_embeds(uniq_imgs, load)))
             te = dict(zip(uniq_txts, model.text_embeds(uniq_txts)))
             reduce = {"avg": np.mean, "max": np.max, "min": np.min}[p.reduce_mode]
             for r, row in enumerate(jobs):
@@ -182,8 +183,7 @@ class ImagePairSimilarityFilter(_ClipFilter):
         uniq = list(dict.fromkeys(v for items in rows for v in items))
         sims: list[list[float]] = [[] for _ in rows]
         if uniq:
-            decoded = [rgb(v) for v in uniq]
-            emb = dict(zip(uniq, self.clip().image_embeds(decoded)))
+            emb = dict(zip(uniq, self.clip().image_embeds(uniq, rgb)))
             sims = [[float(emb[a] @ emb[b])] for a, b in rows]
         flat, offsets = flatten(sims)
         return C.with_stats(batch, {"image_pair_similarity": list_array(flat, offsets, pa.float64())})

@@ -18,7 +18,7 @@ from pydantic import Field
 from ...core import columns as C
 from ...media import EOC_TOKEN, VIDEO_TOKEN
 from ...media import inference as inf
-from ...media.frames import key_frames, uniform_frames
+from ...media.frames import iter_key_frames, uniform_frames
 from ...registry import register
 from ..image.model_clip import ClipModel, strip_special
 from ._common import MediaRangeFilter, VideoParams, flatten, items_of, list_array
@@ -61,12 +61,15 @@ class VideoFramesTextSimilarityFilter(MediaRangeFilter):
         p = self.params
         return self.resource("clip", lambda: ClipModel(p.hf_clip, p.device, p.trust_remote_code, p.batch_size))
 
-    def frames(self, value) -> list:
+    def frames(self, value):
+        """The video's sampled frames, flipped as asked, one at a time."""
         from PIL import ImageOps
         p = self.params
-        fr = key_frames(value) if p.frame_sampling_method == "all_keyframes" else uniform_frames(value, p.frame_num)
-        fr = [ImageOps.mirror(f) for f in fr] if p.horizontal_flip else fr
-        return [ImageOps.flip(f) for f in fr] if p.vertical_flip else fr
+        uniform = p.frame_sampling_method == "uniform"
+        fr = uniform_frames(value, p.frame_num) if uniform else iter_key_frames(value)
+        for f in fr:
+            f = ImageOps.mirror(f) if p.horizontal_flip else f
+            yield ImageOps.flip(f) if p.vertical_flip else f
 
     def chunk_jobs(self, batch) -> list[list[tuple[str, list]]]:
         out = []
@@ -93,9 +96,10 @@ class VideoFramesTextSimilarityFilter(MediaRangeFilter):
             pending.clear()
 
         for v in videos:
-            pending.extend((v, f) for f in self.frames(v))
-            if len(pending) >= self.params.batch_size:
-                flush()
+            for f in self.frames(v):
+                pending.append((v, f))
+                if len(pending) >= self.params.batch_size:
+                    flush()
         if pending:
             flush()
         return {v: np.stack(es) if es else np.zeros((0, 1), np.float32) for v, es in out.items()}
