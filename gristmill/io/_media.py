@@ -31,7 +31,13 @@ def resolve_batch(batch: pa.RecordBatch, base_dir: str, keys) -> pa.RecordBatch:
         if idx < 0:
             continue
         field = batch.schema.field(idx)
-        col = C.get_field(batch, key)
+        if C.is_raw_json(field):  # JSON text per row (null = key absent): rewrite only the changed values
+            raw = batch.column(idx).to_pylist()
+            out = [v if v is None else _resolve_json(v, base_dir) for v in raw]
+            if out != raw:
+                batch = batch.set_column(idx, field, pa.array(out, pa.string()))
+            continue
+        col = batch.column(idx)
         t = col.type
         is_list = pa.types.is_list(t) or pa.types.is_large_list(t)
         inner = t.value_type if is_list else t
@@ -42,12 +48,35 @@ def resolve_batch(batch: pa.RecordBatch, base_dir: str, keys) -> pa.RecordBatch:
             new = [None if v is None else [resolve_relative(p, base_dir) for p in v] for v in vals]
         else:
             new = [resolve_relative(v, base_dir) for v in vals]
-        if new == vals:
-            continue
-        arr = pa.array(new, t)
-        batch = batch.set_column(idx, pa.field(key, t, metadata=None if C.is_raw_json(field) else field.metadata),
-                                 arr)
+        if new != vals:
+            batch = batch.set_column(idx, field, pa.array(new, t))
     return batch
+
+
+def _resolve_json(text: str, base_dir: str) -> str:
+    v = C.loads(text)
+    if isinstance(v, list):
+        r = [resolve_relative(p, base_dir) for p in v]
+    else:
+        r = resolve_relative(v, base_dir)
+    return text if r == v else C.dumps(r).decode()
+
+
+def resolve_items(items, shard, opts):
+    """A reader's stream (batches and rejects) with relative media paths made absolute against the
+    shard's file directory: what ``io.base.read_shard`` should wrap every reader's output in, so JSONL,
+    Parquet and the rest resolve them as Data-Juicer does. Batches without media fields pass untouched."""
+    keys = None
+    base = None
+    for item in items:
+        if isinstance(item, pa.RecordBatch):
+            if keys is None:
+                k = media_keys(opts)
+                keys = (k["image_key"], k["audio_key"], k["video_key"])
+                base = file_dir(shard.source)
+            if any(n in item.schema.names for n in keys):
+                item = resolve_batch(item, base, keys)
+        yield item
 
 
 def file_dir(path: str) -> str:

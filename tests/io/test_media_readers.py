@@ -153,6 +153,24 @@ def test_resolve_relative_media_paths():
                    {"images": None, "videos": None}]
     raw = pa.RecordBatch.from_pylist([{"images": [b"\xff\xd8"]}])
     assert resolve_batch(raw, "/d", ["images"]) is raw
+    # a field read as raw JSON (absent in one row, null in another): absent stays absent, null stays null
+    mixed = C.from_records([{"images": ["a.jpg"]}, {}, {"images": None}])
+    assert C.is_raw_json(mixed.schema.field("images"))
+    assert C.to_pylist(resolve_batch(mixed, "/d", ["images"])) == [{"images": ["/d/a.jpg"]}, {}, {"images": None}]
+
+
+def test_resolve_items_on_a_jsonl_stream(tmp_path):
+    """The wrapper io.base.read_shard should apply to every reader (see docs/multimodal.md, Limits)."""
+    from gristmill.io._media import resolve_items
+    d = tmp_path / "ds"
+    d.mkdir()
+    (d / "data.jsonl").write_text(json.dumps({"text": "a", "images": ["images/a.jpg", "/abs/b.jpg"]}) + "\n"
+                                  + json.dumps({"text": "b", "videos": ["v/c.mp4"]}) + "\n")
+    opts = ReadOptions(root=str(d), params=(("media_keys", (("video_key", "videos"),)),))
+    (shard,) = plan_dataset(str(d / "data.jsonl"), opts)
+    rows = [r for item in resolve_items(read_shard(shard, opts), shard, opts) for r in C.to_pylist(item)]
+    assert rows[0]["images"] == [str(d / "images" / "a.jpg"), "/abs/b.jpg"]
+    assert rows[1]["videos"] == [str(d / "v" / "c.mp4")]
 
 
 def test_image_folder_recipe_end_to_end(tmp_path, folder):
