@@ -3,7 +3,7 @@
 Data-Juicer's sampling methods with its PyAV rules, in one streaming decode per video (one decoded
 frame held at a time): ``all_keyframes`` (key frames before the stream's end; only key frames are
 decoded), ``all_frames``, ``uniform`` (``frame_num`` target times, 1 = the middle, else evenly from 0 to
-the duration; each gets the first frame at or after it, targets past the last frame get the last frame
+the duration; each gets the next frame at or after it, one target per frame, targets past the last frame get the last frame
 once). Files: ``<frame_dir>/<video stem>__dj_hash_#<hash>#/frame_<i>.jpg``, the hash of the video's path
 (or bytes) and the sampling params keeping same-named videos and other samplings apart (Data-Juicer's
 ``<frame_dir>/<stem>/`` mixes them), written once (an existing file is kept, as in Data-Juicer).
@@ -58,7 +58,7 @@ def sampled_frames(value, method: str, frame_num: int):
                 last, i = None, 0
                 for f in c.decode(s):
                     last = f
-                    while i < len(todo) and f.pts >= todo[i]:
+                    if f.pts >= todo[i]:  # one target per frame, as Data-Juicer
                         yield f
                         i += 1
                     if i >= len(todo):
