@@ -185,3 +185,29 @@ def test_image_folder_recipe_end_to_end(tmp_path, folder):
     out = [json.loads(x) for x in open(tmp_path / "out.jsonl")]
     assert [(r["id"], r["images"]) for r in out] == [("aqua.jpg", [str(folder / "aqua.jpg")]),
                                                      ("chelsea.png", [str(folder / "chelsea.png")])]
+
+
+def test_webdataset_recipe_end_to_end_bytes_in_parquet(tmp_path):
+    """gristmill run on a tar shard: image ops decode the bytes, a corrupt member is a reject, the Parquet
+    export keeps the images as bytes."""
+    import pyarrow.parquet as pq
+    members = []
+    for i, (n, cap) in enumerate([("aqua.jpg", "water"), ("tiny.jpg", "small"), ("chelsea.png", "cat"),
+                                  ("truncated.jpg", "broken"), ("garden.jpg", "garden")]):
+        members += [(f"{i:04d}.{n.rsplit('.', 1)[1]}", (MEDIA / n).read_bytes()), (f"{i:04d}.txt", cap.encode())]
+    _tar(tmp_path / "wds-000.tar", members)
+    recipe = {"dataset_path": str(tmp_path / "wds-000.tar"), "export_path": str(tmp_path / "out" / "o.parquet"),
+              "work_dir": str(tmp_path / "work"), "np": 1, "max_reject_ratio": 0.5,
+              "process": [{"image_shape_filter": {"min_width": 100}}, {"image_deduplicator": {}}]}
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(recipe))
+    res = subprocess.run([sys.executable, "-m", "gristmill.cli", "run", str(tmp_path / "r.yaml"), "--no-progress"],
+                         capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert res.returncode == 0, res.stderr
+    out = pq.read_table(tmp_path / "out" / "o.parquet").to_pylist()
+    assert [(r["__key__"], r["text"]) for r in out] == [("0000", "<__dj__image> water <|__dj__eoc|>"),
+                                                        ("0002", "<__dj__image> cat <|__dj__eoc|>"),
+                                                        ("0004", "<__dj__image> garden <|__dj__eoc|>")]
+    assert out[1]["images"] == [(MEDIA / "chelsea.png").read_bytes()]
+    rejects = [json.loads(x) for x in open(tmp_path / "work" / "rejects.jsonl")]
+    assert [r["message"] for r in rejects] == [
+        "cannot decode image <1949 bytes>: OSError: image file is truncated (13 bytes not processed)"]
