@@ -87,7 +87,10 @@ class Captioner:
 
 @register("image_captioning_mapper")
 class ImageCaptioningMapper(Mapper):
-    """Add samples whose text is generated captions of the sample's images (see the module docstring)."""
+    """Add, after each sample with images, new samples whose text is captions generated for its images
+    (each image token followed by its caption, chunks kept): one per sample with ``random_any`` or
+    ``similar_one_simhash`` (the candidate closest to the original text), ``caption_num`` with ``all``.
+    Originals stay unless ``keep_original_sample`` is false; new ids are ``<id>#caption``."""
 
     expands = True
     version = 1
