@@ -1,4 +1,5 @@
-"""``docs/ops.md``, generated from the op registry: every op with its kind, docstring, params (type,
+"""``docs/ops.md``, generated from the op registry: every op with its kind, docstring, the fields it
+reads and writes (where declared: ``Op.inputs`` / ``Op.outputs``, a filter's stats), params (type,
 default, description) and an example recipe line.
 
     python -m gristmill.opsdoc > docs/ops.md     # regenerate
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from .ops.base import Filter
 from .registry import all_ops, describe
 
 DOC_PATH = Path(__file__).resolve().parents[1] / "docs" / "ops.md"
@@ -134,6 +136,39 @@ def example_line(cls, d: dict | None = None) -> str:
     return f"- {cls.name}: {{{', '.join(f'{k}: {_yaml(v)}' for k, v in params.items())}}}"
 
 
+def _field(name: str) -> str:
+    """A declared field for the docs: ``{text_key}`` is the text field, ``{param}`` the field a param names."""
+    if name == "{text_key}":
+        return "the text field"
+    if name.startswith("{") and name.endswith("}"):
+        return f"the field `{name[1:-1]}` names"
+    return f"`{name}`"
+
+
+def stats_of(cls) -> list[str]:
+    """A filter's stats keys: ``stats_keys``, or where that is a property (stats that depend on params) the
+    ``stats.*`` of its declared or default outputs."""
+    if not issubclass(cls, Filter):
+        return []
+    if isinstance(cls.stats_keys, (tuple, list)) and cls.stats_keys:
+        return list(cls.stats_keys)
+    outs = cls.outputs if cls.outputs is not None else cls.default_outputs()
+    return [o[len("stats."):] for o in outs if o.startswith("stats.")]
+
+
+def columns_notes(cls) -> list[str]:
+    """"Reads: ..." / "Writes: ..." from the op's declared ``inputs`` / ``outputs`` (stats are listed
+    under "Stats")."""
+    out = []
+    if cls.inputs is not None:
+        out.append("Reads: " + (", ".join(_field(n) for n in cls.inputs) or "nothing") + ".")
+    if cls.outputs is not None:
+        names = [n for n in cls.outputs if not n.startswith("stats.")]
+        if names or not stats_of(cls):
+            out.append("Writes: " + (", ".join(_field(n) for n in names) or "nothing") + ".")
+    return out
+
+
 def _kinds(ops: dict[str, type]) -> list[str]:
     present = {c.kind for c in ops.values()}
     return [k for k in KIND_ORDER if k in present] + sorted(present - set(KIND_ORDER))
@@ -145,10 +180,11 @@ def _op_section(cls) -> list[str]:
     if d["doc"]:
         out += [d["doc"], ""]
     notes = []
-    stats = getattr(cls, "stats_keys", ())  # a property on ops whose stats depend on params
-    if isinstance(stats, (tuple, list)) and stats:
+    stats = stats_of(cls)
+    if stats:
         notes.append("Stats: " + ", ".join(f"`{k}`" for k in stats) + ".")
-    if getattr(cls, "is_script", False):
+    notes += columns_notes(cls)
+    if cls.is_script:
         notes.append("Runs user code: needs `allow_scripts: true` in the recipe (or `--allow-scripts`).")
     if notes:
         out += [" ".join(notes), ""]

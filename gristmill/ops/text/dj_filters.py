@@ -53,6 +53,10 @@ class AlphanumericFilter(RangeFilter):
     """Keep samples whose share of alphanumeric characters (``alnum_ratio``) is within range; with
     ``tokenization``, letters per tokenizer token (``alpha_token_ratio``) using ``hf_tokenizer``."""
 
+    stat = "alnum_ratio"
+    inputs = ("{text_key}",)
+    outputs = ("stats.alnum_ratio", "stats.alpha_token_ratio")
+
     class Params(Params):
         tokenization: bool = Field(False, description="Count letters per token instead of per character.")
         min_ratio: float = Field(0.25, description="Minimum ratio.")
@@ -104,6 +108,7 @@ class _LineLengthFilter(RangeFilter):
     """Shared by the two line-length filters: one kernel pass gives line count and longest line."""
 
     lo_param, hi_param = "min_len", "max_len"
+    inputs = ("{text_key}",)
 
     def compute_stats(self, batch):
         cps, cpo = _decode(self, batch)
@@ -186,6 +191,7 @@ class CharacterRepetitionFilter(RangeFilter):
     sqrt(#distinct) most frequent repeated n-grams) is within range."""
 
     stat = "char_rep_ratio"
+    inputs = ("{text_key}",)
 
     class Params(Params):
         rep_len: int = Field(10, gt=0, description="Character n-gram length.")
@@ -250,6 +256,8 @@ class _WordFilter(RangeFilter):
     ``{lang}.sp.model`` SentencePiece model from the store (required at load, like Data-Juicer's
     ``prepare_model``)."""
 
+    inputs = ("{text_key}",)
+
     def __init__(self, **params):
         super().__init__(**params)
         from ...models import require
@@ -295,6 +303,7 @@ class SpecialCharactersFilter(RangeFilter):
     digits, whitespace, common symbols and emoji) is within range."""
 
     stat = "special_char_ratio"
+    inputs = ("{text_key}",)
 
     class Params(Params):
         min_ratio: float = Field(0.0, description="Minimum ratio.")
@@ -431,6 +440,7 @@ class TokenNumFilter(RangeFilter):
     downloaded) is within range."""
 
     stat = "num_token"
+    inputs = ("{text_key}",)
     lo_param, hi_param = "min_num", "max_num"
 
     class Params(Params):
@@ -453,6 +463,7 @@ class PerplexityFilter(RangeFilter):
     10 ** (-sum(line log10 scores) / (words + one end-of-line per line)), rounded to 0.1."""
 
     stat = "perplexity"
+    inputs = ("{text_key}",)
     lo_param, hi_param = "min_ppl", "max_ppl"
 
     class Params(Params):
@@ -509,6 +520,9 @@ class PerplexityFilter(RangeFilter):
 class SuffixFilter(Filter):
     """Keep samples whose file suffix (field ``suffix_key``, Data-Juicer's ``__dj__suffix__``) is in
     ``suffixes``; keeps everything when ``suffixes`` is empty."""
+
+    inputs = ("{suffix_key}",)
+    outputs = ()
 
     class Params(Params):
         suffixes: str | list[str] = Field([], description="Suffixes to keep, e.g. ['.txt', '.pdf'].")
