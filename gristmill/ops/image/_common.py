@@ -96,13 +96,14 @@ class ImageRangeFilter(Filter):
         return getattr(self.params, name)
 
     def _item_ok(self, batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, dict]:
-        ok, offsets, fails = None, None, {}
+        """(per-image verdict, row offsets, {stat: (values, failed)})."""
+        ok, offsets, per_stat = None, None, {}
         for stat, lo, hi in self.ranges:
             v, offsets = per_item(C.get_stat(batch, stat))
             m = within(v, self._bound(lo), self._bound(hi))
-            fails[stat] = ~m
+            per_stat[stat] = (v, ~m)
             ok = m if ok is None else ok & m
-        return ok, offsets, fails
+        return ok, offsets, per_stat
 
     def keep(self, batch):
         ok, offsets, _ = self._item_ok(batch)
@@ -110,19 +111,17 @@ class ImageRangeFilter(Filter):
 
     def reason(self, removed):
         """The first stat out of range of the sample's first failing image, e.g. ``image_width < 100``."""
-        ok, offsets, fails = self._item_ok(removed)
+        ok, offsets, per_stat = self._item_ok(removed)
         out = []
         for r in range(removed.num_rows):
-            a, b = offsets[r], offsets[r + 1]
-            bad = next((i for i in range(a, b) if not ok[i]), None)
+            bad = next((i for i in range(offsets[r], offsets[r + 1]) if not ok[i]), None)
             text = self.name
             if bad is not None:
                 for stat, lo, hi in self.ranges:
-                    if fails[stat][bad]:
-                        v, _ = per_item(C.get_stat(removed.slice(r, 1), stat))
-                        x = v[bad - a]
+                    v, failed = per_stat[stat]
+                    if failed[bad]:
                         lo_v = self._bound(lo)
-                        low = lo_v is not None and x < lo_v
+                        low = lo_v is not None and v[bad] < lo_v
                         text = f"{stat} < {getattr(self.params, lo)}" if low else f"{stat} > {getattr(self.params, hi)}"
                         break
             out.append(text)
