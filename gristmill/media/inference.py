@@ -51,6 +51,13 @@ def model_dir(ref: str) -> str:
     return os.path.expanduser(ref) if is_local(ref) else store.resolve(ref)
 
 
+def model_threads() -> int | None:
+    """CPU threads a model may use (torch, onnxruntime): ``$GRISTMILL_MODEL_THREADS`` when set, else the
+    libraries' own default (all cores: with several workers per machine, set it to cores / workers)."""
+    v = os.environ.get("GRISTMILL_MODEL_THREADS")
+    return max(1, int(v)) if v else None
+
+
 def pick_device(device: str) -> str:
     """``auto`` → ``cuda`` when torch sees a GPU, else ``cpu``; anything else is passed to torch as is."""
     if device != "auto":
@@ -68,8 +75,11 @@ def _quiet_transformers() -> None:
 def load_hf(ref: str, device: str, trust_remote_code: bool = False, model_class=None):
     """(model, processor) from a model directory, as Data-Juicer builds them: ``AutoProcessor`` and the
     class the config names (``architectures[0]``) unless ``model_class`` is given; eval mode, on ``device``."""
+    import torch
     import transformers
     _quiet_transformers()
+    if model_threads():
+        torch.set_num_threads(model_threads())
     path = model_dir(ref)
     kw = {"local_files_only": True, "trust_remote_code": trust_remote_code}
     processor = transformers.AutoProcessor.from_pretrained(path, **kw)

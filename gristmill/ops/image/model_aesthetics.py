@@ -99,8 +99,11 @@ def predictor_class(path: str, name: str):
 
 class Scorer:
     def __init__(self, ref: str, device: str, batch_size: int):
+        import torch
         from transformers import CLIPImageProcessor
         inf._quiet_transformers()
+        if inf.model_threads():
+            torch.set_num_threads(inf.model_threads())
         path = inf.model_dir(ref)
         cls = predictor_class(path, ref)
         self.model = cls.from_pretrained(path, local_files_only=True).eval().to(inf.pick_device(device))

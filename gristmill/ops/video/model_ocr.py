@@ -15,15 +15,17 @@ import pyarrow as pa
 from pydantic import Field
 
 from ...core import columns as C
+from ...media import inference as inf
 from ...media.frames import uniform_frames
 from ...registry import register
 from ._common import MediaRangeFilter, VideoParams, flatten, items_of, list_array
 
 
 def load_detector():
-    """RapidOCR with detection only (the ONNX models bundled in its wheel)."""
+    """RapidOCR (the ONNX models bundled in its wheel); ``$GRISTMILL_MODEL_THREADS`` bounds its threads."""
     from rapidocr_onnxruntime import RapidOCR
-    return RapidOCR()
+    n = inf.model_threads()
+    return RapidOCR(intra_op_num_threads=n) if n else RapidOCR()
 
 
 def _triangle(a, b, c) -> float:
