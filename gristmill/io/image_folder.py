@@ -3,8 +3,8 @@ sidecar ``<stem>.txt`` and extra fields from a sidecar ``<stem>.json``.
 
 A directory is read as an image folder when its files are images (plus sidecars) and its parent holds
 neither data files nor images (so the ``images/`` directory next to a Data-Juicer JSONL, or a directory
-below it, is never mistaken for samples);
-``input_format: image_folder`` forces it. Files are listed recursively in sorted order and grouped into
+below it, is never mistaken for samples). Elsewhere, a glob of the images with ``input_format:
+image_folder`` reads them (one shard per file; sidecars are still found). Files are listed recursively in sorted order and grouped into
 shards of ``image_folder_shard_size`` images: shard boundaries depend only on the listing.
 """
 from __future__ import annotations
@@ -62,7 +62,9 @@ class ImageFolderReader(Reader):
             return True
 
     def plan(self, path, opts):
-        if not os.path.isdir(path):
+        if not os.path.isdir(path):  # a file named by a glob with input_format: image_folder
+            if not path.lower().endswith(IMAGE_EXTS):
+                return []  # a sidecar or another file the glob caught
             return [Shard(source=path, reader=self.name, files=(os.path.abspath(path),))]
         files = [os.path.abspath(p) for p in _images_in(path)]
         per = int(opts.param("image_folder_shard_size", SHARD_FILES))

@@ -55,6 +55,10 @@ def test_image_folder(folder):
     assert rows[2]["text"] == "<__dj__image> <|__dj__eoc|>"
     plain, _ = read_all(folder, add_special_tokens=False, image_folder_shard_size=2)
     assert [r["text"] for r in plain] == ["Blue water.", "A cat.", ""]
+    # a glob with the format named: images only (sidecars still read), one shard per image
+    globbed, _ = read_all(f"{folder}/*.*", "image_folder")
+    assert [(r["id"], r["text"]) for r in globbed] == [("aqua.jpg", "<__dj__image> Blue water. <|__dj__eoc|>"),
+                                                       ("chelsea.png", "<__dj__image> A cat. <|__dj__eoc|>")]
 
 
 def test_image_folder_next_to_a_jsonl_is_not_read_as_samples(tmp_path, folder):
