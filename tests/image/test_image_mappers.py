@@ -108,3 +108,36 @@ def test_mapper_rejects_corrupt_image(tmp_path):
             {"id": "ok", "text": "", "images": [path("aqua.jpg")]}]
     kept, _, rejects = run([("image_face_blur_mapper", {"save_dir": str(tmp_path)})], rows)
     assert [r["id"] for r in kept] == ["ok"] and [r.row["id"] for r in rejects] == ["bad"]
+
+
+def test_mappers_and_face_filter_through_gristmill_run(tmp_path):
+    """gristmill run with np 1 and np 2: same rows and paths; the written files exist and the rows point
+    at them; the face filter keeps the astronaut only."""
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+    from gm_imageutil import sample_rows
+    from gm_testutil import REPO, check_accounting, write_jsonl
+    write_jsonl(tmp_path / "in.jsonl", sample_rows())
+    outs = []
+    for np_ in (1, 2):
+        d = tmp_path / f"np{np_}"
+        recipe = {"dataset_path": str(tmp_path / "in.jsonl"), "export_path": str(d / "out.jsonl"),
+                  "work_dir": str(d / "work"), "np": np_, "process": [
+                      {"image_blur_mapper": {"p": 0.5, "save_dir": str(tmp_path / "blurred")}},
+                      {"image_face_blur_mapper": {"save_dir": str(tmp_path / "faces")}},
+                      {"image_face_ratio_filter": {"min_ratio": 0.01}}]}
+        (d.parent / f"r{np_}.yaml").write_text(yaml.safe_dump(recipe))
+        res = subprocess.run([sys.executable, "-m", "gristmill.cli", "run", str(d.parent / f"r{np_}.yaml"),
+                              "--no-progress"], capture_output=True, text=True, cwd=REPO, timeout=300)
+        assert res.returncode == 0, res.stderr
+        check_accounting(json.loads((d / "work" / "report.json").read_text()))
+        outs.append((d / "out.jsonl").read_bytes())
+    assert outs[0] == outs[1]
+    rows = [json.loads(x) for x in outs[0].splitlines()]
+    assert [r["id"] for r in rows] == ["r0", "none"]
+    (img,) = rows[0]["images"]
+    assert os.path.dirname(img) == str(tmp_path / "faces") and os.path.isfile(img)
+    assert rows[0]["__dj__source_file__"] == [path("astronaut.jpg")]
