@@ -94,3 +94,23 @@ def test_video_clips_recipe(clip_dir, tmp_path):
     assert reasons(report) == {"video_duration_filter": {"video_duration < 1.0": 1},
                                "video_resolution_filter": {"video_width < 128": 1},
                                "video_motion_score_filter": {"video_motion_score < 0.25": 1}}
+
+
+def test_image_text_pairs_same_bytes_whatever_np(clip_dir, tmp_path):
+    """Two input shards, np 1 and np 2: byte-identical exports (CLIP scores included)."""
+    outs = []
+    for np_ in (1, 2):
+        d = tmp_path / f"np{np_}"
+        d.mkdir()
+        recipe, rows = prepared("image-text-pairs", d, clip_dir)
+        shards = d / "shards"
+        shards.mkdir()
+        for k in range(2):
+            (shards / f"part-{k}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[k::2]))
+        r = yaml.safe_load(recipe.read_text())
+        r.update(dataset_path=str(shards) + "/*.jsonl", np=np_)
+        recipe.write_text(yaml.safe_dump(r))
+        report, out = run_ok(recipe, d)
+        assert len(out) == 9
+        outs.append((d / "out.jsonl").read_bytes())
+    assert outs[0] == outs[1]
