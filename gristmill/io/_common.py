@@ -1,5 +1,9 @@
 """What every reader shares: rows checked against the text field, batches sliced to ``batch_size``, and
-rejects for a bad row or a whole unreadable file."""
+rejects for a bad row or a whole unreadable file.
+
+Each reader streams record batches of at most ``batch_size`` rows and never fails a whole file for one bad
+record: unparsable lines, invalid UTF-8, wrong field types and truncated compressed files become
+``Reject``s (file, byte offset, line) and the rest of the file is still read."""
 from __future__ import annotations
 
 import base64
