@@ -197,3 +197,13 @@ def test_gristmill_run_selectors_then_naive_grouper(tmp_path):
     first = heapq.nsmallest(12, range(len(freq)), q.__getitem__)
     keep = sorted(first[j] for j in heapq.nlargest(10, range(len(first)), lambda j: q[first[j]]))
     assert len(out) == 1 and out[0]["i"] == [freq[j]["i"] for j in keep]
+
+
+def test_tags_null_value_kept_when_none_is_a_tag(tmp_path):
+    rows = [{"text": "a", "lang": "en"}, {"text": "b", "lang": None}, {"text": "c", "lang": "de"}]
+    out, _ = through_engine(tmp_path / "n", rows, create_op("tags_specified_field_selector",
+                                                            {"field_key": "lang", "target_tags": ["en", None]}))
+    assert [r["text"] for r in out] == ["a", "b"]
+    out, _ = through_engine(tmp_path / "s", rows, create_op("tags_specified_field_selector",
+                                                            {"field_key": "lang", "target_tags": ["de"]}))
+    assert [r["text"] for r in out] == ["c"]

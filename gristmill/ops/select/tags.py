@@ -39,8 +39,8 @@ class TagsSpecifiedFieldSelector(Selector):
         tags = self.params.target_tags
         arr = native_field(batch, self.params.field_key)
         if arr is not None and (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
-            hit = pc.fill_null(pc.is_in(arr, value_set=pa.array([t for t in tags if isinstance(t, str)], pa.string())),
-                               False)
+            hit = pc.is_in(arr, value_set=pa.array([t for t in tags if isinstance(t, str)], pa.string()))
+            hit = pc.or_(pc.fill_null(hit, False), pc.is_null(arr)) if None in tags else pc.fill_null(hit, False)
         else:
             vals = field_values(batch, self.params.field_key, self.name)
             want = set(_hashable(t) for t in tags)
