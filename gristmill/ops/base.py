@@ -82,8 +82,8 @@ class Params(BaseModel):
 
 
 class Op:
-    """Base of every operator. The class attributes below are the whole contract engines read: a
-    subclass sets the ones that differ from the default, nothing is looked up by name elsewhere."""
+    """Base of every operator. The class attributes below are what engines and tools read of an op, each
+    declared here with its default: a subclass sets only the ones that differ."""
 
     name: ClassVar[str] = ""
     """The recipe name (Data-Juicer's where it has one); set by ``@register``."""
@@ -102,8 +102,8 @@ class Op:
     """Runs user code (``python_*`` ops): refused unless the caller allows scripts."""
     inputs: ClassVar[tuple[str, ...] | None] = None
     """Fields the op reads, ``{text_key}`` or ``{param}`` standing for the field a param names (e.g.
-    ``("{text_key}", "{suffix_key}")``). None: undeclared (docs show the text field). Checked by
-    :meth:`apply` and by the per-row bases before any work."""
+    ``("{text_key}", "{suffix_key}")``). None: undeclared (by convention the text field; docs show
+    nothing). Checked by :meth:`apply` and by the per-row bases before any work."""
     outputs: ClassVar[tuple[str, ...] | None] = None
     """Fields the op writes (same placeholders). None: a filter writes ``stats.<key>`` for its
     ``stats_keys``, a mapper rewrites the text field."""
