@@ -216,10 +216,6 @@ class AgentDialogNormalizeMapper(Mapper):
         history_max_user_chars: int = Field(0, description="Cap on a user turn (0: none).")
         history_compress_head_ratio: float = Field(0.62, description="Share of a capped text kept from its head.")
 
-    def __init__(self, **params):
-        params.setdefault("text_key", "text")  # Data-Juicer's default output field
-        super().__init__(**params)
-
     def normalise(self, sample: dict) -> tuple[dict, dict]:
         """(output fields, meta tags) of one sample."""
         p = self.params
