@@ -24,7 +24,7 @@ from pydantic import Field
 from ..core import columns as C
 from ..core.accounting import OpCounts
 from ..io.base import ReadOptions
-from ..io.planner import check_not_uri, parse_weighted, plan_dataset
+from ..io.planner import check_not_uri, common_root, parse_weighted, plan_dataset
 from ..io.writers import atomic_rename, shard_names, tmp_path
 from ..ops.base import Grouper, Mapper, Params
 from .base import create_engine
@@ -101,15 +101,23 @@ def _preflight(cfg: RunConfig, sources: list[SourceRun]) -> None:
     """Before any work: the export and the work dir stay off every source's input (as for one dataset)."""
     check_not_uri(cfg.export_path, "export_path", output=True)
     check_not_uri(cfg.work_dir, "work_dir", output=True)
-    specs, files = [], []
+    specs, files, planned = [], [], []
     for s in sources:
         opts = ReadOptions(text_key=s.cfg.text_key, params=tuple(sorted(s.cfg.reader_params.items())))
         shards = plan_dataset(s.cfg.dataset_path, opts, s.cfg.input_format)
         specs += [p for _, p in parse_weighted(s.cfg.dataset_path)]
         files += [f for sh in shards for f in (sh.source, *sh.files)]
+        planned.append(shards)
     names = shard_names(cfg.export_path, 2) if cfg.export_path else []
     check_outputs(specs, files, cfg.export_path, os.path.abspath(cfg.work_dir), names)
     check_writable(os.path.abspath(cfg.work_dir), "work dir")
+    for s, shards in zip(sources, planned):  # a misspelt text key fails now, not after the sources before it ran
+        if shards and not (s.ops and s.ops[0].creates_text):
+            eng = create_engine(s.cfg)
+            try:
+                eng._check_text_key(shards[0], eng._read_opts(common_root(shards)))
+            except ValueError as e:
+                raise type(e)(f"source {s.name}: {e}") from None
 
 
 def _shared_by_source(tail, owner: list[int], ops: list, k: int) -> tuple[list[list[dict] | None], list]:

@@ -178,13 +178,16 @@ def test_refusals_before_work(tmp_path):
          "merges rows across sources"),
         ({"sources": [{"name": "a", "path": str(d / "qa")}], "export_path": str(d / "qa" / "part.jsonl")},
          "is an input file"),
+        ({"sources": [{"name": "web", "path": str(d / "web")}, {"name": "wiki", "path": str(d / "wiki"),
+                                                                 "text_keys": "completon"}]},
+         "source wiki: text_keys 'completon': no such field"),
     ]
     for i, (extra, msg) in enumerate(bad):
         p = write_recipe(tmp_path / f"bad{i}.yaml", {**base, **extra})
         res = cli("run", p, "--no-progress")
         assert res.returncode == 2, (extra, res.stderr)
         assert msg in res.stderr, (msg, res.stderr)
-    assert not (tmp_path / "x.jsonl").exists()
+    assert not (tmp_path / "x.jsonl").exists() and not (tmp_path / "w" / "sources").exists()
 
 
 def test_source_left_empty_is_left_out_of_the_mixture(tmp_path):
