@@ -1,6 +1,5 @@
 """Helpers for the Data-Juicer op tests: apply a row-local op through FusedOp, or any op (global ones too)
 through the Dataset API on the local engine."""
-import pyarrow as pa
 
 from gristmill.core import columns as C
 from gristmill.core.fused import FusedOp

@@ -13,7 +13,6 @@ import yaml
 
 from djops_util import through_engine
 from gm_testutil import SAMPLE
-from gristmill.dataset import Dataset
 from gristmill.registry import create_op
 
 

@@ -1,6 +1,5 @@
 """usage_counter_mapper against Data-Juicer 1.6.1: DJ_META was produced by DJ's op on ROWS (OpenAI usage
 mirrored in a choice, Anthropic-style input/output tokens, usage_metadata, deltas, nothing at all)."""
-import json
 
 import pytest
 
