@@ -17,6 +17,7 @@ import pyarrow as pa
 from ..core import columns as C
 from ..core import defaults as D
 from ..core.accounting import Reject
+from ._media import resolve_items
 
 COMPRESSIONS = (".gz", ".zst", ".zstd", ".bz2", ".xz", ".lz4")
 
@@ -93,8 +94,10 @@ def _load_readers():
 
 
 def read_shard(shard: Shard, opts: ReadOptions) -> Iterator[pa.RecordBatch | Reject]:
-    """Stream one shard with the reader that planned it."""
-    return readers()[shard.reader].read(shard, opts)
+    """Stream one shard with the reader that planned it; relative paths in media fields (``images``,
+    ``audios``, ``videos`` or the recipe's keys) become absolute against the file's directory, as
+    Data-Juicer's formatter makes them."""
+    return resolve_items(readers()[shard.reader].read(shard, opts), shard, opts)
 
 
 def read_texts(shard: Shard, opts: ReadOptions, chunk_bytes: int = 8 << 20) -> Iterator[list[str] | Reject]:
