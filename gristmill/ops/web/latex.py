@@ -71,7 +71,7 @@ class RemoveHeaderMapper(Mapper):
 
     def process_batch(self, batch):
         t = _text(self, batch)
-        has = pc.fill_null(pc.match_substring_regex(t, pattern=HEADER), False)
+        has = pc.fill_null(pc.match_substring_regex(t, pattern="(?s)" + HEADER), False)  # braces may span lines
         out = pc.replace_substring_regex(t, pattern=r"(?s)^.*?(" + HEADER + ")", replacement=r"\1",
                                          max_replacements=1)
         if self.params.drop_no_head:
