@@ -219,7 +219,11 @@ def make_input(kind: str, key: str, rows: int, work: Path, with_suffix: bool = F
 def latex_rows(limit: int) -> list[dict]:
     """LaTeX documents: real reStructuredText files of site-packages rendered by docutils' LaTeX writer
     (preamble with \\newcommand macros, \\section headers, % comments)."""
+    import warnings
+
     from docutils.core import publish_string
+    warnings.filterwarnings("ignore", category=FutureWarning, module="docutils")
+    warnings.filterwarnings("ignore", category=FutureWarning, message=".*Docutils 1.0")
     site = SITE
     files = sorted(p for p in site.rglob("*.rst") if 2_000 <= p.stat().st_size <= 100_000)
     out = []
