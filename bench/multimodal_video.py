@@ -30,14 +30,17 @@ CHAIN = [{"video_duration_filter": {"min_duration": 1.0, "max_duration": 30}},
          {"video_motion_score_filter": {"min_score": 0.3}}]
 
 
-def run_dj(rows, ops, core=None, keep=()):
+def run_dj(rows, ops, core=None, keep=(), timeout=None):
     with tempfile.TemporaryDirectory() as d:
         src, opf, out = (os.path.join(d, n) for n in ("in.jsonl", "ops.json", "out.json"))
         with open(src, "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in rows)
         json.dump(ops, open(opf, "w"))
         cmd = ([] if core is None else ["taskset", "-c", str(core)]) + [DJ_PY, RUNNER, src, opf, out, ",".join(keep)]
-        r = subprocess.run(cmd, capture_output=True, text=True, cwd=d)
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, cwd=d, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None  # seen: DJ's video_ffmpeg_wrapped_mapper hanging in a futex wait
         if r.returncode:
             raise RuntimeError(r.stderr[-2000:])
         return json.load(open(out))
@@ -135,8 +138,11 @@ def compare():
                                                           "filter_kwargs": {"width": 64, "height": "ih/2"}})]:
         with tempfile.TemporaryDirectory() as d1, tempfile.TemporaryDirectory() as d2:
             use = [r for r in rows if r.get("videos")]
-            a = run_dj(use, [{name: {**params, "save_dir": d1}}])
+            a = run_dj(use, [{name: {**params, "save_dir": d1}}], timeout=300)
             b = run_gm(use, [{name: {**params, "save_dir": d2}}])
+            if a is None:
+                print(f"{name:28s} {json.dumps(params):70s} Data-Juicer did not finish in 300 s")
+                continue
             sizes = lambda res: [[(probe(v).width, probe(v).height) for v in r["videos"]] for r in res["rows"]]  # noqa: E731
             same = sizes(a) == sizes(b)
             ok &= same
