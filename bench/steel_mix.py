@@ -10,7 +10,8 @@ them), sized like Steel-LLM's mix (mostly web text). Both variants do the same w
 exact dedup (across sources in the one recipe, per source in the separate runs: the separate runs cannot
 dedup across sources without one more run), Qwen tokenization with <|im_end|> EOS, padded rows of 2049
 tokens written as litgpt and Megatron. "tokens/s" is output tokens over the wall time of the whole
-pipeline; "raw" is the tiktoken backend alone encoding the exported texts in memory.
+pipeline (wall and CPU seconds: the machine may be shared); "raw" is the tiktoken backend alone encoding the
+exported texts in memory. Figures and what dominates them: docs/recipes.md, "Benchmark".
 """
 from __future__ import annotations
 
