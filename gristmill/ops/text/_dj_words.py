@@ -104,13 +104,6 @@ def word_set(words) -> Dict:
     return d
 
 
-def cjk_segment(text: str, lang: str = "zh") -> list[str]:
-    """Words of Chinese text with jieba (loaded lazily; ships its own dictionary)."""
-    import jieba
-    jieba.setLogLevel(60)
-    return [w for w in jieba.lcut(text) if w.strip()]
-
-
 def sp_word_spans(text, sp, strip: bool = True):
     """Data-Juicer's words with ``tokenization``: each row's SentencePiece pieces (``encode_as_pieces``,
     the ``▁`` word marks kept, as Data-Juicer keeps them; a null text has none), with SPECIAL_CHARACTERS

@@ -39,51 +39,6 @@ class TextLengthFilter(Filter):
         return range_reason(C.get_stat(removed, "text_len"), self.params.min_len, self.params.max_len, "text_len")
 
 
-def count_words(text: pa.Array) -> pa.Array:
-    """Data-Juicer's word count without a tokenizer: split on space, newline and tab, strip its
-    SPECIAL_CHARACTERS (punctuation, digits, whitespace, symbols, emoji) from each word's edges, count the
-    non-empty rest (compiled kernel over the column, see words.dj_words)."""
-    from . import charclass as cc
-    from . import words as W
-    cps, cpo = cc.decode(text)
-    _, _, off = W.dj_words(cps, cpo, strip=True)
-    return pa.array(np.diff(off).astype(np.int64))
-
-
-def count_words_cjk(text: pa.Array, lang: str) -> pa.Array:
-    """Word count with jieba segmentation (Chinese/Japanese text has no spaces between words)."""
-    from . import words as W
-    segs = [" ".join(W.cjk_segment(t or "", lang)) for t in text.to_pylist()]
-    return count_words(pa.array(segs, pa.large_string()))
-
-
-@register("words_num_filter")
-class WordsNumFilter(Filter):
-    """Keep samples whose number of words is within [min_num, max_num] (Data-Juicer semantics: words are
-    space/newline/tab-separated tokens with special characters stripped from their edges; with
-    ``tokenization``, jieba words for Chinese/Japanese)."""
-
-    stats_keys = ("num_words",)
-
-    class Params(Params):
-        lang: str = Field("en", description="Language of the text (kept for Data-Juicer compatibility).")
-        tokenization: bool = Field(False, description="Segment words with jieba (for zh/ja text) instead of "
-                                                      "splitting on whitespace.")
-        min_num: int = Field(10, description="Minimum number of words.")
-        max_num: int = Field(sys.maxsize, description="Maximum number of words.")
-
-    def compute_stats(self, batch):
-        if self.params.tokenization:
-            return C.with_stats(batch, {"num_words": count_words_cjk(self.text(batch), self.params.lang)})
-        return C.with_stats(batch, {"num_words": count_words(self.text(batch))})
-
-    def keep(self, batch):
-        return in_range(C.get_stat(batch, "num_words"), self.params.min_num, self.params.max_num)
-
-    def reason(self, removed):
-        return range_reason(C.get_stat(removed, "num_words"), self.params.min_num, self.params.max_num, "num_words")
-
-
 def _to_re2(pattern: str) -> str | None:
     """The RE2 form of a Python pattern (compiled with DOTALL, as Data-Juicer does) for pyarrow's
     vectorised kernels, with the same match spans; None when it cannot be translated (look-arounds,

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numba as nb
 import numpy as np
+import pyarrow as pa
 from pydantic import Field
 
 from ...core import columns as C
@@ -278,6 +279,23 @@ class _WordFilter(RangeFilter):
         cps, cpo = cc.decode(self.text(batch))
         ws, we, off = W.dj_words(cps, cpo, strip=True)
         return cps, ws, we, off
+
+
+@register("words_num_filter")
+class WordsNumFilter(_WordFilter):
+    """Keep samples whose number of words is within [min_num, max_num] (Data-Juicer's words: split on
+    space, newline and tab with special characters stripped from their edges; with ``tokenization``, the
+    pieces of the lang's SentencePiece model, as Data-Juicer counts them)."""
+
+    stat = "num_words"
+
+    class Params(_WordParams):
+        min_num: int = Field(10, description="Minimum number of words.")
+        max_num: int = Field(sys.maxsize, description="Maximum number of words.")
+
+    def compute_stats(self, batch):
+        _, _, _, off = self.word_spans(batch)
+        return C.with_stats(batch, {self.stat: pa.array(np.diff(off).astype(np.int64))})
 
 
 @register("word_repetition_filter")
