@@ -48,8 +48,8 @@ def test_remove_comments():
     assert "% Preamble" not in only_inline and "\n\n\\usepackage" in only_inline
     only_lines = _one("remove_comments_mapper", PAPER, inline=False)
     assert "% the title" in only_lines and "Preamble comment" not in only_lines
-    with pytest.raises(Exception, match="only 'tex'"):
-        create_op("remove_comments_mapper", {"doc_type": "md"})
+    with pytest.raises(Exception, match="only 'tex' and 'md'"):
+        create_op("remove_comments_mapper", {"doc_type": "html"})
 
 
 def test_remove_header():
