@@ -157,3 +157,23 @@ def test_extract_frames(tmp_path):
         run("video_extract_frames_mapper", rows)
     _, _, rej = run("video_extract_frames_mapper", [{"text": V, "videos": [TRUNCATED]}], output_format="bytes")
     assert len(rej) == 1 and "cannot open video" in rej[0].message
+
+
+def test_video_deduplicator_keys(tmp_path):
+    import subprocess
+
+    import pyarrow as pa
+
+    from gristmill.registry import create_op
+    remux = str(tmp_path / "bars.mkv")
+    subprocess.run(["ffmpeg", "-v", "error", "-i", BARS, "-c", "copy", remux], check=True)
+    rows = [{"text": "a", "videos": [BARS]}, {"text": "b", "videos": [remux]}, {"text": "a", "videos": [BARS, BARS]},
+            {"text": "a"}, {"text": "a ", "videos": []}, {"text": "c", "videos": [TESTSRC]}]
+    b = pa.RecordBatch.from_pylist(rows)
+    keys = create_op("video_deduplicator", {}).key_array(b).to_pylist()
+    # same packets whatever the container; a repeated path counts once (DJ hashes each distinct video)
+    assert keys[0] == keys[1] == keys[2] and keys[3] is None and keys[4] is None and keys[5] != keys[0]
+    keys = create_op("video_deduplicator", {"consider_text": True}).key_array(b).to_pylist()
+    assert keys[0] != keys[1] and keys[0] == keys[2] and keys[3] == keys[4]  # text stripped, as DJ
+    with pytest.raises(ValueError, match="cannot open video"):
+        create_op("video_deduplicator", {}).key_array(pa.RecordBatch.from_pylist([{"videos": [TRUNCATED]}]))
