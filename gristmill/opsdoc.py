@@ -45,6 +45,8 @@ EXAMPLES: dict[str, dict] = {
     "fields_to_text_mapper": {"parts": [{"field": "INSTRUCTION", "prefix": "问："},
                                         {"field": "RESPONSE", "prefix": "答："}], "sep": "\n"},
     "human_number_mapper": {"source_key": "upvotes", "integer": True},
+    "video_extract_frames_mapper": {"frame_sampling_method": "uniform", "frame_num": 3,
+                                    "frame_dir": "frames/", "frame_field": "video_frames"},
 }
 
 

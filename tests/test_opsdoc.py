@@ -6,6 +6,7 @@ import yaml
 
 from gm_testutil import REPO
 from gristmill import opsdoc
+from gristmill.models import unchecked
 from gristmill.registry import all_ops, create_op, describe
 
 
@@ -53,8 +54,9 @@ def test_every_example_line_is_a_valid_recipe_entry():
         entry = entry[0]
         op_name, params = (entry, {}) if isinstance(entry, str) else next(iter(entry.items()))
         assert op_name == name
-        try:  # validates, loads nothing
-            create_op(name, params, f"example {name}", allow_scripts=True)
+        try:  # validates, loads nothing (a model the store lacks is `gristmill models`' business)
+            with unchecked():
+                create_op(name, params, f"example {name}", allow_scripts=True)
         except ValueError as e:
             raise AssertionError(f"{e}\n(give {name} example params in gristmill/opsdoc.py EXAMPLES)") from None
 
