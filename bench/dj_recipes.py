@@ -42,6 +42,7 @@ import gzip
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -381,6 +382,27 @@ def run(cmd: list[str], env: dict, log: Path, timeout: int) -> tuple[int, float]
     return rc, time.perf_counter() - t0
 
 
+def op_counts(dj_log: str, gm_log: str) -> tuple[list, list]:
+    """(op, rows left) after each op, from Data-Juicer's log and gristmill's end-of-run table."""
+    dj = [(m.group(1), int(m.group(2))) for m in
+          re.finditer(r"OP \[(\w+)\] Done in [\d.]+s\. Left (\d+) samples", dj_log)]
+    gm = []
+    for line in gm_log.splitlines():
+        p = [x.strip() for x in line.split("\u2502")]
+        if len(p) > 5 and p[1].isdigit():
+            gm.append((p[2], int(p[4].replace(",", ""))))
+    return dj, gm
+
+
+def first_divergence(dj_log: str, gm_log: str) -> str | None:
+    """The first op after which the two runs have different row counts."""
+    dj, gm = op_counts(dj_log, gm_log)
+    for (op, a), (_, b) in zip(dj, gm):
+        if a != b:
+            return f"row counts part at {op} (DJ {a}, ours {b})"
+    return None
+
+
 def compare(dj: list[dict], gm: list[dict]) -> str:
     if dj == gm:
         return "identical"
@@ -467,6 +489,10 @@ def main(argv=None) -> int:
             verdict = f"gristmill failed: {res['gm']['error']}"
         else:
             verdict = compare(res["dj_rows"], res["gm_rows"])
+            if verdict != "identical":
+                where = first_divergence(*((work / "runs" / name / side / "log.txt").read_text(errors="replace")
+                                           for side in ("dj", "gm")))
+                verdict += f"; {where}" if where else ""
         if verdict != "identical" and Path(path).name in KNOWN:
             verdict += " — " + KNOWN[Path(path).name]
         res["verdict"] = verdict
