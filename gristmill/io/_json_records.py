@@ -36,6 +36,9 @@ def record_rows(records: list, positions: list, shard: Shard, opts: ReadOptions,
         if type(text) is str:
             keep.append(True)
             continue
+        if text is None and type(rec) is dict and opts.text_optional:  # a declared op builds the text
+            keep.append(True)
+            continue
         keep.append(False)
         where = {"source": shard.source, "offset": int(p), "line": line_of(p) if line_of else None}
         if type(rec) is not dict:
@@ -44,8 +47,6 @@ def record_rows(records: list, positions: list, shard: Shard, opts: ReadOptions,
         elif text is not None:
             yield Reject(READ, "WrongFieldType", f"text field {key!r} is a JSON {JSON_KINDS.get(type(text))}, "
                          f"expected a string ({_where(p, line_of)})", row=rec, **where)
-        elif opts.text_optional:
-            keep[-1] = True
         else:
             yield Reject(READ, "MissingField", f"text field {key!r} is missing or null", **where)
     if not all(keep):

@@ -14,7 +14,7 @@ from ..core.accounting import Reject
 from ._common import BOM, READ, file_reject, raw_row, safe_decompressed, slices
 from ._json_records import LONE_SURROGATE, BadRecord, load_record, record_rows
 from .base import Reader, ReadOptions, Shard, byte_ranges, register_reader, strip_compression, with_ids
-from .pieces import PieceLineCounter, piece_chunks, piece_of
+from .pieces import Piece, piece_chunks, piece_of
 from .streams import Chunk, TruncatedInput, line_chunks
 
 
@@ -34,36 +34,53 @@ def _line_starts(data: bytes, base: int) -> np.ndarray:
 
 
 class LineCounter:
-    """Line numbers for byte offsets, computed only when a reject needs one."""
+    """Line numbers for byte offsets, computed only when a reject needs one. Rejects come in file order,
+    so counting resumes where the previous lookup stopped (an earlier offset starts over): a file with
+    many rejects is read about once, not once per reject."""
 
     def __init__(self, path: str, compression: str):
         self.path, self.compression = path, compression
-        self._known: dict[int, int] = {}
+        self._restart()
+
+    def _restart(self):
+        self._pos, self._newlines = 0, 0  # bytes counted so far and the newlines among them
+        self._pieces = None  # the (decompressed) stream, kept open between lookups
+        self._pending = b""  # read from the stream past _pos
+
+    def _stream(self):
+        if self.compression:
+            yield from safe_decompressed(self.path, self.compression)
+            return
+        with open(self.path, "rb") as f:
+            while b := f.read(16 << 20):
+                yield b
 
     def line_of(self, offset: int) -> int:
-        if offset in self._known:
-            return self._known[offset]
-        # count newlines before offset in the file (plain) or in the decompressed stream
-        n = 0
-        if not self.compression:
-            with open(self.path, "rb") as f:
-                remaining = offset
-                while remaining > 0:
-                    b = f.read(min(remaining, 16 << 20))
-                    if not b:
-                        break
-                    n += b.count(b"\n")
-                    remaining -= len(b)
-        else:
-            done = 0
-            for piece in safe_decompressed(self.path, self.compression):
-                take = piece[: max(0, offset - done)]
-                n += take.count(b"\n")
-                done += len(piece)
-                if done >= offset:
+        if offset < self._pos:
+            self._restart()
+        if self._pieces is None:
+            self._pieces = self._stream()
+        while self._pos < offset:
+            if not self._pending:
+                self._pending = next(self._pieces, b"")
+                if not self._pending:
                     break
-        self._known[offset] = n + 1
-        return n + 1
+            take = self._pending[: offset - self._pos]
+            self._newlines += take.count(b"\n")
+            self._pos += len(take)
+            self._pending = self._pending[len(take):]
+        return self._newlines + 1
+
+
+class PieceLineCounter:
+    """Line numbers (in the original file) for byte offsets inside a pre-split piece."""
+
+    def __init__(self, piece: Piece):
+        self.piece = piece
+        self._within = LineCounter(piece.path, "")
+
+    def line_of(self, offset: int) -> int:
+        return self.piece.line + self._within.line_of(max(0, offset - self.piece.offset)) - 1
 
 
 def _line_counter(shard: Shard):

@@ -363,18 +363,3 @@ def piece_chunks(piece: Piece, chunk_bytes: int = CHUNK) -> Iterator[Chunk]:
             yield Chunk(c.data, c.offset + piece.offset)
     if piece.truncated:
         raise TruncatedInput(piece.truncated)
-
-
-class PieceLineCounter:
-    """Line numbers (in the original) for byte offsets inside a piece."""
-
-    def __init__(self, piece: Piece):
-        self.piece = piece
-        self._known: dict[int, int] = {}
-
-    def line_of(self, offset: int) -> int:
-        if offset not in self._known:
-            with open(self.piece.path, "rb") as f:
-                n = f.read(max(0, offset - self.piece.offset)).count(b"\n")
-            self._known[offset] = self.piece.line + n
-        return self._known[offset]
