@@ -53,10 +53,11 @@ def cmd_models(args) -> int:
         print(f"  {name:24} {_size(size):>10}")
     if not action:
         return 0
-    from .recipe import RecipeError, load_recipe
+    from .recipe import RecipeError, all_ops, load_recipe
     try:
         with unchecked():
-            _, ops, _ = load_recipe(action[0])
+            recipe, ops, _ = load_recipe(action[0])
+        ops = all_ops(recipe, ops)  # a sources: recipe's per-source chains too
     except (RecipeError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

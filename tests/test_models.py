@@ -206,3 +206,14 @@ def test_language_id_model_by_store_name_fails_at_load_when_missing(tmp_path, mo
     with pytest.raises(OpError, match="gristmill models add lid.176.bin"):
         create_op("language_id_score_filter", {"model_path": "lid.176.bin"})
     assert create_op("language_id_score_filter", {}).models() == []  # the bundled model needs no store
+
+
+def test_models_of_a_sources_recipe_include_each_sources_ops(tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", [{"text": "one two three"}])
+    r = tmp_path / "sources.yaml"
+    r.write_text(f"export_path: {tmp_path / 'out.jsonl'}\n"
+                 f"sources:\n  - name: a\n    path: {tmp_path / 'a.jsonl'}\n"
+                 "    process: [{perplexity_filter: {lang: en, max_ppl: 1000}}]\n")
+    res = cli("models", str(r), store=tmp_path / "store")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "needs: en.arpa.bin" in res.stdout and "MISSING" in res.stdout
