@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from .models import (DEFAULT_BASE_URL, add, fetch, find, listing, optional_models,
+from .models import (DEFAULT_BASE_URL, add, fetch, find, fix_command, listing, optional_models,
                      required_models, store_dir, unchecked)
 
 
@@ -27,7 +27,8 @@ def cmd_models(args) -> int:
         except (ValueError, OSError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-        print(f"added {p.name} ({_size(p.stat().st_size)}) to {p.parent}")
+        size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else p.stat().st_size
+        print(f"added {action[1]} ({_size(size)}) to {store_dir()}")
         return 0
     if action and action[0] == "fetch":
         if len(action) < 2:
@@ -75,7 +76,7 @@ def cmd_models(args) -> int:
     if missing:
         print("missing models; fix with:")
         for n in missing:
-            print(f"  gristmill models add {n} FILE    # or: gristmill models fetch {n}")
+            print(f"  {fix_command(n).replace('` or `', '    # or: ').replace('` with DIR from `', '    # DIR from: ')}")
         return 1
     return 0
 
