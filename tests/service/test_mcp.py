@@ -164,13 +164,15 @@ def test_gallery_is_the_repo_recipes():
     validates."""
     import yaml
 
+    from gristmill.models import unchecked
     from gristmill.service import core, gallery
     expected = {"basic": REPO / "examples" / "basic.yaml", **{p.stem: p for p in (REPO / "recipes").glob("*.yaml")}}
     assert {g["name"] for g in gallery.recipes()} == set(expected)
     for name, path in expected.items():
         text = gallery.read(name)
         assert text == path.read_text(encoding="utf-8"), f"gristmill/service/gallery/{name}.yaml is stale"
-        assert core.validate_recipe(yaml.safe_load(text))["ok"], name
+        with unchecked():  # models the store lacks are `gristmill models`' business (several need one)
+            assert core.validate_recipe(yaml.safe_load(text))["ok"], name
 
 
 def test_describe_and_list_ops(server):
