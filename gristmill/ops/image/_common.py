@@ -75,11 +75,11 @@ def reduce_rows(ok: np.ndarray, offsets: np.ndarray, any_: bool) -> np.ndarray:
     return (total == 0) | ((good > 0) if any_ else (good == total))
 
 
-class ImageRangeFilter(Filter):
-    """A filter over one or more list stats, each bounded by a pair of params; per image all bounds must
-    hold, per sample ``any_or_all`` decides."""
+class MediaRangeFilter(Filter):
+    """A filter over list stats (one value per image, video or audio), each bounded by a (min param,
+    max param) pair; per item every bound must hold (``lo <= v <= hi``), per sample ``any_or_all``
+    decides; a sample without items is kept. The video and audio filters build on it too."""
 
-    Params = AnyOrAllParams
     ranges: tuple[tuple[str, str, str], ...] = ()  # (stat, min param, max param)
 
     @property
@@ -89,40 +89,48 @@ class ImageRangeFilter(Filter):
     def thresholds(self):
         return {s: (lo, hi) for s, lo, hi in self.ranges}
 
-    def images(self, batch: pa.RecordBatch) -> list[list]:
-        return media_values(batch, self.params.image_key)
+    def bound(self, name: str | None):
+        """A bound's value (a subclass may parse it, e.g. '2MB'); None for an open side."""
+        return None if name is None else getattr(self.params, name)
 
-    def _bound(self, name: str):
-        return getattr(self.params, name)
+    def item_ok(self, stat: str, values: np.ndarray, lo: str, hi: str) -> np.ndarray:
+        return within(values, self.bound(lo), self.bound(hi))
 
-    def _item_ok(self, batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, dict]:
-        """(per-image verdict, row offsets, {stat: (values, failed)})."""
+    def _verdicts(self, batch):
+        """(per-item verdict, row offsets, {stat: (values, per-item ok)})."""
         ok, offsets, per_stat = None, None, {}
         for stat, lo, hi in self.ranges:
             v, offsets = per_item(C.get_stat(batch, stat))
-            m = within(v, self._bound(lo), self._bound(hi))
-            per_stat[stat] = (v, ~m)
+            m = self.item_ok(stat, v, lo, hi)
+            per_stat[stat] = (v, m)
             ok = m if ok is None else ok & m
         return ok, offsets, per_stat
 
     def keep(self, batch):
-        ok, offsets, _ = self._item_ok(batch)
+        ok, offsets, _ = self._verdicts(batch)
         return reduce_rows(ok, offsets, self.params.any_or_all == "any")
 
     def reason(self, removed):
-        """The first stat out of range of the sample's first failing image, e.g. ``image_width < 100``."""
-        ok, offsets, per_stat = self._item_ok(removed)
+        """The first bound broken by the sample's first failing item, e.g. ``image_width < 100``."""
+        ok, offsets, per_stat = self._verdicts(removed)
         out = []
         for r in range(removed.num_rows):
             bad = next((i for i in range(offsets[r], offsets[r + 1]) if not ok[i]), None)
             text = self.name
-            if bad is not None:
-                for stat, lo, hi in self.ranges:
-                    v, failed = per_stat[stat]
-                    if failed[bad]:
-                        lo_v = self._bound(lo)
-                        low = lo_v is not None and v[bad] < lo_v
-                        text = f"{stat} < {getattr(self.params, lo)}" if low else f"{stat} > {getattr(self.params, hi)}"
-                        break
+            for stat, lo, hi in self.ranges if bad is not None else ():
+                v, m = per_stat[stat]
+                if not m[bad]:
+                    low = self.bound(lo) is not None and v[bad] < float(self.bound(lo))
+                    text = f"{stat} < {getattr(self.params, lo)}" if low else f"{stat} > {getattr(self.params, hi)}"
+                    break
             out.append(text)
         return out
+
+
+class ImageRangeFilter(MediaRangeFilter):
+    """A MediaRangeFilter over the images of ``image_key``."""
+
+    Params = AnyOrAllParams
+
+    def images(self, batch: pa.RecordBatch) -> list[list]:
+        return media_values(batch, self.params.image_key)

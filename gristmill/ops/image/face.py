@@ -4,7 +4,6 @@ as Data-Juicer). OpenCV loads lazily, once per worker."""
 from __future__ import annotations
 
 import os
-import sys
 
 import numpy as np
 import pyarrow as pa

@@ -54,7 +54,7 @@ class _ClassifierFilter(ImageRangeFilter):
     def models(self) -> list[str]:
         return inf.store_names(self.ref)
 
-    def _bound(self, name):
+    def bound(self, name):
         return None if name is None else getattr(self.params, name)
 
     def compute_stats(self, batch):

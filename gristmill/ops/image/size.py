@@ -46,7 +46,7 @@ class ImageSizeFilter(ImageRangeFilter):
             size_to_bytes(v)
             return v
 
-    def _bound(self, name):
+    def bound(self, name):
         return size_to_bytes(getattr(self.params, name))
 
     def compute_stats(self, batch):
