@@ -255,6 +255,10 @@ def parse_recipe(raw: dict, source: str = "recipe") -> tuple[Recipe, list, list[
             errors.append(str(e))
     if errors:
         raise RecipeError("\n".join(errors))
+    for op in all_ops(recipe, ops):
+        if op.ignored_params:
+            warnings.append(f"{op.name}: Data-Juicer scheduling params with no effect here (the engine "
+                            f"schedules): {', '.join(op.ignored_params)}")
     return recipe, ops, warnings
 
 

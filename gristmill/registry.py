@@ -99,15 +99,26 @@ def get_op_class(name: str, where: str = "") -> type:
     return cls
 
 
+# Data-Juicer's per-op scheduling and resource settings (its base OP reads them from every op's kwargs):
+# the engine schedules here, so an op that does not declare one accepts it with no effect (op.ignored_params)
+DJ_RUNTIME_PARAMS = frozenset({
+    "accelerator", "num_proc", "cpu_required", "gpu_required", "mem_required", "num_cpus", "num_gpus", "memory",
+    "runtime_env", "ray_execution_mode", "turbo", "skip_op_error", "auto_op_parallelism", "adaptive_batching",
+    "batch_mode", "batch_size", "work_dir", "index_key"})
+
+
 def create_op(name: str, params: dict | None, where: str = "", allow_scripts: bool = False):
     """Build an op from a recipe entry, turning pydantic errors into messages with YAML paths."""
     cls = get_op_class(name, where)
     params = dict(params or {})
+    ignored = tuple(sorted(k for k in params if k in DJ_RUNTIME_PARAMS and k not in cls.Params.model_fields))
+    for k in ignored:
+        del params[k]
     if getattr(cls, "is_script", False) and not allow_scripts:
         raise OpError(f"{where}: op {name!r} runs user code; enable it with `allow_scripts: true` in the "
                       f"recipe (or --allow-scripts)")
     try:
-        return cls(**params)
+        op = cls(**params)
     except ValidationError as e:
         fields = cls.Params.model_fields
         msgs = []
@@ -122,6 +133,8 @@ def create_op(name: str, params: dict | None, where: str = "", allow_scripts: bo
         raise OpError("; ".join(msgs)) from None
     except (TypeError, ValueError) as e:
         raise OpError(f"{where}: {e}") from None
+    op.ignored_params = ignored
+    return op
 
 
 def describe(cls) -> dict[str, Any]:

@@ -100,6 +100,9 @@ class Op:
     """A mapper whose output may hold any number of rows per input row (else the row count is checked)."""
     is_script: ClassVar[bool] = False
     """Runs user code (``python_*`` ops): refused unless the caller allows scripts."""
+    ignored_params: tuple[str, ...] = ()
+    """Data-Juicer scheduling params the recipe gave this op (``num_proc``, ``accelerator``…): accepted,
+    no effect (set by ``registry.create_op``; the recipe reports them)."""
     inputs: ClassVar[tuple[str, ...] | None] = None
     """Fields the op reads, ``{text_key}`` or ``{param}`` standing for the field a param names (e.g.
     ``("{text_key}", "{suffix_key}")``). None: undeclared (by convention the text field; docs show
