@@ -49,6 +49,10 @@ def _ratio(a, b):
     return np.where(b > 0, a / np.where(b > 0, b, 1), 0.0)
 
 
+# Data-Juicer's default tokenizer for alphanumeric_filter's tokenization (a Hugging Face model name)
+DJ_TOKENIZER = "EleutherAI/pythia-6.9b-deduped"
+
+
 @register("alphanumeric_filter")
 class AlphanumericFilter(RangeFilter):
     """Keep samples whose share of alphanumeric characters (``alnum_ratio``) is within range; with
@@ -62,13 +66,18 @@ class AlphanumericFilter(RangeFilter):
         tokenization: bool = Field(False, description="Count letters per token instead of per character.")
         min_ratio: float = Field(0.25, description="Minimum ratio.")
         max_ratio: float = Field(sys.maxsize, description="Maximum ratio.")
-        hf_tokenizer: str | None = Field(None, description="tokenizer.json path (needed with tokenization).")
+        hf_tokenizer: str = Field(DJ_TOKENIZER, description="With tokenization: a tokenizer.json path (or "
+                                  "a directory holding one), or a Hugging Face name found in the model store "
+                                  "(Data-Juicer's default name; never downloaded).")
 
     def __init__(self, **params):
         super().__init__(**params)
         self.stat = "alpha_token_ratio" if self.params.tokenization else "alnum_ratio"
-        if self.params.tokenization and not self.params.hf_tokenizer:
-            raise ValueError("tokenization=True needs hf_tokenizer (a tokenizer.json path)")
+        from ...models import require
+        require(self.models())
+
+    def models(self) -> list[str]:
+        return [self.params.hf_tokenizer] if self.params.tokenization and _store_name(self.params.hf_tokenizer) else []
 
     def compute_stats(self, batch):
         cps, cpo = _decode(self, batch)
@@ -445,8 +454,19 @@ def load_tokenizer(path: str):
     return Tokenizer.from_file(str(p))
 
 
+def _store_name(ref: str) -> bool:
+    """A Hugging Face name to look up in the model store, not a local path."""
+    from ... import models as store
+    return not Path(ref).exists() and store.is_hf_dir_name(ref)
+
+
+def _tokenizer_path(ref: str) -> str:
+    from ... import models as store
+    return str(store.find(ref) or ref) if _store_name(ref) else ref
+
+
 def token_counts(op, batch) -> np.ndarray:
-    tok = op.resource("tokenizer", lambda: load_tokenizer(op.params.hf_tokenizer))
+    tok = op.resource("tokenizer", lambda: load_tokenizer(_tokenizer_path(op.params.hf_tokenizer)))
     texts = [t or "" for t in op.text(batch).to_pylist()]
     enc = tok.encode_batch(texts, add_special_tokens=False)
     return np.array([len(e.ids) for e in enc], np.int64)
