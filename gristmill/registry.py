@@ -5,6 +5,7 @@ import importlib
 import importlib.util
 import inspect
 import re
+import threading
 from typing import Any
 
 from pydantic import ValidationError
@@ -43,13 +44,21 @@ def _op_modules():
                 yield info
 
 
+_LOAD_LOCK = threading.RLock()
+
+
 def _load_all() -> None:
+    """Import every op module once. Locked and marked done only at the end: a server warming the
+    registry in a background thread while a request lists the ops must not see half of them."""
     global _LOADED
     if _LOADED:
         return
-    _LOADED = True
-    for info in _op_modules():
-        importlib.import_module(info.name)
+    with _LOAD_LOCK:
+        if _LOADED:
+            return
+        for info in _op_modules():
+            importlib.import_module(info.name)
+        _LOADED = True
 
 
 _REGISTER = re.compile(r'^@register\("([A-Za-z0-9_]+)"\)', re.M)
@@ -61,7 +70,7 @@ def _index() -> dict[str, str]:
     extractors, costs ~0.5 s per process)."""
     global _INDEX
     if _INDEX is None:
-        _INDEX = {}
+        index = {}  # built whole, then published: another thread never sees a partial index
         for info in _op_modules():
             if info.ispkg:
                 continue
@@ -70,7 +79,8 @@ def _index() -> dict[str, str]:
             except (ImportError, AttributeError, OSError):
                 src = ""
             for name in _REGISTER.findall(src):
-                _INDEX.setdefault(name, info.name)
+                index.setdefault(name, info.name)
+        _INDEX = index
     return _INDEX
 
 

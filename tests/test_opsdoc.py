@@ -70,3 +70,16 @@ def test_check_flag(tmp_path):
     assert res.stderr.count("\n") == 1 and "python -m gristmill.opsdoc > docs/ops.md" in res.stderr
     stale.write_text(opsdoc.render(), encoding="utf-8")
     assert opsdoc.main(["--check", str(stale)]) == 0
+
+
+def test_listing_ops_while_another_thread_loads_them_sees_all():
+    """The MCP server warms the registry in a background thread; a request listing ops meanwhile must get
+    every op, not the ones imported so far (it got 89 of 118)."""
+    code = ("import threading\n"
+            "from gristmill import registry\n"
+            "t = threading.Thread(target=registry.all_ops); t.start()\n"
+            "n = len(registry.all_ops()); t.join()\n"
+            "print(n, len(registry.all_ops()))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    first, full = map(int, out.stdout.split())
+    assert first == full == len(all_ops()), out.stderr
