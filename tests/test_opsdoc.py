@@ -82,4 +82,4 @@ def test_listing_ops_while_another_thread_loads_them_sees_all():
             "print(n, len(registry.all_ops()))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     first, full = map(int, out.stdout.split())
-    assert first == full == len(all_ops()), out.stderr
+    assert first == full > 100, out.stderr  # (this process's all_ops() also holds ops tests register)
