@@ -7,31 +7,18 @@ unsupported one ``ValueError("cannot decode audio ...")`` (the fused executor re
 """
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 
-from . import describe, open_media
+from . import describe
+from ._av import av_error, open_av
 
 
 def _fail(value, e: BaseException) -> ValueError:
-    return ValueError(f"cannot decode audio {describe(value)[:300]}: {type(e).__name__}: {e}")
+    return av_error(value, "decode audio", e)
 
 
-@contextlib.contextmanager
 def _open(value):
-    import av
-    src = open_media(value)
-    try:
-        c = av.open(src)
-    except Exception as e:  # noqa: BLE001 - PyAV raises many error types for bad data
-        raise _fail(value, e) from None
-    try:
-        if not c.streams.audio:
-            raise ValueError(f"cannot decode audio {describe(value)[:300]}: no audio stream")
-        yield c
-    finally:
-        c.close()
+    return open_av(value, "audio", "decode audio")
 
 
 def frames(value):

@@ -21,6 +21,7 @@ import tempfile
 from dataclasses import dataclass
 
 from . import describe, open_media
+from ._av import av_error, open_av
 
 
 @dataclass(frozen=True)
@@ -32,25 +33,13 @@ class VideoInfo:
 
 
 def _fail(value, e: BaseException) -> ValueError:
-    return ValueError(f"cannot open video {describe(value)[:300]}: {type(e).__name__}: {e}")
+    return av_error(value, "open video", e)
 
 
-@contextlib.contextmanager
 def open_video(value):
     """The PyAV input container of a video (path or bytes), closed on exit; raises the clear errors of
     the module docstring. The container must have a video stream."""
-    import av
-    src = open_media(value)
-    try:
-        c = av.open(src)
-    except Exception as e:  # noqa: BLE001 - PyAV raises many error types for bad data
-        raise _fail(value, e) from None
-    try:
-        if not c.streams.video:
-            raise ValueError(f"cannot open video {describe(value)[:300]}: no video stream")
-        yield c
-    finally:
-        c.close()
+    return open_av(value, "video", "open video")
 
 
 def _ffprobe_seconds(x: float) -> float:
