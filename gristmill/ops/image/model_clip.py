@@ -94,9 +94,9 @@ def _unit(t) -> np.ndarray:
     return (t / t.norm(p=2, dim=-1, keepdim=True)).cpu().numpy()
 
 
-class _ClipFilter(ImageRangeFilter):
-    Params = ClipParams
-    version = 1
+class ClipOp:
+    """Mixin of the ops that score with a CLIP model (params ``hf_clip``, ``device``, ``trust_remote_code``,
+    ``batch_size``): the model reference checked at creation, declared to the store, loaded once."""
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -108,6 +108,11 @@ class _ClipFilter(ImageRangeFilter):
     def clip(self) -> ClipModel:
         p = self.params
         return self.resource("clip", lambda: ClipModel(p.hf_clip, p.device, p.trust_remote_code, p.batch_size))
+
+
+class _ClipFilter(ClipOp, ImageRangeFilter):
+    Params = ClipParams
+    version = 1
 
 
 @register("image_text_similarity_filter")

@@ -17,15 +17,14 @@ from pydantic import Field
 
 from ...core import columns as C
 from ...media import EOC_TOKEN, VIDEO_TOKEN
-from ...media import inference as inf
 from ...media.frames import iter_key_frames, uniform_frames
 from ...registry import register
-from ..image.model_clip import ClipModel, strip_special
+from ..image.model_clip import ClipOp, strip_special
 from ._common import MediaRangeFilter, VideoParams, flatten, items_of, list_array
 
 
 @register("video_frames_text_similarity_filter")
-class VideoFramesTextSimilarityFilter(MediaRangeFilter):
+class VideoFramesTextSimilarityFilter(ClipOp, MediaRangeFilter):
     """Keep samples whose video-frames/text CLIP similarity is between min_score and max_score: one
     score per text chunk with videos, ``any_or_all`` over the chunks. Samples without videos are kept."""
 
@@ -49,17 +48,6 @@ class VideoFramesTextSimilarityFilter(MediaRangeFilter):
         device: str = Field("auto", description="Torch device: 'auto' (CUDA when a GPU is visible, else CPU), "
                                                 "'cpu', 'cuda'...")
         batch_size: int = Field(32, ge=1, description="Frames (or texts) per model call.")
-
-    def __init__(self, **params):
-        super().__init__(**params)
-        inf.check_ref(self.params.hf_clip, "hf_clip")
-
-    def models(self) -> list[str]:
-        return inf.store_names(self.params.hf_clip)
-
-    def clip(self) -> ClipModel:
-        p = self.params
-        return self.resource("clip", lambda: ClipModel(p.hf_clip, p.device, p.trust_remote_code, p.batch_size))
 
     def frames(self, value):
         """The video's sampled frames, flipped as asked, one at a time."""
