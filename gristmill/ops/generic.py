@@ -159,13 +159,59 @@ def _dropped(item) -> np.ndarray:
     return np.flatnonzero(drop).astype(np.int64)
 
 
+def kth_key(ctx, op, rank: int, hists: list | None = None) -> tuple[int, int, list[int]]:
+    """(key of the row at 0-based ``rank`` in key order, rows with a smaller key, each shard's rows equal to
+    it), by the radix search above; ``hists`` are the first round's (full-range) histograms when the caller
+    already has them."""
+    from .dedup._shuffle import run_map
+    parts = ctx.shard_parts
+    lo, bits, need = 0, 64, rank + 1  # need: rank (1-based) of the key among the keys in [lo, lo + 2**bits)
+    if hists is None:
+        hists = run_map(ctx, _histogram, [(op, p, lo, bits) for p in parts])
+    while True:
+        h = np.sum(hists, axis=0)
+        cum = np.cumsum(h)
+        j = int(np.searchsorted(cum, need))  # the bucket holding the need-th key
+        need -= int(cum[j - 1]) if j else 0
+        step = min(bits, _DIGIT)
+        bits -= step
+        lo += j << bits
+        if int(h[j]) <= _FETCH or bits == 0:
+            break
+        hists = run_map(ctx, _histogram, [(op, p, lo, bits) for p in parts])
+    found = run_map(ctx, _values, [(op, p, lo, bits) for p in parts])
+    vals = np.concatenate([v for v, _ in found])
+    counts = np.concatenate([c for _, c in found]).astype(np.int64)
+    uniq, inv = np.unique(vals, return_inverse=True)
+    total = np.zeros(len(uniq), np.int64)
+    np.add.at(total, inv, counts)
+    cum = np.cumsum(total)
+    i = int(np.searchsorted(cum, need))
+    key = int(uniq[i])
+    eq = []
+    for v, c in found:
+        at = np.searchsorted(v, np.uint64(key))
+        eq.append(int(c[at]) if at < len(v) and int(v[at]) == key else 0)
+    return key, rank + 1 - (need - (int(cum[i - 1]) if i else 0)), eq
+
+
+def shares(eq: list[int], allowed: int) -> list[int]:
+    """How many of each shard's rows equal to a key are kept when the first ``allowed`` of them (in shard
+    order, then row order) are."""
+    out = []
+    for e in eq:
+        take = max(0, min(e, allowed))
+        out.append(take)
+        allowed -= take
+    return out
+
+
 def _select_smallest(ctx, op, ratio: float | None, num: int | None, reason) -> None:
     """Remove every row but the ``_how_many`` with the smallest (key, shard, row); ``reason`` is a string
     or a function of k."""
     from .dedup._shuffle import run_map
     parts = ctx.shard_parts
-    lo, bits = 0, 64
-    hists = run_map(ctx, _histogram, [(op, p, lo, bits) for p in parts])
+    hists = run_map(ctx, _histogram, [(op, p, 0, 64) for p in parts])
     n = int(sum(int(h.sum()) for h in hists))
     k = _how_many(n, ratio, num)
     why = reason(k) if callable(reason) else reason
@@ -174,35 +220,8 @@ def _select_smallest(ctx, op, ratio: float | None, num: int | None, reason) -> N
     if k == 0:
         drops = run_map(ctx, _dropped, [(op, p, None, 0) for p in parts])
     else:
-        need = k  # rank (1-based) of the k-th key among the keys in [lo, lo + 2**bits)
-        while True:
-            h = np.sum(hists, axis=0)
-            cum = np.cumsum(h)
-            j = int(np.searchsorted(cum, need))  # the bucket holding the need-th key
-            need -= int(cum[j - 1]) if j else 0
-            step = min(bits, _DIGIT)
-            bits -= step
-            lo += j << bits
-            if int(h[j]) <= _FETCH or bits == 0:
-                break
-            hists = run_map(ctx, _histogram, [(op, p, lo, bits) for p in parts])
-        found = run_map(ctx, _values, [(op, p, lo, bits) for p in parts])
-        vals = np.concatenate([v for v, _ in found])
-        counts = np.concatenate([c for _, c in found]).astype(np.int64)
-        uniq, inv = np.unique(vals, return_inverse=True)
-        total = np.zeros(len(uniq), np.int64)
-        np.add.at(total, inv, counts)
-        cum = np.cumsum(total)
-        i = int(np.searchsorted(cum, need))
-        kth = int(uniq[i])
-        left = need - (int(cum[i - 1]) if i else 0)  # rows equal to the k-th key that are kept
-        items = []
-        for p, (v, c) in zip(parts, found):
-            at = np.searchsorted(v, np.uint64(kth))
-            eq = int(c[at]) if at < len(v) and int(v[at]) == kth else 0
-            items.append((op, p, kth, min(eq, left)))
-            left -= min(eq, left)
-        drops = run_map(ctx, _dropped, items)
+        kth, below, eq = kth_key(ctx, op, k - 1, hists)
+        drops = run_map(ctx, _dropped, [(op, p, kth, e) for p, e in zip(parts, shares(eq, k - below))])
     for s, rows in enumerate(drops):
         if len(rows):
             ctx.remove(s, rows, why)

@@ -1,10 +1,10 @@
 """Shared pieces of the selectors in this package: reading a field's per-row values for ``prepare``, order
 keys for floats, and finding the value at a given rank of the whole dataset on the workers.
 
-``kth`` uses the per-shard histogram/value summaries of ``gristmill.ops.generic`` (a radix search: each
+``kth`` is ``gristmill.ops.generic.kth_key``, the selectors' radix search over per-shard summaries (each
 round one pass over every shard's key column through ``ctx.map``), so the driver never reads the keys;
 it returns the key at a rank and how many rows rank strictly below it, plus each shard's count of rows
-equal to it (what a caller needs to share ties out in dataset order)."""
+equal to it, which ``shares`` splits out in dataset order."""
 from __future__ import annotations
 
 import numbers
@@ -14,7 +14,11 @@ import pyarrow as pa
 
 from ...core import columns as C
 from ..dedup._shuffle import read_columns, run_map
-from ..generic import _DIGIT, _FETCH, _histogram, _values
+from ..generic import _shard_keys as shard_keys
+from ..generic import kth_key as kth
+from ..generic import shares
+
+__all__ = ["count_rows", "field_values", "float_order_keys", "kth", "native_field", "scalar", "shard_keys", "shares"]
 
 
 def _raw_head(batch: pa.RecordBatch, key: str) -> tuple[str, list[str]] | None:
@@ -69,11 +73,6 @@ def float_order_keys(v: np.ndarray) -> np.ndarray:
     return np.where(b >> np.uint64(63) == 1, ~b, b | np.uint64(1 << 63))
 
 
-def shard_keys(op, parts: list[str]) -> np.ndarray:
-    keys = [op._order_keys(b.column(0)) for b in read_columns(parts, [op._key_column()])]
-    return np.concatenate(keys) if keys else np.zeros(0, np.uint64)
-
-
 def _count(item) -> int:
     op, parts = item
     return int(sum(b.num_rows for b in read_columns(parts, [op._key_column()])))
@@ -82,44 +81,3 @@ def _count(item) -> int:
 def count_rows(ctx, op) -> list[int]:
     """Rows of each shard of the finished stage (read on the workers)."""
     return run_map(ctx, _count, [(op, p) for p in ctx.shard_parts])
-
-
-def kth(ctx, op, rank: int) -> tuple[int, int, list[int]]:
-    """(key of the row at 0-based ``rank`` in key order, rows with a smaller key, per-shard rows equal)."""
-    parts = ctx.shard_parts
-    lo, bits, need = 0, 64, rank + 1
-    while True:
-        h = np.sum(run_map(ctx, _histogram, [(op, p, lo, bits) for p in parts]), axis=0)
-        cum = np.cumsum(h)
-        j = int(np.searchsorted(cum, need))
-        need -= int(cum[j - 1]) if j else 0
-        step = min(bits, _DIGIT)
-        bits -= step
-        lo += j << bits
-        if int(h[j]) <= _FETCH or bits == 0:
-            break
-    found = run_map(ctx, _values, [(op, p, lo, bits) for p in parts])
-    vals = np.concatenate([v for v, _ in found])
-    counts = np.concatenate([c for _, c in found]).astype(np.int64)
-    uniq, inv = np.unique(vals, return_inverse=True)
-    total = np.zeros(len(uniq), np.int64)
-    np.add.at(total, inv, counts)
-    cum = np.cumsum(total)
-    i = int(np.searchsorted(cum, need))
-    key = int(uniq[i])
-    eq = []
-    for v, c in found:
-        at = np.searchsorted(v, np.uint64(key))
-        eq.append(int(c[at]) if at < len(v) and int(v[at]) == key else 0)
-    return key, rank - (need - (int(cum[i - 1]) if i else 0)) + 1, eq
-
-
-def shares(eq: list[int], allowed: int) -> list[int]:
-    """How many of each shard's rows equal to a key are kept when the first ``allowed`` of them (in shard
-    order, then row order) are."""
-    out = []
-    for e in eq:
-        take = max(0, min(e, allowed))
-        out.append(take)
-        allowed -= take
-    return out
