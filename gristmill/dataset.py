@@ -59,12 +59,18 @@ class Dataset:
                          text_key=self.text_key, input_format=self.input_format,
                          reader_params=dict(self.reader_params), **kw)
 
-    def export(self, path: str, np: int = 1, work_dir: str | None = None, progress: bool = False, **kw) -> dict:
+    def export(self, path: str, np: int = 1, work_dir: str | None = None, progress: bool = False,
+               export_media: str = "none", **kw) -> dict:
         """Run the ops and write ``path`` (.jsonl[.gz|.zst], .parquet, or a directory for HF Arrow).
-        Returns the run report; ``work_dir`` (default: next to the export) makes reruns resume."""
+        Returns the run report; ``work_dir`` (default: next to the export) makes reruns resume.
+        ``export_media`` is the recipe key's: ``link``/``copy`` place the media beside the export,
+        ``bytes`` embeds them (docs/multimodal.md, "Exporting media")."""
         work_dir = work_dir or os.path.join(os.path.dirname(os.path.abspath(path)),
                                             f".gristmill-work-{os.path.basename(path)}")
-        report = create_engine(self._config(work_dir, path, np, progress=progress, **kw)).run(self.ops)
+        cfg = self._config(work_dir, path, np, progress=progress, **kw)
+        if export_media != "none":  # the engine reads it there (engine.media_op)
+            cfg.reader_params["export_media"] = export_media
+        report = create_engine(cfg).run(self.ops)
         self.last_report = report
         return report
 

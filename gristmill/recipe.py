@@ -99,6 +99,9 @@ class Recipe(BaseModel):
     percentiles: list[float] = Field(default_factory=list, description="Extra percentiles in "
                                      "`gristmill analyze`'s overall.csv (0.25, 0.5, 0.75 always).")
     export_shard_size: int = Field(0, ge=0, description="Split the export into files of about this many bytes.")
+    export_media: str = Field("none", description="Media the export references: 'none' (paths kept as they "
+                              "are), 'link' or 'copy' (placed beside the export, paths made relative to it), "
+                              "'bytes' (embedded; Parquet and HF exports). See docs/multimodal.md.")
     batch_size: int = Field(D.BATCH_SIZE, ge=1)
     shard_size_mb: int = Field(D.SHARD_SIZE_MB, ge=1, description="Split big plain JSONL/text inputs into shards of this size.")
     input_format: str | None = Field(None, description="Force a reader (jsonl, json, parquet, csv, txt, arrow...).")
@@ -175,6 +178,22 @@ class Recipe(BaseModel):
         if v not in ("file", "line"):
             raise ValueError("txt_mode must be 'file' or 'line'")
         return v
+
+    @model_validator(mode="after")
+    def _export_media(self):
+        from .io.media_export import EXPORT_MODES
+        if self.export_media not in EXPORT_MODES:
+            raise ValueError(f"export_media must be one of {', '.join(EXPORT_MODES)}, not {self.export_media!r}")
+        if self.export_media == "bytes" and self.export_path:
+            from .io.writers import export_format
+            try:
+                jsonl = export_format(self.export_path)[0] == "jsonl"
+            except ValueError:
+                jsonl = False
+            if jsonl:
+                raise ValueError("export_media: bytes embeds media as binary, which JSONL cannot hold: export to "
+                                 ".parquet or an HF directory, or use link/copy")
+        return self
 
 
 class RecipeError(ValueError):
@@ -302,6 +321,8 @@ def run_config(recipe: Recipe, np: int | None = None, work_dir: str | None = Non
         reader_params["txt_mode"] = recipe.txt_mode
     if recipe.media_keys():  # a hashable, JSON-able form (reader params are fingerprinted)
         reader_params["media_keys"] = tuple(sorted(recipe.media_keys().items()))
+    if recipe.export_media != "none":  # read by the engine (engine.media_op), not by the readers
+        reader_params["export_media"] = recipe.export_media
     suffix = recipe.add_suffix or any(_op_name(e) == "suffix_filter"
                                       for e in [*recipe.process, *(x for s in recipe.sources or [] for x in s.process)])
     return RunConfig(dataset_path=recipe.dataset_path, work_dir=wd, export_path=recipe.export_path,

@@ -32,8 +32,9 @@ from ..io.writers import (ShardWriter, assemble, atomic_rename, export_format, r
 from ..ops.base import Grouper, Op, RemovalOp
 from .config import RunConfig
 from .executor import Executor
-from .export_record import begin_export, check_export_target, finish_export
+from .export_record import begin_export, begin_media, check_export_target, finish_export
 from .lock import WorkDirLock
+from .media_op import check_mode, export_media_mode, export_media_op, read_refs
 from .paths import (RunRefused, check_outputs, check_writable, free_space_warning, naming, remove_own_tmp,
                     remove_stale_tmp)
 from .plan import Stage, build_stages, fingerprint
@@ -113,7 +114,8 @@ class StageEngine:
     def _check_export(self) -> None:
         cfg = self.cfg
         arrow = export_format(cfg.export_path)[0] == "arrow"
-        check_export_target(cfg.export_path)
+        check_mode(cfg)
+        check_export_target(cfg.export_path, media=export_media_mode(cfg) in ("link", "copy"))
         check_writable(cfg.export_path if arrow else os.path.dirname(os.path.abspath(cfg.export_path)),
                        "export directory")
 
@@ -148,6 +150,11 @@ class StageEngine:
     def _run(self, ops: list[Op], shards: list, opts: ReadOptions, t_start: float,
              executor: Executor, input_fp: str | None = None) -> dict:
         cfg = self.cfg
+        media = export_media_op(cfg)  # the media placing step ends the chain when the export takes media
+        self._media_refs = None
+        if media is not None:
+            ops = [*ops, media]
+            begin_media(cfg.export_path)
         for op in ops:
             op.bind_text_key(cfg.text_key)
         stages = build_stages(ops)
@@ -170,6 +177,8 @@ class StageEngine:
                                  (export_fmt, export_comp, cfg.keep_stats_in_res_ds) if last else None,
                                  cfg.keep_removed, cfg.removed_sample, cfg.keep_traces, cfg.correlate)
                 stage_dir = os.path.join(self.work, "stages", f"{stage.index:02d}-{fp}")
+                if last and media is not None:  # what the workers place, listed per process (see media_op)
+                    media.refs_dir = self._media_refs = os.path.join(stage_dir, "media-refs")
                 why = invalidation(previous, stage, fp)
                 if why:
                     self.log(why)
@@ -332,6 +341,7 @@ class StageEngine:
                 m = json.load(f)
             if {k: m.get(k) for k in want} == want and all(os.path.exists(p) for p in m["files"]):
                 self.log("export already complete, reused")
+                finish_export(self.cfg.export_path, m["files"], self._placed_media())  # ends media_pending
                 return m["files"]
         except (OSError, ValueError):
             pass
@@ -343,10 +353,19 @@ class StageEngine:
             arrow = export_format(self.cfg.export_path)[0] == "arrow"
             remove_own_tmp(self.cfg.export_path if arrow else os.path.dirname(os.path.abspath(self.cfg.export_path)))
             raise
-        for gone in finish_export(self.cfg.export_path, files):
-            self.log(f"removed {gone}: written by an earlier run, not part of this export")
+        gone = finish_export(self.cfg.export_path, files, self._placed_media())
+        for p in gone[:20]:
+            self.log(f"removed {p}: written by an earlier run, not part of this export")
+        if len(gone) > 20:
+            self.log(f"removed {len(gone) - 20} more files written by an earlier run")
         write_json(marker, {**want, "files": files})
         return files
+
+    def _placed_media(self) -> set[str] | None:
+        """The media files this run's export references (None when it places none)."""
+        if export_media_mode(self.cfg) not in ("link", "copy"):
+            return None
+        return read_refs(getattr(self, "_media_refs", None))
 
 
 def group_layout(rows: list[int], per_shard: int) -> list[list[tuple[int, int, int]]]:

@@ -1,12 +1,15 @@
-"""Media travel with an export: every media file a row references is copied (or hard-linked) under
-``<export dir>/media/`` and the row's paths rewritten to point there, relative to the export file, so
-the export directory is self-contained and can be moved or uploaded as one.
+"""Media travel with an export: every media file a row references is hard-linked or copied beside the
+export (or, for Parquet and HF Arrow exports, embedded as bytes) and the row's paths rewritten to point
+there, relative to the export file, so the export directory is self-contained and can be moved or
+uploaded as one. ``gristmill run`` does it with the recipe's ``export_media`` (see docs/multimodal.md,
+"Exporting media"); ``python -m gristmill.io.media_export`` does it to a finished JSONL export.
 
-File names are ``media/<h2>/<h16>-<name>`` where ``h`` is a hash of the source's absolute path: the same
-source always lands at the same place (reruns and any worker count give the same bytes), two sources
-with the same name never collide, and a file referenced by many rows is stored once. Bytes values stay
-bytes. ``export_jsonl_media`` applies this to a finished JSONL export; the engine can call
-``media_batch`` on each batch before writing (see docs/multimodal.md).
+File names are ``<media dir>/<h2>/<h16>-<name>`` where ``h`` is a hash of the source's absolute path: the
+same source always lands at the same place (reruns and any worker count give the same bytes), two sources
+with the same name never collide, and a file referenced by many rows is stored once. A placed file whose
+source changed since (another inode, size or modification time) is replaced. Bytes values stay bytes,
+URLs stay URLs. This module is the one place for that logic; the engine calls ``media_batch`` on each
+batch before it is written.
 """
 from __future__ import annotations
 
@@ -22,66 +25,156 @@ import pyarrow as pa
 from ..core import columns as C
 from ..media import MEDIA_KEYS
 
-MODES = ("copy", "link")
+MODES = ("copy", "link")  # what the stand-alone command does
+EXPORT_MODES = ("none", "link", "copy", "bytes")  # gristmill run's export_media
+TMP = ".gm-tmp-"  # the engine's temp-file prefix (stale ones are cleaned by the next run)
 
 
-def media_target(source: str) -> str:
+def media_target(source: str, subdir: str = "media") -> str:
     """The path, relative to the export directory, a media file is stored at."""
     h = hashlib.sha256(os.path.abspath(source).encode()).hexdigest()
-    return os.path.join("media", h[:2], f"{h[2:18]}-{os.path.basename(source)}")
+    return os.path.join(subdir, h[:2], f"{h[2:18]}-{os.path.basename(source)}")
 
 
-def place(source: str, export_dir: str, mode: str = "link") -> str:
-    """Copy or hard-link ``source`` into ``export_dir`` (once); its new relative path. A hard link falls
-    back to a copy across file systems. Raises FileNotFoundError for a missing source."""
-    rel = media_target(source)
+def export_layout(export_path: str, export_is_dir: bool) -> tuple[str, str]:
+    """(directory the export's rows are relative to, media sub-directory name in it): ``out/data.jsonl``
+    (and its shards) → (``out``, ``data_media``); an HF Arrow directory ``out/ds`` → (``out/ds``,
+    ``media``). Named after the export, so two exports in one directory keep apart media."""
+    path = os.path.abspath(export_path)
+    if export_is_dir:
+        return path, "media"
+    d, b = os.path.split(path)
+    for comp in (".gz", ".zst", ".zstd"):
+        if b.endswith(comp):
+            b = b[: -len(comp)]
+    stem = os.path.splitext(b)[0] or b
+    return d, f"{stem}_media"
+
+
+def _fresh(source: str, dst: str, mode: str) -> bool:
+    """``dst`` is a current placement of ``source`` in ``mode``: a hard link to it (or, across file systems
+    where links fail, a copy), or a copy (another inode) with its size and mtime (copies keep the mtime)."""
+    try:
+        a, b = os.stat(source), os.stat(dst)
+    except OSError:
+        return False
+    same = (a.st_ino, a.st_dev) == (b.st_ino, b.st_dev)
+    copy = not same and a.st_size == b.st_size and a.st_mtime_ns == b.st_mtime_ns
+    return same or (copy and a.st_dev != b.st_dev) if mode == "link" else copy
+
+
+def _inside(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def place(source: str, export_dir: str, mode: str = "link", subdir: str = "media") -> str:
+    """Copy or hard-link ``source`` into ``export_dir`` (once; again when the source changed); its new
+    relative path. A hard link falls back to a copy across file systems. Raises FileNotFoundError for a
+    missing source, ValueError when the source sits in the export's directory or inside its media directory
+    (media are never written beside or among their inputs)."""
+    rel = media_target(source, subdir)
     dst = os.path.join(export_dir, rel)
-    if not os.path.exists(dst):
-        if not os.path.isfile(source):
-            raise FileNotFoundError(f"media file not found: {source}")
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        tmp = f"{dst}.tmp-{os.getpid()}"
-        try:
-            if mode == "link":
-                try:
-                    os.link(source, tmp)
-                except OSError:
-                    shutil.copyfile(source, tmp)
-            else:
-                shutil.copyfile(source, tmp)
-            os.replace(tmp, dst)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+    if not os.path.isfile(source):
+        raise FileNotFoundError(f"media file not found: {source}")
+    real, media_root = os.path.realpath(source), os.path.realpath(os.path.join(export_dir, subdir))
+    if os.path.dirname(real) == os.path.realpath(export_dir) or _inside(real, media_root):
+        raise ValueError(f"media export: {source} is an input in the export's directory {export_dir}: refusing "
+                         f"to write media beside or among their sources; export elsewhere")
+    if _fresh(source, dst, mode):
+        return rel
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    tmp = os.path.join(os.path.dirname(dst), f"{TMP}{os.getpid()}-{os.path.basename(dst)}")
+    try:
+        if mode == "link":
+            try:
+                os.link(source, tmp)
+            except OSError:
+                shutil.copy2(source, tmp)
+        else:
+            shutil.copy2(source, tmp)
+        os.replace(tmp, dst)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
     return rel
 
 
-def _rewrite(value, export_dir: str, mode: str):
-    if isinstance(value, str) and value and "://" not in value:
-        return place(value, export_dir, mode)
+def read_media(source: str) -> bytes:
+    """A media file's bytes (``export_media: bytes``); FileNotFoundError naming it when missing."""
+    try:
+        with open(source, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"media file not found: {source}") from None
+
+
+def _rewrite(value, export_dir: str, mode: str, subdir: str, placed: set | None):
     if isinstance(value, list):
-        return [_rewrite(v, export_dir, mode) for v in value]
-    return value
+        return [_rewrite(v, export_dir, mode, subdir, placed) for v in value]
+    if not isinstance(value, str) or not value:
+        return value
+    if mode == "bytes":
+        if "://" in value:
+            raise ValueError(f"export_media: bytes: cannot embed {value} (a URL, not a file)")
+        return read_media(value)
+    if "://" in value:
+        return value
+    rel = place(value, export_dir, mode, subdir)
+    if placed is not None:
+        placed.add(rel)
+    return rel
 
 
-def media_row(row: dict, export_dir: str, keys=MEDIA_KEYS, mode: str = "link") -> dict:
+def media_row(row: dict, export_dir: str, keys=MEDIA_KEYS, mode: str = "link", subdir: str = "media") -> dict:
     for k in keys:
         if row.get(k) is not None:
-            row[k] = _rewrite(row[k], export_dir, mode)
+            row[k] = _rewrite(row[k], export_dir, mode, subdir, None)
     return row
 
 
-def media_batch(batch: pa.RecordBatch, export_dir: str, keys=MEDIA_KEYS, mode: str = "link") -> pa.RecordBatch:
-    """``batch`` with the media fields ``keys`` pointing into ``export_dir`` (files placed there)."""
+def _bytes_type(t: pa.DataType) -> pa.DataType:
+    """The type of a media field once its paths are embedded: strings → binary, lists kept."""
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        inner = _bytes_type(t.value_type)
+        return pa.large_list(inner) if pa.types.is_large_list(t) else pa.list_(inner)
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t):
+        return pa.binary()
+    return t
+
+
+def media_batch(batch: pa.RecordBatch, export_dir: str, keys=MEDIA_KEYS, mode: str = "link",
+                subdir: str = "media", placed: set | None = None) -> pa.RecordBatch:
+    """``batch`` with the media fields ``keys`` pointing into ``export_dir/subdir`` (files placed there;
+    their relative paths added to ``placed``), or with ``mode="bytes"`` holding the files' bytes. A field
+    keeps its JSON tag (absent keys stay absent in a JSONL export; a raw JSON field is rewritten as JSON
+    text); with ``bytes`` every batch gets the same binary type, changed or not, so batches concatenate."""
     for k in keys:
-        col = C.get_field(batch, k)
-        if col is None:
+        idx = batch.schema.get_field_index(k)
+        if idx < 0:
             continue
+        field = batch.schema.field(idx)
+        if C.is_raw_json(field) and mode != "bytes":
+            texts = batch.column(idx).to_pylist()
+            out = [t if t is None else _rewrite_json(t, export_dir, mode, subdir, placed) for t in texts]
+            if out != texts:
+                batch = batch.set_column(idx, field, pa.array(out, pa.string()))
+            continue
+        col = C.get_field(batch, k)
         vals = col.to_pylist()
-        new = [_rewrite(v, export_dir, mode) for v in vals]
-        if new != vals:
-            batch = C.set_column(batch, k, pa.array(new, col.type))
+        new = [_rewrite(v, export_dir, mode, subdir, placed) for v in vals]
+        if mode == "bytes":
+            t = _bytes_type(col.type)
+            meta = None if C.is_raw_json(field) else field.metadata
+            batch = batch.set_column(idx, pa.field(k, t, metadata=meta), pa.array(new, t))
+        elif new != vals:
+            batch = batch.set_column(idx, field, pa.array(new, col.type))
     return batch
+
+
+def _rewrite_json(text: str, export_dir: str, mode: str, subdir: str, placed: set | None) -> str:
+    v = C.loads(text)
+    r = _rewrite(v, export_dir, mode, subdir, placed)
+    return text if r == v else C.dumps(r).decode()
 
 
 def export_jsonl_media(path: str, keys=MEDIA_KEYS, mode: str = "link") -> int:
