@@ -31,12 +31,14 @@ def _text(op: Mapper, batch: pa.RecordBatch) -> pa.Array:
 
 @register("remove_comments_mapper")
 class RemoveCommentsMapper(Mapper):
-    """Remove LaTeX comments: whole comment lines (``multiline``) and the rest of a line from an unescaped
-    ``%`` (``inline``). Unlike Data-Juicer's regex, the character before an inline ``%`` is kept and a
-    trailing bare ``%`` is removed too. ``doc_type: md`` applies the same ``%`` rules, as Data-Juicer
-    1.6.1 does (its op ignores ``doc_type``): for Markdown holding LaTeX snippets; prose with a literal
-    ``%`` ("50% off") loses the rest of that line, there as in Data-Juicer."""
+    """Remove LaTeX comments, with Data-Juicer's two rules, in its order: ``inline`` first deletes an
+    unescaped ``%`` with the character before it and the rest of its line, when that rest is not empty
+    (so a bare ``%`` ending a line stays, and a comment line takes the newline before it); ``multiline``
+    then deletes lines that still start with ``%`` (with their newline). ``doc_type: md`` applies the
+    same ``%`` rules, as Data-Juicer 1.6.1 does (its op ignores ``doc_type``): for Markdown holding LaTeX
+    snippets; prose with a literal ``%`` ("50% off") loses the rest of that line, there as in Data-Juicer."""
 
+    version = 2  # 2: Data-Juicer's inline rule (the character before % goes, a bare % ending a line stays)
     DOC_TYPES = ("tex", "md")
 
     class Params(Params):
@@ -52,10 +54,11 @@ class RemoveCommentsMapper(Mapper):
 
     def process_batch(self, batch):
         t = _text(self, batch)
-        if self.params.multiline:
-            t = pc.replace_substring_regex(t, pattern=r"(?m)^%[^\n]*(?:\n|$)", replacement="")
+        # RE2 and Python's regex agree on these two patterns (., $ and [^\\] on \r, \x85, \u2028 ...)
         if self.params.inline:
-            t = pc.replace_substring_regex(t, pattern=r"(?m)(^|[^\\])%[^\n]*", replacement=r"\1")
+            t = pc.replace_substring_regex(t, pattern=r"(?m)[^\\]%.+$", replacement="")
+        if self.params.multiline:
+            t = pc.replace_substring_regex(t, pattern=r"(?m)^%.*\n?", replacement="")
         return C.set_column(batch, self.text_key, t)
 
 
