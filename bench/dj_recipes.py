@@ -334,6 +334,56 @@ def build_models(work: Path) -> dict[str, Path]:
     return out
 
 
+# Data-Juicer's alphanumeric_filter (tokenization: true) loads this Hub tokenizer; it cannot be downloaded
+# here, so a real byte-level BPE tokenizer available offline stands in for it under its name on both sides:
+# Qwen3's (../shared/tokenizers/qwen3), with a config.json naming its model type so that transformers'
+# AutoProcessor (what Data-Juicer calls) resolves the tokenizer class.
+DJ_TOKENIZER = "EleutherAI/pythia-6.9b-deduped"
+STANDIN_TOKENIZER = SHARED / "tokenizers" / "qwen3"
+
+
+def build_hf_tokenizer(work: Path) -> Path:
+    """A Hugging Face tokenizer directory (tokenizer.json, tokenizer_config.json, config.json)."""
+    d = work / "models" / "hf-tokenizer"
+    if (d / "config.json").exists():
+        return d
+    d.mkdir(parents=True, exist_ok=True)
+    with gzip.open(STANDIN_TOKENIZER / "tokenizer.json.gz", "rb") as f:
+        (d / "tokenizer.json").write_bytes(f.read())
+    shutil.copyfile(STANDIN_TOKENIZER / "tokenizer_config.json", d / "tokenizer_config.json")
+    (d / "config.json").write_text(json.dumps({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]}))
+    return d
+
+
+def install_hf_tokenizer(src: Path, gm_store: Path, hf_home: Path) -> None:
+    """The tokenizer under Data-Juicer's name: in gristmill's store (``gristmill models add NAME DIR``) and in
+    the Hugging Face cache Data-Juicer reads with HF_HUB_OFFLINE=1 (``hub/models--ORG--NAME/snapshots/REV``
+    + ``refs/main``), the layout a one-time ``from_pretrained`` download leaves behind."""
+    env = dict(os.environ, GRISTMILL_MODELS=str(gm_store))
+    if not (gm_store / DJ_TOKENIZER).exists():
+        subprocess.run([sys.executable, "-m", "gristmill.cli", "models", "add", DJ_TOKENIZER, str(src)], env=env,
+                       check=True, capture_output=True)
+    repo = hf_home / "hub" / ("models--" + DJ_TOKENIZER.replace("/", "--"))
+    snap = repo / "snapshots" / "standin"
+    if snap.exists():
+        shutil.rmtree(snap)
+    shutil.copytree(src, snap)
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / "main").write_text("standin")
+
+
+def torchvision_shim(work: Path) -> Path:
+    """A sitecustomize for Data-Juicer's runs that hides torchvision. The peers venv holds torchvision 0.28.0,
+    a CUDA build (the only one the package index offers) that fails to import against the venv's CPU torch
+    (``operator torchvision::nms does not exist``); transformers imports it when it is present, so
+    AutoProcessor, and with it every Hugging Face tokenizer, fails. Hidden, transformers uses its
+    torchvision-free paths; no text op of Data-Juicer uses torchvision."""
+    d = work / "dj-shim"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "sitecustomize.py").write_text('import sys\nsys.modules.setdefault("torchvision", None)\n')
+    return d
+
+
 def install_models(models: dict[str, Path], gm_store: Path, dj_cache: Path) -> None:
     """Both stores: gristmill via ``gristmill models add``; Data-Juicer's cache dir by its file names."""
     env = dict(os.environ, GRISTMILL_MODELS=str(gm_store))
@@ -448,11 +498,12 @@ def main(argv=None) -> int:
     work = a.work
     gm_store, dj_cache = work / "gm-models", work / "dj-cache"
     install_models(build_models(work), gm_store, dj_cache)
+    install_hf_tokenizer(build_hf_tokenizer(work), gm_store, work / "hf")
     recipes, excluded = list_recipes(a.dj_repo)
     if a.only:
         recipes = [(p, r) for p, r in recipes if any(s in p for s in a.only)]
     env_dj = dict(os.environ, DATA_JUICER_CACHE_HOME=str(dj_cache), HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1",
-                  HF_HOME=str(work / "hf"))
+                  HF_HOME=str(work / "hf"), PYTHONPATH=str(torchvision_shim(work)))
     env_gm = dict(os.environ, GRISTMILL_MODELS=str(gm_store))
     results = []
     for path, recipe in recipes:
@@ -489,10 +540,10 @@ def main(argv=None) -> int:
             verdict = f"gristmill failed: {res['gm']['error']}"
         else:
             verdict = compare(res["dj_rows"], res["gm_rows"])
-            if verdict != "identical":
-                where = first_divergence(*((work / "runs" / name / side / "log.txt").read_text(errors="replace")
-                                           for side in ("dj", "gm")))
-                verdict += f"; {where}" if where else ""
+            where = first_divergence(*((work / "runs" / name / side / "log.txt").read_text(errors="replace")
+                                       for side in ("dj", "gm")))
+            if where:  # same output for different reasons (e.g. both empty) is not counted as identical
+                verdict = ("same output, but " if verdict == "identical" else verdict + "; ") + where
         if verdict != "identical" and Path(path).name in KNOWN:
             verdict += " — " + KNOWN[Path(path).name]
         res["verdict"] = verdict
