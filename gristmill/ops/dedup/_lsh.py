@@ -36,15 +36,19 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return fmix64(h ^ (band_no * GOLDEN)).reshape(n, bands)
 
 
-def bucket_edges(parts, all_pairs_upto: int = 0):
+def bucket_edges(parts, all_pairs_upto: int = 0, first_new: int = 0):
     """Candidate edges (u < v) from every bucket (records sharing a key) with more than one row: all pairs
     of a bucket of at most ``all_pairs_upto`` rows, else its first row (in dataset order) to each other
-    row, which is enough for a transitive closure. Yields (u, v) arrays per partition, deduplicated."""
+    row, which is enough for a transitive closure. Buckets with no row numbered from ``first_new`` on
+    (only reference rows of an incremental dedup) are skipped. Yields (u, v) arrays per partition,
+    deduplicated."""
     for part in parts:
         order = np.argsort(part["key"])
         keys, g = part["key"][order], part["g"][order]
         starts, lens = runs(keys)
         multi = lens > 1
+        if first_new and multi.any():
+            multi &= np.maximum.reduceat(g, starts) >= first_new
         if not multi.any():
             continue
         small = multi & (lens <= all_pairs_upto)
@@ -58,9 +62,9 @@ def bucket_edges(parts, all_pairs_upto: int = 0):
         yield unique_pairs(u, v)
 
 
-def bucket_forest(shuffle, p: int, out: str) -> str:
+def bucket_forest(shuffle, p: int, out: str, first_new: int = 0) -> str:
     """Partition p's buckets as a forest of its local clusters (see ``_shuffle.forest``), written to a file."""
-    u, v = concat_edges(list(bucket_edges(shuffle.partition(p))))
+    u, v = concat_edges(list(bucket_edges(shuffle.partition(p), first_new=first_new)))
     return save_pairs(Path(out) / f"p_{p:02d}.bin", *forest(u, v))
 
 

@@ -45,8 +45,13 @@ def _ids(batch: pa.RecordBatch) -> pa.Array:
     return col if pa.types.is_string(col.type) else pc.cast(col, pa.string())
 
 
-def emit(ctx, roots: np.ndarray, reason: str) -> dict:
-    """Remove every row whose root is another row; write the clusters file. Returns counts."""
+def emit(ctx, roots: np.ndarray, reason: str, earlier: tuple | None = None) -> dict:
+    """Remove every row whose root is another row; write the clusters file. Returns counts.
+
+    ``earlier = (rows, ids, reason)``: rows whose cluster is kept by an earlier run's row (an incremental
+    dedup; ``rows[g]`` is that row's number in the reference, -1 for none, and ``roots[g] == g``) are
+    removed with that reason and the earlier row's id (``ids[row]``) as their kept id; their cluster is
+    numbered ``-1 - row`` in the clusters file, which lists only this dataset's rows."""
     n = roots.size
     sizes = np.bincount(roots, minlength=n)
     remaining = sizes.copy()
@@ -62,7 +67,7 @@ def emit(ctx, roots: np.ndarray, reason: str) -> dict:
                 kept_ids.update(zip((g0 + sel).tolist(), _ids(batch).take(pa.array(sel)).to_pylist()))
     path = clusters_path(ctx)
     tmp = path.with_name(path.name + ".tmp")
-    removed = clusters = 0
+    removed = clusters = by_earlier = 0
     pending: list[pa.RecordBatch] = []  # written in large row groups, not one per input batch
     pending_rows = 0
     with pq.ParquetWriter(tmp, CLUSTER_SCHEMA) as w:
@@ -70,6 +75,13 @@ def emit(ctx, roots: np.ndarray, reason: str) -> dict:
             g = np.arange(g0, g0 + batch.num_rows, dtype=np.int64)
             r = roots[g]
             member = sizes[r] > 1
+            if earlier is not None and (earlier[0][g] >= 0).any():
+                pending.append(_remove_earlier(ctx, shard, offset, batch, earlier[0][g], earlier[1], earlier[2]))
+                pending_rows += pending[-1].num_rows
+                by_earlier += pending[-1].num_rows
+                if pending_rows >= ROW_GROUP:
+                    w.write_table(pa.Table.from_batches(pending))
+                    pending, pending_rows = [], 0
             if not member.any():
                 continue
             ids = _ids(batch)
@@ -102,4 +114,16 @@ def emit(ctx, roots: np.ndarray, reason: str) -> dict:
         if pending:
             w.write_table(pa.Table.from_batches(pending))
     tmp.replace(path)
-    return {"rows": n, "removed": removed, "clusters": clusters, "clusters_file": str(path)}
+    out = {"rows": n, "removed": removed + by_earlier, "clusters": clusters, "clusters_file": str(path)}
+    return out if earlier is None else {**out, "removed_by_earlier": by_earlier}
+
+
+def _remove_earlier(ctx, shard: int, offset: int, batch: pa.RecordBatch, ref: np.ndarray, ref_ids: dict,
+                    reason: str) -> pa.RecordBatch:
+    """Remove a batch's rows kept out by an earlier run's row; their clusters-file records."""
+    idx = np.flatnonzero(ref >= 0)
+    kept = pa.array([ref_ids[x] for x in ref[idx].tolist()], pa.string())
+    cluster = -1 - ref[idx]
+    ctx.remove(shard, offset + idx, reason, {"cluster": cluster, "kept_id": kept})
+    return pa.record_batch([pa.array(cluster), _ids(batch).take(pa.array(idx)), kept,
+                            pa.array(np.zeros(idx.size, bool))], schema=CLUSTER_SCHEMA)

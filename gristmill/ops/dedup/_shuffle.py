@@ -62,14 +62,32 @@ def run_map(ctx, fn, items: list) -> list:
     return ctx.map(fn, items)
 
 
-def scatter(ctx, op, name: str, dtype: np.dtype) -> tuple[Shuffle, int]:
+def scatter(ctx, op, name: str, dtype: np.dtype, leading: tuple = ((), None)) -> tuple[Shuffle, int]:
     """Phase 1: every shard's scan (``op.spill_records(batch, first_row)`` over ``op.spill_columns()``)
-    writes its own partition files on a worker. Returns the shuffle and the number of rows."""
+    writes its own partition files on a worker. ``leading = (pieces, fn)``: sources numbered before the
+    shards, each written by ``fn(writer, piece) -> rows`` (an incremental dedup's reference rows).
+    Returns the shuffle and the number of rows, leading ones included."""
     shuffle = Shuffle(str(ctx.scratch_dir / name), np.dtype(dtype), ())
-    counts = run_map(ctx, _scatter_shard, [(op, shuffle, i, parts) for i, parts in enumerate(ctx.shard_parts)])
+    pieces, fn = leading
+    items = [(_spill_piece, (fn, shuffle, i, piece)) for i, piece in enumerate(pieces)]
+    items += [(_scatter_shard, (op, shuffle, len(pieces) + i, parts)) for i, parts in enumerate(ctx.shard_parts)]
+    counts = run_map(ctx, _call_item, items)
     ends = np.cumsum(np.asarray(counts, dtype=np.int64))
     offsets = tuple(int(x) for x in np.concatenate([[0], ends[:-1]])) if len(counts) else ()
     return Shuffle(shuffle.directory, shuffle.dtype, offsets), int(ends[-1]) if len(counts) else 0
+
+
+def _call_item(item):
+    fn, arg = item
+    return fn(arg)
+
+
+def _spill_piece(item) -> int:
+    fn, shuffle, i, piece = item
+    w = shuffle.writer(i)
+    rows = fn(w, piece)
+    w.flush()
+    return rows
 
 
 def _scatter_shard(item) -> int:

@@ -11,6 +11,7 @@ clustered without chaining (``_verify``).
 """
 from __future__ import annotations
 
+import os
 from typing import Literal
 
 import numpy as np
@@ -27,7 +28,9 @@ from ._kernels import MODES, minhash_signatures, shingle_arrays
 from ._lsh import EDGE_DTYPE, band_keys, bucket_forest, optimal_param, permutations
 from ._text import as_text, remove_pattern
 from ._verify import verified_roots
+from . import _reference as REF
 
+EARLIER_REASON = "minhash duplicate of an earlier run"
 # with verification, a bucket of up to this many rows yields all its pairs as candidates, so that two rows
 # whose shared bucket starts with a row dissimilar to both are still compared
 VERIFY_ALL_PAIRS_UPTO = 16
@@ -72,6 +75,13 @@ class DocumentMinhashDeduplicator(Deduplicator):
                                                 "sets against jaccard_threshold, and cluster without chaining: "
                                                 "every removed row is that similar to the row kept for it.")
         seed: int = Field(42, description="Seed of the permutations.")
+        save_signatures: str | None = Field(
+            None, description="Write the LSH band keys of the rows this op keeps to this Parquet file, for a "
+                              "later run's reference_signatures (incremental dedup).")
+        reference_signatures: str | list[str] | None = Field(
+            None, description="Signature file(s) of earlier runs (their save_signatures): rows that are "
+                              "near-duplicates of an earlier run's kept rows are removed too, as if the earlier "
+                              "rows came first in this dataset. Hashing params must match the earlier run's.")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -87,6 +97,30 @@ class DocumentMinhashDeduplicator(Deduplicator):
             raise ValueError(f"num_bands x num_rows_per_band = {p.num_bands * p.num_rows_per_band} exceeds "
                              f"num_permutations = {p.num_permutations}")
         assert p.tokenization in MODES
+        self._init_reference()
+
+    def _init_reference(self) -> None:
+        """Absolute signature paths (workers may run elsewhere); a reference made with other hashing
+        params, or missing, is refused here, before any work."""
+        p = self.params
+        refs = p.reference_signatures
+        refs = [refs] if isinstance(refs, str) else list(refs or [])
+        self.references = [os.path.abspath(r) for r in refs]
+        self.save_path = os.path.abspath(p.save_signatures) if p.save_signatures else None
+        if self.references and p.verify:
+            raise ValueError(f"{self.name}: verify cannot be used with reference_signatures (a signature file "
+                             f"holds band keys, not the shingles an exact Jaccard check needs)")
+        if self.save_path in self.references:
+            raise ValueError(f"{self.name}: save_signatures {p.save_signatures!r} is also a reference_signatures "
+                             f"file; save to a new file")
+        self.reference_rows = [REF.check_reference(r, self) for r in self.references]
+
+    def config(self) -> dict:
+        """Params plus the size and mtime of each reference file (a changed reference reruns the resolve)."""
+        c = super().config()
+        if self.references:
+            c["references"] = [[os.path.getsize(r), os.stat(r).st_mtime_ns] for r in self.references]
+        return c
 
     # -- row-local -------------------------------------------------------------------------------
     @property
@@ -144,10 +178,28 @@ class DocumentMinhashDeduplicator(Deduplicator):
         return rec
 
     def resolve(self, ctx):
-        shuffle, n = S.scatter(ctx, self, f"minhash-{self.position}", EDGE_DTYPE)
+        pieces, n_ref = REF.reference_sources(self.references)
+        shuffle, n = S.scatter(ctx, self, f"minhash-{self.position}", EDGE_DTYPE, (pieces, REF.spill_reference))
+        n -= n_ref
+        earlier = None
         if self.params.verify:
             roots = verified_roots(self, ctx, shuffle, n, VERIFY_ALL_PAIRS_UPTO)
         else:
             out = str(ctx.scratch_dir / f"minhash-forest-{self.position}")
-            roots = S.merge_forests(S.map_partitions(ctx, bucket_forest, shuffle, out), n)
-        self.last_stats = R.emit(ctx, roots, "minhash duplicate")
+            forests = S.map_partitions(ctx, bucket_forest, shuffle, out, n_ref)
+            if n_ref:
+                roots, rows = REF.merge_with_reference(forests, n_ref, n)
+                earlier = (rows, REF.reference_ids(self.references, rows[rows >= 0]), EARLIER_REASON)
+            else:
+                roots = S.merge_forests(forests, n)
+            roots = self.keep_rule(ctx, np.asarray(roots, np.int64), n)
+        self.last_stats = R.emit(ctx, roots, "minhash duplicate", earlier)
+        if self.save_path:
+            keep = roots == np.arange(n, dtype=np.int64)
+            if earlier is not None:
+                keep &= earlier[0] < 0
+            self.last_stats.update(REF.save_kept(ctx, self, keep, self.save_path))
+
+    def keep_rule(self, ctx, roots: np.ndarray, n: int) -> np.ndarray:
+        """The cluster roots as kept: by default each cluster's first row (a subclass may move them)."""
+        return roots

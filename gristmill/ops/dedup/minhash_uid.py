@@ -13,8 +13,6 @@ import pyarrow.compute as pc
 
 from ...registry import register
 from . import _resolve as R
-from . import _shuffle as S
-from ._lsh import EDGE_DTYPE, bucket_forest
 from .minhash import DocumentMinhashDeduplicator
 
 UID = "__dj__uid"
@@ -59,9 +57,5 @@ class DocumentMinhashDeduplicatorWithUid(DocumentMinhashDeduplicator):
             raise ValueError(f"{self.name}: {UID} values are not unique")
         return out
 
-    def resolve(self, ctx):
-        shuffle, n = S.scatter(ctx, self, f"minhash-{self.position}", EDGE_DTYPE)
-        out = str(ctx.scratch_dir / f"minhash-forest-{self.position}")
-        roots = S.merge_forests(S.map_partitions(ctx, bucket_forest, shuffle, out), n)
-        roots = min_uid_roots(np.asarray(roots, np.int64), self._uids(ctx, n)) if n else roots
-        self.last_stats = R.emit(ctx, roots, "minhash duplicate")
+    def keep_rule(self, ctx, roots, n):
+        return min_uid_roots(roots, self._uids(ctx, n)) if n else roots
