@@ -1,7 +1,8 @@
 """Image decoding shared by image ops: each image decoded once per op chain and batch.
 
 Fused ops run one after another on the same batch, so a small bounded cache (decoded pixels, least
-recently used out first) lets a chain of image filters decode each image once. A decode error is cached
+recently used out first) lets a chain of image filters decode each image once; filters that need only
+an image's size read its header (``image_size``), never its pixels. A decode error is cached
 too, so every op (and the row-by-row retry of the fused executor) raises the same clear ``ValueError``
 without reading the file again. Pillow is imported lazily: op modules must import cheaply.
 """
@@ -89,6 +90,40 @@ def load_image(value):
         raise
     _cache.put(key, img, _nbytes(img))
     return img
+
+
+def image_size(value) -> tuple[int, int]:
+    """(width, height) of a media item from its header alone: no pixels decoded (Pillow reads the size
+    lazily), unless the image is already decoded in the cache. Shape filters need nothing more, so a
+    chain of them never pays for a decode. A header Pillow cannot parse raises the same
+    ``ValueError("cannot decode image ...")`` as ``load_image``; a file whose header parses but whose
+    pixel data is truncated or corrupt is *not* detected here (a pixel op later in the chain rejects it).
+    Sizes are cached like decoded images, so the filters of a chain open each file once."""
+    key = _key(value)
+    hit = _cache.get(key)
+    if hit is not None:
+        obj = hit[0]
+        if isinstance(obj, BaseException):
+            raise type(obj)(*obj.args)
+        return obj.size
+    skey = ("size",) + key
+    hit = _cache.get(skey)
+    if hit is not None:
+        obj = hit[0]
+        if isinstance(obj, BaseException):
+            raise type(obj)(*obj.args)
+        return obj
+    from PIL import Image
+    src = open_media(value)  # FileNotFoundError for a missing path
+    try:
+        with Image.open(src) as img:
+            size = img.size
+    except Exception as e:  # noqa: BLE001 - Pillow raises many types for bad data
+        err = ValueError(f"cannot decode image {describe(value)[:300]}: {type(e).__name__}: {e}")
+        _cache.put(skey, err, 64 + (len(key[1]) if key[0] == "b" else 0))
+        raise err from None
+    _cache.put(skey, size, 64 + (len(key[1]) if key[0] == "b" else 0))
+    return size
 
 
 def load_rgb(value):

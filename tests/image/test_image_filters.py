@@ -66,29 +66,36 @@ def test_size_filter_reads_no_pixels():
 
 
 def test_corrupt_truncated_and_missing_images_are_rejects_not_crashes():
+    """Shape filters read headers only: random bytes and a missing file are rejects; a truncated JPEG
+    (valid header, 200x125) passes them and is rejected by the first op that decodes pixels."""
     rows = [{"id": "ok", "text": "", "images": [path("aqua.jpg")]},
             {"id": "trunc", "text": "", "images": [path("truncated.jpg")]},
             {"id": "random", "text": "", "images": [path("random.jpg")]},
             {"id": "missing", "text": "", "images": [path("nope.jpg")]},
             {"id": "ok2", "text": "", "images": [path("storm.jpg")]}]
     kept, _, rejects = run([("image_shape_filter", {}), ("image_aspect_ratio_filter", {})], rows)
-    assert ids(kept) == ["ok", "ok2"]
+    assert ids(kept) == ["ok", "trunc", "ok2"]
+    assert kept[1]["__stats__"]["image_width"] == [200] and kept[1]["__stats__"]["aspect_ratios"] == [1.6]
     got = {r.row["id"]: (r.op, r.error_type, r.message) for r in rejects}
-    assert got["trunc"] == ("image_shape_filter", "ValueError",
-                            f"cannot decode image {path('truncated.jpg')}: OSError: image file is truncated (13 bytes not processed)")
-    assert got["random"][1] == "ValueError" and got["random"][2].startswith(
+    assert sorted(got) == ["missing", "random"]
+    assert got["random"][:2] == ("image_shape_filter", "ValueError") and got["random"][2].startswith(
         f"cannot decode image {path('random.jpg')}: UnidentifiedImageError")
     assert got["missing"] == ("image_shape_filter", "FileNotFoundError", f"media file not found: {path('nope.jpg')}")
+    kept, _, rejects = run([("image_shape_filter", {}), ("image_deduplicator", {})], rows)
+    got = {r.row["id"]: (r.op, r.error_type, r.message) for r in rejects}
+    assert sorted(got) == ["missing", "random", "trunc"]
+    assert got["trunc"] == ("image_deduplicator", "ValueError",
+                            f"cannot decode image {path('truncated.jpg')}: OSError: image file is truncated (13 bytes not processed)")
 
 
 def test_images_as_bytes():
-    batch = binary_rows(["aqua.jpg", "wood_tall.jpg", "truncated.jpg"])
+    batch = binary_rows(["aqua.jpg", "wood_tall.jpg", "truncated.jpg", "random.jpg"])
     res = FusedOp([create_op("image_shape_filter", {"min_width": 100}),
                    create_op("image_size_filter", {"max_size": "1MB"})]).run_batch(batch)
-    assert res.batch.column("id").to_pylist() == ["aqua.jpg"]
+    assert res.batch.column("id").to_pylist() == ["aqua.jpg", "truncated.jpg"]  # headers only: see above
     assert res.batch.column("__stats__").to_pylist()[0]["image_sizes"] == [4376]
-    assert [r.row["id"] for r in res.rejects] == ["truncated.jpg"]
-    assert res.rejects[0].message.startswith("cannot decode image <1949 bytes>: OSError")
+    assert [r.row["id"] for r in res.rejects] == ["random.jpg"]
+    assert res.rejects[0].message.startswith("cannot decode image <3000 bytes>: UnidentifiedImageError")
 
 
 def test_face_ratio_matches_data_juicer():

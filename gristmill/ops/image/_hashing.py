@@ -7,19 +7,23 @@ grayscale, then
 - ahash: 8x8, each pixel >= the mean;
 - whash: 256x256 scaled to [0, 1], Haar wavelet level 5, LL coefficients >= their median.
 
+The Lanczos resize is ``_resample``'s exact re-implementation of Pillow's (``tests/image`` compares them).
 Each hash is 64 bits: a uint64 (first bit most significant) and its 16-digit hex string.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ._resample import resize_gray
+
 METHODS = ("phash", "dhash", "whash", "ahash")
 _SIZES = {"phash": (32, 32), "dhash": (9, 8), "ahash": (8, 8), "whash": (256, 256)}
 
 
 def _gray(img, size) -> np.ndarray:
-    from PIL import Image
-    return np.asarray(img.resize(size, Image.LANCZOS).convert("L"), dtype=np.uint8)
+    """``img.resize(size, LANCZOS).convert("L")`` as imagededup computes it, by ``_resample``'s kernels
+    (the same integers as Pillow, about 4x faster: no full-resolution 4-byte resample)."""
+    return resize_gray(img, size)
 
 
 def hash_bits(img, method: str) -> np.ndarray:

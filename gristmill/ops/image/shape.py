@@ -1,6 +1,10 @@
-"""image_shape_filter and image_aspect_ratio_filter: width, height and width/height of each image
-(decoded once per chain through ``gristmill.media.image``, so a corrupt or truncated image is a reject
-with a clear message, as it fails in Data-Juicer's loader)."""
+"""image_shape_filter and image_aspect_ratio_filter: width, height and width/height of each image.
+
+Sizes come from the image header (``gristmill.media.image.image_size``), never from decoded pixels:
+these filters are a fraction of a decode's cost. A file whose header cannot be parsed (not an image,
+random bytes) is a reject with a clear message, as in Data-Juicer; unlike Data-Juicer, whose loader
+decodes the pixels, a file with a valid header and truncated or corrupt pixel data passes these two
+filters and is rejected by the first op of the chain that reads pixels (dedup, blur, face...)."""
 from __future__ import annotations
 
 import sys
@@ -10,18 +14,15 @@ import pyarrow as pa
 from pydantic import Field
 
 from ...core import columns as C
-from ...media.image import load_image
+from ...media.image import image_size
 from ...registry import register
 from ._common import AnyOrAllParams, ImageRangeFilter, flatten, list_array
 
 
 def image_dims(values: list) -> tuple[np.ndarray, np.ndarray]:
-    """(widths, heights) of decoded images."""
-    w = np.empty(len(values), np.int64)
-    h = np.empty(len(values), np.int64)
-    for i, v in enumerate(values):
-        w[i], h[i] = load_image(v).size
-    return w, h
+    """(widths, heights) of images, from their headers."""
+    wh = np.array([image_size(v) for v in values], np.int64).reshape(len(values), 2)
+    return wh[:, 0].copy(), wh[:, 1].copy()
 
 
 @register("image_shape_filter")
