@@ -316,7 +316,7 @@ def run_config(recipe: Recipe, np: int | None = None, work_dir: str | None = Non
     if wd is None:
         out = recipe.export_path or os.path.join("outputs", recipe.project_name)
         wd = os.path.join(os.path.dirname(os.path.abspath(out)), f".gristmill-work-{recipe.project_name}")
-    reader_params = dict(recipe.reader_params)
+    reader_params = _extract_dir(dict(recipe.reader_params), wd)
     if recipe.txt_mode != "file":
         reader_params["txt_mode"] = recipe.txt_mode
     if recipe.media_keys():  # a hashable, JSON-able form (reader params are fingerprinted)
@@ -336,6 +336,13 @@ def run_config(recipe: Recipe, np: int | None = None, work_dir: str | None = Non
                      engine_address=address or recipe.ray_address, add_suffix=suffix)
 
 
+def _extract_dir(params: dict, work_dir: str) -> dict:
+    """WebDataset's ``extract_media: true`` made the run's own directory ``WORK/extracted-media``."""
+    if params.get("extract_media") is True or str(params.get("extract_media")).lower() == "true":
+        params["extract_media"] = os.path.join(os.path.abspath(work_dir), "extracted-media")
+    return params
+
+
 def source_configs(recipe: Recipe, cfg: RunConfig) -> list:
     """The sources of a multi-source recipe as ``engine.multisource.SourceRun``s: each reads with its own
     options (over the recipe's), runs its own ops in its own work dir ``WORK/sources/<name>``, and names
@@ -344,7 +351,8 @@ def source_configs(recipe: Recipe, cfg: RunConfig) -> list:
     from .engine.multisource import SourceRun
     out = []
     for s, ops in zip(recipe.sources or [], recipe._source_ops):
-        params = {**cfg.reader_params, **s.reader_params}
+        params = {**cfg.reader_params, **_extract_dir(dict(s.reader_params), os.path.join(cfg.work_dir, "sources",
+                                                                                       s.name))}
         if s.txt_mode is not None:
             params["txt_mode"] = s.txt_mode
         if params.get("txt_mode") == "file":

@@ -2,7 +2,9 @@
 + ``dir/0001.json`` make one sample, key ``dir/0001``: the path up to the first dot of the file name).
 
 Per sample: the image members (jpg, png, webp...) as bytes in ``images`` (ops decode bytes as they
-decode paths; nothing is extracted to disk), the caption from ``txt``/``caption``/``cap`` as the text
+decode paths), or, with ``extract_media: DIR``, written once to files under ``DIR`` and their paths in
+``images`` (for path-based ops and ``export_media``; ``extract_path`` names them), the caption from
+``txt``/``caption``/``cap`` as the text
 (with Data-Juicer's image and chunk-end tokens unless ``add_special_tokens: false``), the fields of a
 ``json`` member added (a ``json`` ``text`` field is used when there is no caption member), and the key
 in ``__key__``. The tar is streamed (members in archive order, one sample in memory at a time); a
@@ -11,8 +13,10 @@ error. One shard per tar file.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import tarfile
 
 from ..core import columns as C
@@ -23,6 +27,53 @@ from .image_folder import IMAGE_EXTS
 
 CAPTION_EXTS = ("txt", "caption", "cap")
 KEY = "__key__"
+EXTRACT = "extract_media"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def extract_dir(shard_source: str, opts) -> str | None:
+    """Where this tar's images are extracted (``<extract_media>/<tar stem>-<h8>``, ``h`` a hash of the
+    tar's absolute path, so two tars never share names), or None when they stay bytes. A directory inside
+    the tar's own directory is refused: files are never written among the inputs."""
+    given = opts.param(EXTRACT, None)
+    if given in (None, False, "", "false"):
+        return None
+    if given is True or str(given).lower() == "true":
+        raise ValueError("extract_media: true needs the run's work dir (set by the recipe); give a directory")
+    root = os.path.realpath(str(given))
+    src_dir = os.path.dirname(os.path.realpath(shard_source))
+    if root == src_dir or root.startswith(src_dir + os.sep):
+        raise ValueError(f"extract_media {given} is inside {src_dir}, the directory of the input "
+                         f"{shard_source}: refusing to write among the inputs; choose another directory")
+    stem = os.path.basename(shard_source).split(".", 1)[0]
+    h = hashlib.sha256(os.path.abspath(shard_source).encode()).hexdigest()[:8]
+    return os.path.join(root, f"{_UNSAFE.sub('_', stem)}-{h}")
+
+
+def extract_path(directory: str, key: str, ext: str) -> str:
+    """A member's file: ``<dir>/<key>.<ext>`` with the key's unsafe characters (``/`` too) made ``_``,
+    and a short hash of the key added when that changed it (so ``a/b`` and ``a_b`` stay apart)."""
+    safe = _UNSAFE.sub("_", key).lstrip(".") or "_"
+    if safe != key:
+        safe += "-" + hashlib.sha256(key.encode()).hexdigest()[:8]
+    return os.path.join(directory, f"{safe}.{_UNSAFE.sub('_', ext)}")
+
+
+def write_member(path: str, data: bytes) -> str:
+    """Write ``data`` to ``path`` unless it already holds exactly that (a rerun writes nothing); atomic."""
+    try:
+        if os.path.getsize(path) == len(data):
+            with open(path, "rb") as f:
+                if f.read() == data:
+                    return path
+    except OSError:
+        pass
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = os.path.join(os.path.dirname(path), f".gm-tmp-{os.getpid()}-{os.path.basename(path)}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+    return path
 
 
 def _split(name: str) -> tuple[str, str]:
@@ -36,10 +87,12 @@ def _split(name: str) -> tuple[str, str]:
 class WebDatasetReader(Reader):
     name = "webdataset"
     extensions = (".tar",)
-    options = {**M.OPTIONS}
+    options = {**M.OPTIONS, EXTRACT: "WebDataset: write image members to files under this directory (true: the "
+                                      "run's work dir) and put their paths in the image field, instead of bytes"}
 
     def read(self, shard, opts):
         keys = M.media_keys(opts)
+        out_dir = extract_dir(shard.source, opts)
         tokens = str(opts.param("add_special_tokens", True)).lower() not in ("false", "0", "no")
         rows, positions = [], []
         pos = 0
@@ -47,7 +100,7 @@ class WebDatasetReader(Reader):
 
         def flush():
             nonlocal pos
-            row = self._sample(cur_key, members, opts, keys, tokens)
+            row = self._sample(cur_key, members, opts, keys, tokens, out_dir)
             p = pos
             pos += 1
             return row, p
@@ -88,7 +141,7 @@ class WebDatasetReader(Reader):
             yield self._batch(rows, positions, shard, opts)
 
     @staticmethod
-    def _sample(key, members: dict, opts, keys, tokens):
+    def _sample(key, members: dict, opts, keys, tokens, out_dir=None):
         row = {}
         if "json" in members:
             try:
@@ -97,7 +150,14 @@ class WebDatasetReader(Reader):
                 return Reject("read", "JSONDecodeError", f"{key}.json: {e}", row={KEY: key})
             if isinstance(extra, dict):
                 row.update(extra)
-        images = [members[e] for e in sorted(members) if "." + e.rsplit(".", 1)[-1] in IMAGE_EXTS]
+        exts = [e for e in sorted(members) if "." + e.rsplit(".", 1)[-1] in IMAGE_EXTS]
+        if out_dir is None:
+            images = [members[e] for e in exts]
+        else:
+            try:
+                images = [write_member(extract_path(out_dir, key, e), members[e]) for e in exts]
+            except OSError as e:
+                return Reject("read", type(e).__name__, f"{key}: cannot extract: {e}", row={KEY: key})
         caption = next((members[e].decode("utf-8", "replace") for e in CAPTION_EXTS if e in members), None)
         if caption is None and isinstance(row.get(opts.text_key), str):
             caption = row[opts.text_key]
