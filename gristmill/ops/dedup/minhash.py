@@ -7,7 +7,8 @@ scan writes its band keys into 64 hash partitions on disk, each partition is gro
 (one partition in memory there) and the rows that share a bucket are reduced to a forest of their local
 clusters, which the driver merges in a union-find over global row numbers; every row but the first (in
 dataset order) of each cluster is removed. With ``verify``, candidate pairs are checked by exact Jaccard similarity instead and
-clustered without chaining (``_verify``).
+clustered without chaining (``_verify``). ``save_signatures`` / ``reference_signatures``: incremental dedup
+against an earlier run's kept rows (``_reference``).
 """
 from __future__ import annotations
 
