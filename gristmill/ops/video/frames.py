@@ -4,7 +4,11 @@ Data-Juicer's sampling methods with its PyAV rules, in one streaming decode per 
 frame held at a time): ``all_keyframes`` (key frames before the stream's end; only key frames are
 decoded), ``all_frames``, ``uniform`` (``frame_num`` target times, 1 = the middle, else evenly from 0 to
 the duration; each gets the next frame at or after it, one target per frame, targets past the last frame get the last frame
-once). Files: ``<frame_dir>/<video stem>__dj_hash_#<hash>#/frame_<i>.jpg``, the hash of the video's path
+once). ``duration > 0`` samples each ``duration``-second segment on its own, at Data-Juicer's
+positions (``media.frames.segment_frames``: segments from ``arange(0, length, duration)``, so the tail
+after the last whole segment is not sampled and a video no longer than ``duration`` gives no frames;
+``all_frames`` ignores ``duration``, as there); the frames of all segments form one list per video.
+Files: ``<frame_dir>/<video stem>__dj_hash_#<hash>#/frame_<i>.jpg``, the hash of the video's path
 (or bytes) and the sampling params keeping same-named videos and other samplings apart (Data-Juicer's
 ``<frame_dir>/<stem>/`` mixes them), written once (an existing file is kept, as in Data-Juicer).
 """
@@ -20,6 +24,7 @@ from pydantic import Field, PositiveInt, model_validator
 
 from ...core import columns as C
 from ...media import EOC_TOKEN, VIDEO_KEY, VIDEO_TOKEN, media_values
+from ...media.frames import segment_frames
 from ...media.video import open_video, probe_duration, _fail
 from ...registry import register
 from ..base import Mapper, Params
@@ -32,8 +37,11 @@ def _targets(duration: float, n: int) -> list[float]:
     return [step * i for i in range(n)]
 
 
-def sampled_frames(value, method: str, frame_num: int):
+def sampled_frames(value, method: str, frame_num: int, duration: float = 0):
     """The sampled ``av.VideoFrame`` objects of a video, one at a time."""
+    if duration > 0 and method != "all_frames":
+        yield from segment_frames(value, method, frame_num, duration)
+        return
     with open_video(value) as c:
         s = c.streams.video[0]
         tb = s.time_base
@@ -81,7 +89,8 @@ class VideoExtractFramesMapper(Mapper):
             "all_keyframes", description="Which frames: key frames, every frame, or frame_num evenly spaced.")
         output_format: Literal["path", "bytes"] = Field("path", description="Frames as JPEG files or JPEG bytes.")
         frame_num: PositiveInt = Field(3, description="Frames per video for uniform sampling.")
-        duration: float = Field(0, description="Data-Juicer's per-segment sampling: only 0 (whole video) is supported.")
+        duration: float = Field(0, ge=0, description="Seconds per segment: > 0 samples each segment on its own (the tail "
+                                "after the last whole segment is not sampled); 0: the whole video.")
         frame_dir: str | None = Field(None, description="Directory for the frame files (required for path output).")
         frame_key: str | None = Field(None, description="Deprecated name of frame_field.")
         frame_field: str = Field("video_frames", description="Field for the frames.")
@@ -92,8 +101,6 @@ class VideoExtractFramesMapper(Mapper):
         def _check(self):
             if self.output_format == "path" and not self.frame_dir:
                 raise ValueError("frame_dir must be given when output_format is path")
-            if self.duration:
-                raise ValueError("duration > 0 (per-segment frame sampling) is not supported; use duration: 0")
             return self
 
     @property
@@ -106,11 +113,12 @@ class VideoExtractFramesMapper(Mapper):
         d = None
         if p.output_format == "path":
             stem = os.path.splitext(os.path.basename(video))[0] if isinstance(video, str) else "video"
-            h = hashlib.md5(f"{p.frame_sampling_method}:{p.frame_num}:".encode()
+            seg = f"{p.duration}:" if p.duration > 0 and p.frame_sampling_method != "all_frames" else ""
+            h = hashlib.md5(f"{p.frame_sampling_method}:{p.frame_num}:{seg}".encode()
                             + (os.path.abspath(video).encode() if isinstance(video, str) else bytes(video))).hexdigest()
             d = os.path.join(os.path.abspath(p.frame_dir), f"{stem}__dj_hash_#{h}#")
             os.makedirs(d, exist_ok=True)
-        for i, f in enumerate(sampled_frames(video, p.frame_sampling_method, p.frame_num)):
+        for i, f in enumerate(sampled_frames(video, p.frame_sampling_method, p.frame_num, p.duration)):
             img = f.to_image()
             if d is None:
                 buf = io.BytesIO()
