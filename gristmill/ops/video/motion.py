@@ -9,6 +9,12 @@ grabbed without colour conversion and the stream is read straight through, which
 without the seeks' repeated decoding from the previous key frame. One frame pair is held at a time.
 ``size``/``max_size`` resize frames with Data-Juicer's arithmetic (its (height, width) pair is passed
 to ``cv2.resize`` as (width, height), as there).
+
+``if_output_optical_flow`` stores, as Data-Juicer does, every computed flow in the meta field
+``optical_flow_key``: per sample, per video (each listed video, repeats included), the flows of its
+consecutive sampled frame pairs as nested lists of shape (pairs, H, W, 2) (float32, the resized
+frames' size); an empty list for a video with fewer than two frames. A flow holds 8 bytes per pixel:
+this is for short clips and small ``size``.
 """
 from __future__ import annotations
 
@@ -69,15 +75,19 @@ class VideoMotionScoreFilter(MediaRangeFilter):
         poly_n: int = Field(5, description="Farneback polynomial neighbourhood.")
         poly_sigma: float = Field(1.2, description="Farneback polynomial sigma.")
         flags: int = Field(0, description="Farneback flags.")
+        if_output_optical_flow: bool = Field(False, description="Store each video's optical flows, shape "
+                                             "(pairs, H, W, 2), in the meta field optical_flow_key.")
+        optical_flow_key: str = Field("video_optical_flow", description="Meta field for the optical flows.")
 
     def _kw(self):
         return {k: getattr(self.params, k) for k in FARNEBACK}
 
     def _scores(self, frames, hw):
-        """Mean flow magnitude over consecutive frames of an iterator of BGR arrays."""
+        """(mean flow magnitude, the flows or None) over consecutive frames of an iterator of BGR
+        arrays; the flows (pairs, H, W, 2) are kept only when ``if_output_optical_flow``."""
         import cv2
         p, kw = self.params, self._kw()
-        prev, scores = None, []
+        prev, scores, flows = None, [], []
         for f in frames:
             if hw is not None:
                 new = resized_dims(hw, p.size, p.max_size, p.divisible)
@@ -86,15 +96,19 @@ class VideoMotionScoreFilter(MediaRangeFilter):
             gray = cv2.cvtColor(f, cv2.COLOR_BGR2GRAY)
             if prev is not None:
                 flow = cv2.calcOpticalFlowFarneback(prev, gray, None, **kw)
+                if p.if_output_optical_flow:
+                    flows.append(flow)
                 mag, _ = cv2.cartToPolar(flow[..., 0], flow[..., 1])
                 s = float(np.mean(mag))
                 if p.relative:
                     s /= np.hypot(*f.shape[:2])
                 scores.append(s)
             prev = gray
-        return float(np.mean(scores or [-1]))
+        if not p.if_output_optical_flow:
+            return float(np.mean(scores or [-1])), None
+        return float(np.mean(scores or [-1])), (np.stack(flows) if flows else np.zeros((0, 0, 0, 2), np.float32))
 
-    def video_score(self, value) -> float:
+    def video_score(self, value) -> tuple[float, np.ndarray | None]:
         src = open_media(value)
         if not isinstance(src, str):
             from ...media.video import as_file
@@ -136,7 +150,7 @@ class VideoMotionScoreFilter(MediaRangeFilter):
         finally:
             cap.release()
 
-    def frames_score(self, frames) -> float:
+    def frames_score(self, frames) -> tuple[float, np.ndarray | None]:
         import cv2
         p = self.params
         step = 1
@@ -170,18 +184,49 @@ class VideoMotionScoreFilter(MediaRangeFilter):
     def compute_stats(self, batch):
         p = self.params
         if p.frame_field and p.frame_field in batch.schema.names:
-            per_row = C.get_field(batch, p.frame_field).to_pylist()
-            scores, off = [], [0]
-            for vids in per_row:
-                vids = vids or []
-                scores += [self.frames_score(fr or []) for fr in vids]
-                off.append(len(scores))
-            return C.with_stats(batch, {"video_motion_score": list_array(scores, np.asarray(off), pa.float64())})
-        flat, off = flatten(media_values(batch, p.video_key))
-        cache = {}
-        for v in flat:
-            k = v if isinstance(v, str) else bytes(v)
-            if k not in cache:
-                cache[k] = self.video_score(v)
-        return C.with_stats(batch, {"video_motion_score": list_array(
-            [cache[v if isinstance(v, str) else bytes(v)] for v in flat], off, pa.float64())})
+            per_row = [[fr or [] for fr in vids or []] for vids in C.get_field(batch, p.frame_field).to_pylist()]
+            results = [self.frames_score(fr) for vids in per_row for fr in vids]
+            off = np.cumsum([0] + [len(v) for v in per_row])
+        else:
+            flat, off = flatten(media_values(batch, p.video_key))
+            cache = {}
+            for v in flat:
+                k = v if isinstance(v, str) else bytes(v)
+                if k not in cache:
+                    cache[k] = self.video_score(v)
+            results = [cache[v if isinstance(v, str) else bytes(v)] for v in flat]
+        off = np.asarray(off)
+        out = C.with_stats(batch, {"video_motion_score": list_array([r[0] for r in results], off, pa.float64())})
+        if p.if_output_optical_flow:
+            out = C.with_meta(out, {p.optical_flow_key: flows_column([r[1] for r in results], off, batch,
+                                                                     p.video_key if p.frame_field is None
+                                                                     or p.frame_field not in batch.schema.names
+                                                                     else p.frame_field)})
+        return out
+
+
+_FLOW_TYPE = pa.list_(pa.list_(pa.list_(pa.list_(pa.float32()))))  # one video: pairs > rows > columns > (dx, dy)
+
+
+def _nested(values: pa.Array, shape: tuple[int, ...]) -> pa.Array:
+    """``values`` (flat) as ``shape[0]`` nested lists of the trailing dims, inner-most first."""
+    arr, count = values, len(values)
+    for dim in reversed(shape[1:]):
+        count //= dim
+        arr = pa.ListArray.from_arrays(pa.array(np.arange(count + 1, dtype=np.int32) * dim), arr)
+    return arr
+
+
+def flows_column(flows: list, off: np.ndarray, batch: pa.RecordBatch, field: str) -> pa.Array:
+    """Per row, the list of its videos' flows (Data-Juicer's meta value); null where the row has no
+    videos (Data-Juicer sets nothing there)."""
+    parts, n_pairs = [], []
+    for f in flows:
+        parts.append(_nested(pa.array(f.ravel()), f.shape) if f.size else pa.array([], _FLOW_TYPE))
+        n_pairs.append(f.shape[0] if f.size else 0)
+    pairs = pa.concat_arrays(parts) if parts else pa.array([], _FLOW_TYPE)
+    per_video = pa.ListArray.from_arrays(pa.array(np.cumsum([0] + n_pairs), pa.int32()), pairs)
+    has = [bool(v) for v in (C.get_field(batch, field).to_pylist() if field in batch.schema.names
+                              else [None] * batch.num_rows)]
+    return pa.ListArray.from_arrays(pa.array(off, pa.int32()), per_video,
+                                    mask=pa.array([not h for h in has]))
