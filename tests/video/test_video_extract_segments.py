@@ -146,3 +146,15 @@ def test_run_recipe_with_duration(videos, tmp_path):
     assert [round((_luma(f) - 20) / 6) for f in a[0]] == DJ[("v10", "all_keyframes", 3, 0.45)]
     assert [round((_luma(f) - 20) / 3.5) for f in b[0]] == DJ[("v25", "all_keyframes", 3, 0.45)]
     assert out[2].get("video_frames") is None
+
+
+def test_ffmpeg_backend_refused_where_its_frames_differ(videos):
+    path, _ = videos["v10"]
+    rows = [{"text": "<__dj__video>", "videos": [path]}]
+    # Data-Juicer's ffmpeg reader picks frames 0, 17, 34 for uniform 3 here (av: 0, 18, 34): refused, not ignored
+    for params in ({"frame_sampling_method": "uniform"}, {"frame_sampling_method": "all_keyframes", "duration": 1}):
+        with pytest.raises(ValueError, match="video_backend: ffmpeg"):
+            run("video_extract_frames_mapper", rows, output_format="bytes", video_backend="ffmpeg", **params)
+    # both readers take the same key frames of the whole video
+    out, _, _ = run("video_extract_frames_mapper", rows, output_format="bytes", video_backend="ffmpeg")
+    assert len(out[0]["video_frames"][0]) == 5  # I frames at 0, 8, 16, 24, 32

@@ -95,12 +95,20 @@ class VideoExtractFramesMapper(Mapper):
         frame_key: str | None = Field(None, description="Deprecated name of frame_field.")
         frame_field: str = Field("video_frames", description="Field for the frames.")
         legacy_split_by_text_token: bool = Field(True, description="Only the videos the text's video tokens name.")
-        video_backend: Literal["ffmpeg", "av"] = Field("av", description="Accepted for Data-Juicer recipes (PyAV decodes).")
+        video_backend: Literal["ffmpeg", "av"] = Field("av", description="Data-Juicer's reader: frames are chosen by its "
+                                                       "av rules; ffmpeg is refused where its choice differs "
+                                                       "(uniform; all_keyframes with duration).")
 
         @model_validator(mode="after")
         def _check(self):
             if self.output_format == "path" and not self.frame_dir:
                 raise ValueError("frame_dir must be given when output_format is path")
+            if self.video_backend == "ffmpeg" and (self.frame_sampling_method == "uniform" or (
+                    self.frame_sampling_method == "all_keyframes" and self.duration > 0)):
+                raise ValueError("video_backend: ffmpeg is not supported here for this sampling: gristmill picks "
+                                 "frames by Data-Juicer's av rules (its default backend), and Data-Juicer's ffmpeg "
+                                 "reader picks other frames (it seeks to each time instead of taking the next "
+                                 "frame at or after it); use video_backend: av")
             return self
 
     @property
