@@ -5,8 +5,8 @@ usage: python bench/dedup_incremental.py [CORPUS_JSONL] [--old ROWS] [--np 2]
 
 The corpus (default /tmp/corpus/corpus.jsonl, built by ../shared/bench/make-corpus.sh) is split into the
 first ``--old`` rows (the earlier data) and the rest (the new rows). Three runs, each an end-to-end
-export (read → document_minhash_deduplicator → JSONL): the earlier run with ``save_signatures``; the later
-run on the new rows with ``reference_signatures``; and the earlier output plus the new rows in one run
+export (read → document_minhash_deduplicator → JSONL): the earlier run with ``save_signatures_path``; the later
+run on the new rows with ``reference_signatures_path``; and the earlier output plus the new rows in one run
 (what the later run replaces). Prints wall times, the signature file's size, and checks that the later
 run kept exactly the new rows the combined run kept.
 """
@@ -62,11 +62,11 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="gm-incr-"))
     try:
         sig = tmp / "earlier.parquet"
-        t_save, _ = run(write(old, tmp / "old"), {"save_signatures": str(sig)}, tmp / "earlier.jsonl", a.np)
+        t_save, _ = run(write(old, tmp / "old"), {"save_signatures_path": str(sig)}, tmp / "earlier.jsonl", a.np)
         t_plain, _ = run(tmp / "old", {}, tmp / "earlier-plain.jsonl", a.np)
         new_dir = write(new, tmp / "new")
         t_alone, _ = run(new_dir, {}, tmp / "alone.jsonl", a.np)
-        t_incr, rep = run(new_dir, {"reference_signatures": str(sig)}, tmp / "later.jsonl", a.np)
+        t_incr, rep = run(new_dir, {"reference_signatures_path": str(sig)}, tmp / "later.jsonl", a.np)
         earlier_out = (tmp / "earlier.jsonl").read_bytes().splitlines(keepends=True)
         both = write(earlier_out, tmp / "both", parts=1)
         (both / "part-0.jsonl").rename(both / "0-earlier.jsonl")
@@ -82,10 +82,10 @@ def main() -> None:
         mb_old, mb_new = sum(map(len, old)) / 1e6, sum(map(len, new)) / 1e6
         print(f"corpus: earlier {len(old)} rows ({mb_old:.0f} MB), new {len(new)} rows ({mb_new:.0f} MB); np={a.np}")
         print(f"earlier run, plain:                  {t_plain:7.1f} s")
-        print(f"earlier run, save_signatures:        {t_save:7.1f} s  (file {sig.stat().st_size / 1e6:.1f} MB, "
+        print(f"earlier run, save_signatures_path:        {t_save:7.1f} s  (file {sig.stat().st_size / 1e6:.1f} MB, "
               f"{n_old} kept rows)")
         print(f"new rows alone, no reference:        {t_alone:7.1f} s")
-        print(f"later run, reference_signatures:     {t_incr:7.1f} s  removed {rep['ops'][-1]['reasons']}")
+        print(f"later run, reference_signatures_path:     {t_incr:7.1f} s  removed {rep['ops'][-1]['reasons']}")
         print(f"earlier output + new rows together:  {t_both:7.1f} s  removed {rep_both['ops'][-1]['removed']}")
         print(f"same new rows kept: {same}; earlier rows the combined run also removed (chained through new "
               f"rows; already exported, so the later run leaves them): {lost_old}")

@@ -1,4 +1,4 @@
-"""Incremental MinHash dedup (``save_signatures`` / ``reference_signatures``) on the bundled real Common
+"""Incremental MinHash dedup (``save_signatures_path`` / ``reference_signatures_path``) on the bundled real Common
 Crawl sample: a later run against an earlier run's signatures removes exactly what deduplicating the
 earlier output and the new rows together (earlier rows first) removes from the new rows, with the same
 kept ids; the same bytes at np=1 and np=2 and on the Ray engine; references made with other hashing params
@@ -86,7 +86,7 @@ def earlier(corpus):
     """The earlier run: its output and its kept rows' signatures."""
     root, old_dir, *_ = corpus
     sig = root / "earlier.parquet"
-    rep = _run(old_dir, {"save_signatures": str(sig)}, root / "earlier" / "out.jsonl")
+    rep = _run(old_dir, {"save_signatures_path": str(sig)}, root / "earlier" / "out.jsonl")
     return sig, _read(root / "earlier" / "out.jsonl"), rep
 
 
@@ -115,7 +115,7 @@ def test_later_run_equals_deduping_earlier_output_and_new_rows_together(corpus, 
     reps, outs = {}, {}
     for np_ in (1, 2):
         out = root / f"later{np_}" / "out.jsonl"
-        reps[np_] = _run(new_dir, {"reference_signatures": str(sig), "save_signatures": str(root / f"later{np_}.parquet")},
+        reps[np_] = _run(new_dir, {"reference_signatures_path": str(sig), "save_signatures_path": str(root / f"later{np_}.parquet")},
                          out, np_)
         outs[np_] = out.read_bytes()
     # np=1 and np=2: the same export, removals, clusters file and saved signatures, byte for byte
@@ -167,7 +167,7 @@ def test_later_run_equals_deduping_earlier_output_and_new_rows_together(corpus, 
     third = [_near(r, "t") for r in earlier_rows] + \
         [{"id": f"x{i}", "text": random_doc(random.Random(i), 80)} for i in range(6)]
     third_dir = _write(root / "third", third, 1)
-    rep3 = _run(third_dir, {"reference_signatures": [str(sig), str(root / "later1.parquet")]}, root / "third-out" / "o.jsonl")
+    rep3 = _run(third_dir, {"reference_signatures_path": [str(sig), str(root / "later1.parquet")]}, root / "third-out" / "o.jsonl")
     assert [r["id"] for r in _read(root / "third-out" / "o.jsonl")] == [f"x{i}" for i in range(6)]
     assert {i: k for i, (_, k) in _removed(rep3).items()} == {f"t-{r['id']}": r["id"] for r in earlier_rows}
 
@@ -182,18 +182,18 @@ def test_other_hashing_params_are_refused(earlier, tmp_path):
                           ({"lowercase": False}, "lowercase=True (this op: False)"),
                           ({"jaccard_threshold": 0.8}, "num_bands=25 (this op: 17), num_rows_per_band=10 (this op: 15)")]:
         with pytest.raises(ValueError, match="other hashing params") as e:
-            DocumentMinhashDeduplicator(reference_signatures=sig, **change)
+            DocumentMinhashDeduplicator(reference_signatures_path=sig, **change)
         assert named in str(e.value)
-    DocumentMinhashDeduplicator(reference_signatures=sig, num_bands=25, num_rows_per_band=10)  # same keys: fine
+    DocumentMinhashDeduplicator(reference_signatures_path=sig, num_bands=25, num_rows_per_band=10)  # same keys: fine
     with pytest.raises(ValueError, match="does not exist"):
-        DocumentMinhashDeduplicator(reference_signatures=str(tmp_path / "none.parquet"))
+        DocumentMinhashDeduplicator(reference_signatures_path=str(tmp_path / "none.parquet"))
     pq.write_table(pq.read_table(sig).replace_schema_metadata(None), tmp_path / "plain.parquet")
     with pytest.raises(ValueError, match="not a MinHash signature file"):
-        DocumentMinhashDeduplicator(reference_signatures=str(tmp_path / "plain.parquet"))
+        DocumentMinhashDeduplicator(reference_signatures_path=str(tmp_path / "plain.parquet"))
     with pytest.raises(ValueError, match="verify cannot be used"):
-        DocumentMinhashDeduplicator(reference_signatures=sig, verify=True)
+        DocumentMinhashDeduplicator(reference_signatures_path=sig, verify=True)
     with pytest.raises(ValueError, match="save to a new file"):
-        DocumentMinhashDeduplicator(reference_signatures=sig, save_signatures=sig)
+        DocumentMinhashDeduplicator(reference_signatures_path=sig, save_signatures_path=sig)
 
 
 def _refs(n: int, rng: random.Random, prefix: str = "r", words: int = 40) -> list[dict]:
@@ -209,8 +209,8 @@ def test_reference_read_in_pieces_and_union_find_sized_by_matches(tmp_path, monk
     new += [_near(refs[i], "m") for i in (40,)] + [{"id": f"f{i}", "text": random_doc(rng, 40)} for i in range(20)]
     new += [dict(new[-1], id="dup")]
     sig = tmp_path / "refs.parquet"
-    run_dedup(DocumentMinhashDeduplicator(save_signatures=str(sig)), refs, tmp_path / "a", shard_rows=700, batch_rows=256)
-    base = run_dedup(DocumentMinhashDeduplicator(reference_signatures=str(sig)), new, tmp_path / "b")
+    run_dedup(DocumentMinhashDeduplicator(save_signatures_path=str(sig)), refs, tmp_path / "a", shard_rows=700, batch_rows=256)
+    base = run_dedup(DocumentMinhashDeduplicator(reference_signatures_path=str(sig)), new, tmp_path / "b")
     sizes = []
 
     class Recording(REF.UnionFind):
@@ -222,11 +222,11 @@ def test_reference_read_in_pieces_and_union_find_sized_by_matches(tmp_path, monk
     monkeypatch.setattr(REF, "ROW_GROUP", 11)
     monkeypatch.setattr(REF, "SOURCE_ROWS", 50)
     small = tmp_path / "small.parquet"
-    run_dedup(DocumentMinhashDeduplicator(save_signatures=str(small)), refs, tmp_path / "c", shard_rows=700, batch_rows=256)
+    run_dedup(DocumentMinhashDeduplicator(save_signatures_path=str(small)), refs, tmp_path / "c", shard_rows=700, batch_rows=256)
     assert pq.read_metadata(small).num_row_groups == 273 and pq.read_table(small) == pq.read_table(sig)
     assert len(REF.reference_sources([str(small)])[0]) == 55
     sizes.clear()
-    pieces = run_dedup(DocumentMinhashDeduplicator(reference_signatures=str(small)), new, tmp_path / "d")
+    pieces = run_dedup(DocumentMinhashDeduplicator(reference_signatures_path=str(small)), new, tmp_path / "d")
     assert sizes == [len(new) + 4]
     assert pieces.kept_ids == base.kept_ids == [f"f{i}" for i in range(20)]
     assert sorted((r["id"], r["reason"], r["kept_id"]) for r in pieces.removed) == \
@@ -243,14 +243,14 @@ def test_with_uid_earlier_rows_win_then_smallest_uid(tmp_path):
     rng = random.Random(8)
     old = _refs(30, rng, words=80)
     sig = tmp_path / "old.parquet"
-    run_dedup(DocumentMinhashDeduplicatorWithUid(save_signatures=str(sig)),
+    run_dedup(DocumentMinhashDeduplicatorWithUid(save_signatures_path=str(sig)),
               [dict(r, __dj__uid=i) for i, r in enumerate(old)], tmp_path / "a")
     fresh = _refs(8, random.Random(99), "f", 80)
     new = [_near(old[i], "n") for i in (2, 9, 20)] + fresh + [_near(f, "c") for f in fresh[:4]]
     uids = list(range(1000, 1000 + len(new)))
     rng.shuffle(uids)
     new = [dict(r, __dj__uid=u) for r, u in zip(new, uids)]
-    got = run_dedup(DocumentMinhashDeduplicatorWithUid(reference_signatures=str(sig)), new, tmp_path / "b")
+    got = run_dedup(DocumentMinhashDeduplicatorWithUid(reference_signatures_path=str(sig)), new, tmp_path / "b")
     together = run_dedup(DocumentMinhashDeduplicatorWithUid(),
                          [dict(r, __dj__uid=i) for i, r in enumerate(old)] + new, tmp_path / "c")
     assert got.kept_ids == [i for i in together.kept_ids if i[0] != "r"]
@@ -279,16 +279,16 @@ def test_gristmill_run_recipes_end_to_end(tmp_path, corpus, earlier):
         assert res.returncode == 0, res.stderr
         return json.loads((tmp_path / name / "work" / "report.json").read_text())
 
-    first = recipe("first", old_dir, {"save_signatures": str(sig)})
+    first = recipe("first", old_dir, {"save_signatures_path": str(sig)})
     assert pq.read_table(sig).column("id").to_pylist() == \
         [r["id"] for r in _read(tmp_path / "first" / "out.jsonl") if r["text"].split()]
     assert pq.read_table(sig) == pq.read_table(earlier[0])  # np=2 via the CLI: the same signatures
-    second = recipe("second", new_dir, {"reference_signatures": str(sig)})
+    second = recipe("second", new_dir, {"reference_signatures_path": str(sig)})
     assert second["ops"][-1]["reasons"] == {EARLIER_REASON: 21, "minhash duplicate": 9}
     assert first["rows_out"] == 96 and second["rows_out"] == second["rows_read"] - 30
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"dataset_path": str(new_dir), "export_path": str(tmp_path / "bad.jsonl"),
-                                   "process": [{OP: {"reference_signatures": str(sig), "window_size": 3}}]}))
+                                   "process": [{OP: {"reference_signatures_path": str(sig), "window_size": 3}}]}))
     res = subprocess.run([sys.executable, "-m", "gristmill.cli", "run", str(bad), "--no-progress"],
                          capture_output=True, text=True, cwd=REPO, timeout=300)
     assert res.returncode != 0 and "window_size=5 (this op: 3)" in res.stderr
@@ -304,10 +304,29 @@ def test_ray_engine_gives_the_local_bytes(corpus, earlier, tmp_path):
     for engine in ("local", "ray"):
         out = tmp_path / engine / "out.jsonl"
         kw = {"engine": "ray"} if engine == "ray" else {}
-        rep = _run(new_dir, {"reference_signatures": sig, "save_signatures": str(tmp_path / f"{engine}.parquet")}, out,
+        rep = _run(new_dir, {"reference_signatures_path": sig, "save_signatures_path": str(tmp_path / f"{engine}.parquet")}, out,
                    2, **kw)
         got[engine] = (out.read_bytes(), Path(rep["ops"][-1]["removed_samples"]).read_bytes(),
                        [Path(p).read_bytes() for p in rep["ops"][-1]["outputs"]],
                        (tmp_path / f"{engine}.parquet").read_bytes(), rep["ops"][-1]["reasons"])
     assert got["ray"] == got["local"]
     assert got["ray"][4] == {EARLIER_REASON: 21, "minhash duplicate": 9}
+
+
+def test_job_service_checks_the_signature_paths_against_its_data_roots(tmp_path):
+    """The params end in ``_path``: the REST/MCP job service refuses signature files outside its data roots
+    (a job could otherwise write or read any Parquet file on the server)."""
+    from gristmill.service.jobs import JobManager
+    from gristmill.service.paths import PathRefused
+    root = tmp_path / "data"
+    root.mkdir()
+    jm = JobManager(str(tmp_path / "state"), [str(root)])
+    try:
+        jm.check_op_paths([{OP: {"save_signatures_path": str(root / "sig.parquet"),
+                                 "reference_signatures_path": [str(root / "a.parquet")]}}])
+        for params in ({"save_signatures_path": str(tmp_path / "elsewhere.parquet")},
+                       {"reference_signatures_path": [str(root / "a.parquet"), "/etc/b.parquet"]}):
+            with pytest.raises(PathRefused, match="outside the server's data roots"):
+                jm.check_op_paths([{OP: params}])
+    finally:
+        jm.close()

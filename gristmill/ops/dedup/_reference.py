@@ -48,19 +48,19 @@ def check_reference(path: str, op) -> int:
     """The number of rows of a signature file; ValueError when it is not one or was made with other
     hashing params than ``op``'s (its band keys would never match this op's)."""
     if not os.path.isfile(path):
-        raise ValueError(f"{op.name}: reference_signatures {path!r} does not exist (write one with "
-                         f"save_signatures in the earlier run)")
+        raise ValueError(f"{op.name}: reference_signatures_path {path!r} does not exist (write one with "
+                         f"save_signatures_path in the earlier run)")
     try:
         md = pq.read_metadata(path)
         raw = (md.schema.to_arrow_schema().metadata or {}).get(META_KEY)
     except (pa.ArrowInvalid, OSError) as e:
-        raise ValueError(f"{op.name}: reference_signatures {path!r} is not a Parquet file: {e}") from e
+        raise ValueError(f"{op.name}: reference_signatures_path {path!r} is not a Parquet file: {e}") from e
     if raw is None:
         raise ValueError(f"{op.name}: {path!r} is not a MinHash signature file (no {META_KEY.decode()} metadata)")
     theirs, ours = json.loads(raw), hashing_params(op)
     diff = [f"{k}={theirs.get(k)!r} (this op: {ours[k]!r})" for k in ours if theirs.get(k) != ours[k]]
     if diff:
-        raise ValueError(f"{op.name}: reference_signatures {path!r} were made with other hashing params, so "
+        raise ValueError(f"{op.name}: reference_signatures_path {path!r} were made with other hashing params, so "
                          f"its band keys cannot match this run's: {', '.join(diff)}. Rerun with the same "
                          f"params, or re-create the reference with these.")
     return md.num_rows

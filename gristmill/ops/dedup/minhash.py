@@ -7,8 +7,8 @@ scan writes its band keys into 64 hash partitions on disk, each partition is gro
 (one partition in memory there) and the rows that share a bucket are reduced to a forest of their local
 clusters, which the driver merges in a union-find over global row numbers; every row but the first (in
 dataset order) of each cluster is removed. With ``verify``, candidate pairs are checked by exact Jaccard similarity instead and
-clustered without chaining (``_verify``). ``save_signatures`` / ``reference_signatures``: incremental dedup
-against an earlier run's kept rows (``_reference``).
+clustered without chaining (``_verify``). ``save_signatures_path`` / ``reference_signatures_path``:
+incremental dedup against an earlier run's kept rows (``_reference``).
 """
 from __future__ import annotations
 
@@ -76,11 +76,11 @@ class DocumentMinhashDeduplicator(Deduplicator):
                                                 "sets against jaccard_threshold, and cluster without chaining: "
                                                 "every removed row is that similar to the row kept for it.")
         seed: int = Field(42, description="Seed of the permutations.")
-        save_signatures: str | None = Field(
+        save_signatures_path: str | None = Field(
             None, description="Write the LSH band keys of the rows this op keeps to this Parquet file, for a "
-                              "later run's reference_signatures (incremental dedup).")
-        reference_signatures: str | list[str] | None = Field(
-            None, description="Signature file(s) of earlier runs (their save_signatures): rows that are "
+                              "later run's reference_signatures_path (incremental dedup).")
+        reference_signatures_path: str | list[str] | None = Field(
+            None, description="Signature file(s) of earlier runs (their save_signatures_path): rows that are "
                               "near-duplicates of an earlier run's kept rows are removed too, as if the earlier "
                               "rows came first in this dataset. Hashing params must match the earlier run's.")
 
@@ -104,16 +104,16 @@ class DocumentMinhashDeduplicator(Deduplicator):
         """Absolute signature paths (workers may run elsewhere); a reference made with other hashing
         params, or missing, is refused here, before any work."""
         p = self.params
-        refs = p.reference_signatures
+        refs = p.reference_signatures_path
         refs = [refs] if isinstance(refs, str) else list(refs or [])
         self.references = [os.path.abspath(r) for r in refs]
-        self.save_path = os.path.abspath(p.save_signatures) if p.save_signatures else None
+        self.save_path = os.path.abspath(p.save_signatures_path) if p.save_signatures_path else None
         if self.references and p.verify:
-            raise ValueError(f"{self.name}: verify cannot be used with reference_signatures (a signature file "
+            raise ValueError(f"{self.name}: verify cannot be used with reference_signatures_path (a signature file "
                              f"holds band keys, not the shingles an exact Jaccard check needs)")
         if self.save_path in self.references:
-            raise ValueError(f"{self.name}: save_signatures {p.save_signatures!r} is also a reference_signatures "
-                             f"file; save to a new file")
+            raise ValueError(f"{self.name}: save_signatures_path {p.save_signatures_path!r} is also a "
+                             f"reference_signatures_path file; save to a new file")
         self.reference_rows = [REF.check_reference(r, self) for r in self.references]
 
     def config(self) -> dict:

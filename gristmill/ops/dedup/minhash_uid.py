@@ -5,7 +5,7 @@ This is how Data-Juicer does incremental dedup: give the rows of an already dedu
 uids than those of a new dataset B, run the op over A and B together, and every near-duplicate is resolved
 in favour of A's row. Clusters are the same as ``document_minhash_deduplicator``'s (rows sharing an LSH
 bucket in any band, transitively); only the kept member changes. The driver holds one int64 per row
-(the uids), like the roots array of the clustering itself. With ``reference_signatures`` (gristmill's
+(the uids), like the roots array of the clustering itself. With ``reference_signatures_path`` (gristmill's
 incremental dedup, which does not re-read A) a cluster holding an earlier run's row keeps that row
 whatever the uids; the others keep their smallest uid."""
 from __future__ import annotations
