@@ -98,10 +98,24 @@ _EN = [("delete_random_word", "word", "RandomWordAug", "DELETE"), ("swap_random_
        ("insert_random_char", "char", "RandomCharAug", "INSERT")]
 
 
+def sort_spelling_candidates(aug) -> None:
+    """nlpaug's spelling model removes duplicate misspellings of a word through a ``set``, so the order of
+    the candidates, and with it which one a seeded draw picks, changes with PYTHONHASHSEED (every process,
+    every run). Sorted in place (the model is nlpaug's shared cache; sorting twice changes nothing), the
+    same seed picks the same misspelling everywhere. Data-Juicer keeps the set's order: its picks are
+    the same draws over the same candidates, in an order that varies from run to run."""
+    d = getattr(getattr(aug, "model", None), "dict", None)
+    if type(aug).__name__ == "SpellingAug" and isinstance(d, dict):
+        for k, v in d.items():
+            d[k] = sorted(v)
+
+
 @register("nlpaug_en_mapper")
 class NlpaugEnMapper(_Augmenter):
     """Augment English texts with nlpaug (word/char deletions, swaps, spelling, keyboard and OCR errors,
     splits, insertions): ``aug_num`` new rows per enabled method, or ``aug_num`` in all with ``sequential``."""
+
+    version = 2  # 2: spelling candidates in sorted order (reproducible whatever PYTHONHASHSEED)
 
     class Params(_AugParams):
         delete_random_word: bool = Field(False, description='"I love LLM" -> "I LLM".')
@@ -123,6 +137,8 @@ class NlpaugEnMapper(_Augmenter):
             mods = {"word": naw, "char": nac}
             augs = [getattr(mods[m], cls)(**({"action": getattr(Action, act)} if act else {}))
                     for flag, m, cls, act in _EN if getattr(self.params, flag)]
+            for aug in augs:
+                sort_spelling_candidates(aug)
             return naf.Sequential(augs) if self.params.sequential and augs else augs
         return self.resource("nlpaug", build)
 
