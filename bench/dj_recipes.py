@@ -384,6 +384,53 @@ def torchvision_shim(work: Path) -> Path:
     return d
 
 
+class LocalRay:
+    """A one-node Ray cluster on 127.0.0.1 for Data-Juicer's ``executor_type: ray`` recipes (its Ray executor
+    joins a running cluster, ``ray_address: auto``; it does not start one). Started from Data-Juicer's venv
+    with Data-Juicer's environment (Ray workers take the environment of ``ray start``, not the driver's),
+    its own temp dir (so no other Ray session on this machine finds it) and token auth off. Stopped by
+    ending the processes that run under that temp dir, never with ``ray stop`` (which ends every Ray
+    instance of the machine)."""
+
+    def __init__(self, dj_bin: Path, env: dict, tmp: Path, port: int = 6391):
+        self.ray = dj_bin.parent / "ray"
+        self.env = dict(env, RAY_AUTH_MODE="disabled")
+        self.tmp, self.port = tmp, port
+        self.address = f"127.0.0.1:{port}"
+
+    def __enter__(self):
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        subprocess.run([str(self.ray), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={self.port}",
+                        "--num-cpus=2", "--include-dashboard=false", "--object-store-memory=1000000000",
+                        f"--temp-dir={self.tmp}", "--disable-usage-stats"], env=self.env, check=True,
+                       capture_output=True, timeout=300)
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+        own = []
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit():
+                try:
+                    if str(self.tmp).encode() in (d / "cmdline").read_bytes():
+                        own.append(int(d.name))
+                except OSError:
+                    continue
+        kids = []
+        for pid in own:
+            try:
+                kids += [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+            except OSError:
+                continue
+        for sig in (signal.SIGTERM, signal.SIGKILL):  # gcs_server outlives a SIGTERM to its raylet
+            for pid in own + kids:
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+            time.sleep(5)
+
+
 def install_models(models: dict[str, Path], gm_store: Path, dj_cache: Path) -> None:
     """Both stores: gristmill via ``gristmill models add``; Data-Juicer's cache dir by its file names."""
     env = dict(os.environ, GRISTMILL_MODELS=str(gm_store))
@@ -408,10 +455,16 @@ def install_models(models: dict[str, Path], gm_store: Path, dj_cache: Path) -> N
 # -- runs and comparison ---------------------------------------------------------------------------------
 
 def read_rows(path: Path) -> list[dict] | None:
+    """The exported rows; Data-Juicer's Ray exporter writes ``out.jsonl`` as a directory of JSON-lines files
+    (one per block, named in block order)."""
     if not path.exists():
         return None
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
+    rows = []
+    for p in files:
+        with open(p, encoding="utf-8") as f:
+            rows += [json.loads(line) for line in f if line.strip()]
+    return rows
 
 
 def last_error(text: str) -> str:
@@ -505,6 +558,21 @@ def main(argv=None) -> int:
     env_dj = dict(os.environ, DATA_JUICER_CACHE_HOME=str(dj_cache), HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1",
                   HF_HOME=str(work / "hf"), PYTHONPATH=str(torchvision_shim(work)))
     env_gm = dict(os.environ, GRISTMILL_MODELS=str(gm_store))
+    ray = None
+    if any(r.get("executor_type") == "ray" for _, r in recipes):
+        ray = LocalRay(a.dj_bin, env_dj, Path("/tmp") / f"gmdj-ray-{os.getpid()}").__enter__()
+    try:
+        results = run_recipes(a, recipes, work, env_dj, env_gm, ray)
+    finally:
+        if ray is not None:
+            ray.__exit__(None, None, None)
+    print_table(results, excluded if not a.only else [], a.markdown)
+    if a.json:
+        a.json.write_text(json.dumps({"results": results, "excluded": excluded}, indent=1))
+    return 0
+
+
+def run_recipes(a, recipes, work: Path, env_dj: dict, env_gm: dict, ray: LocalRay | None) -> list[dict]:
     results = []
     for path, recipe in recipes:
         name = Path(path).stem
@@ -514,7 +582,9 @@ def main(argv=None) -> int:
         data = make_input(kind, key, a.rows, work, with_suffix="suffix_filter" in ops)
         rows_in = sum(1 for _ in open(data, encoding="utf-8"))
         res = {"recipe": path, "source": kind, "rows_in": rows_in}
-        for side, cmd_of, env in (("dj", lambda y: [str(a.dj_bin), "--config", str(y)], env_dj),
+        on_ray = recipe.get("executor_type") == "ray"
+        dj_env = dict(env_dj, RAY_ADDRESS=ray.address, RAY_AUTH_MODE="disabled") if on_ray and ray else env_dj
+        for side, cmd_of, env in (("dj", lambda y: [str(a.dj_bin), "--config", str(y)], dj_env),
                                   ("gm", lambda y: [sys.executable, "-m", "gristmill.cli", "run", str(y),
                                                     "--no-progress"], env_gm)):
             d = work / "runs" / name / side
@@ -539,26 +609,28 @@ def main(argv=None) -> int:
         elif res["gm_rows"] is None:
             verdict = f"gristmill failed: {res['gm']['error']}"
         else:
-            verdict = compare(res["dj_rows"], res["gm_rows"])
+            note = ""
+            if on_ray and any("__dj__stats__" in r for r in res["dj_rows"]):
+                # Data-Juicer's Ray exporter keeps the stats column its default exporter drops
+                res["dj_rows"] = [{k: v for k, v in r.items() if k != "__dj__stats__"} for r in res["dj_rows"]]
+                note = " (Data-Juicer's Ray exporter also writes `__dj__stats__`: left out of the comparison)"
+            verdict = compare(res["dj_rows"], res["gm_rows"]) + note
             where = first_divergence(*((work / "runs" / name / side / "log.txt").read_text(errors="replace")
                                        for side in ("dj", "gm")))
             if where:  # same output for different reasons (e.g. both empty) is not counted as identical
                 verdict = ("same output, but " if verdict == "identical" else verdict + "; ") + where
-        if verdict != "identical" and Path(path).name in KNOWN:
+        if not verdict.startswith("identical") and Path(path).name in KNOWN:
             verdict += " — " + KNOWN[Path(path).name]
         res["verdict"] = verdict
         del res["dj_rows"], res["gm_rows"]
         results.append(res)
         print(f"{path}: in {rows_in}, DJ {res['dj']['rows']} ({res['dj']['seconds']}s), ours {res['gm']['rows']} "
               f"({res['gm']['seconds']}s): {verdict}", file=sys.stderr, flush=True)
-    print_table(results, excluded if not a.only else [], a.markdown)
-    if a.json:
-        a.json.write_text(json.dumps({"results": results, "excluded": excluded}, indent=1))
-    return 0
+    return results
 
 
 def print_table(results, excluded, markdown: bool) -> None:
-    ident = sum(r["verdict"] == "identical" for r in results)
+    ident = sum(r["verdict"].startswith("identical") for r in results)
     print(f"{ident} of {len(results)} recipes identical (Data-Juicer 1.6.1 vs gristmill)")
     head = ["recipe", "input", "rows in", "rows DJ", "rows ours", "s DJ", "s ours", "result"]
     rows = [[r["recipe"].removeprefix("configs/"), r["source"], r["rows_in"], r["dj"]["rows"], r["gm"]["rows"],
