@@ -26,27 +26,45 @@ def _gray(img, size) -> np.ndarray:
     return resize_gray(img, size)
 
 
-def hash_bits(img, method: str) -> np.ndarray:
-    """The 8x8 boolean hash matrix of an RGB PIL image."""
-    a = _gray(img, _SIZES[method])
+def bits_of(grays: np.ndarray, method: str) -> np.ndarray:
+    """The (N, 8, 8) boolean hash matrices of a stack of (N, h, w) grayscale resizes. The transforms run
+    over the whole stack at once (scipy's DCT and pywt's wavelet along the last two axes, medians per
+    image): each image's numbers are the ones its own call would give, without the per-call overhead."""
     if method == "phash":
         from scipy.fftpack import dct
-        coef = dct(dct(a, axis=0), axis=1)[:8, :8]
-        return coef >= np.median(coef.ravel()[1:])
+        coef = dct(dct(grays, axis=1), axis=2)[:, :8, :8].reshape(len(grays), 64)
+        return (coef >= np.median(coef[:, 1:], axis=1)[:, None]).reshape(-1, 8, 8)
     if method == "dhash":
-        return a[:, 1:] > a[:, :-1]
+        return grays[:, :, 1:] > grays[:, :, :-1]
     if method == "ahash":
-        return a >= np.mean(a)
+        return grays >= grays.reshape(len(grays), -1).mean(axis=1)[:, None, None]
     if method == "whash":
         import pywt
-        ll = pywt.wavedec2(a / 255, "haar", level=5)[0]
-        return ll >= np.median(ll.ravel())
+        ll = pywt.wavedec2(grays / 255, "haar", level=5, axes=(1, 2))[0].reshape(len(grays), 64)
+        return (ll >= np.median(ll, axis=1)[:, None]).reshape(-1, 8, 8)
     raise ValueError(f"unknown hash method {method!r}; one of {METHODS}")
+
+
+def hash_many(imgs, method: str) -> np.ndarray:
+    """uint64 hash (bit 63 = first matrix entry) of each RGB PIL image of an iterable (a generator keeps
+    one decoded image alive at a time: only the small grayscale resizes are stacked)."""
+    if method not in _SIZES:
+        raise ValueError(f"unknown hash method {method!r}; one of {METHODS}")
+    w, h = _SIZES[method]
+    grays = [_gray(img, (w, h)) for img in imgs]
+    grays = np.stack(grays) if grays else np.zeros((0, h, w), np.uint8)
+    bits = np.packbits(bits_of(grays, method).reshape(len(grays), 64), axis=1)
+    return bits.view(">u8").ravel().astype(np.uint64)
+
+
+def hash_bits(img, method: str) -> np.ndarray:
+    """The 8x8 boolean hash matrix of an RGB PIL image."""
+    return bits_of(_gray(img, _SIZES[method])[None], method)[0]
 
 
 def hash64(img, method: str) -> int:
     """The hash as an unsigned 64-bit integer (bit 63 = first matrix entry)."""
-    return int.from_bytes(np.packbits(hash_bits(img, method)).tobytes(), "big")
+    return int(hash_many([img], method)[0])
 
 
 def hex16(h: int) -> str:

@@ -30,14 +30,15 @@ from ..dedup.exact import _KeyDedup
 from ..dedup.simhash import SIM_DTYPE, DocumentSimhashDeduplicator, _close_forest
 from ..base import Params
 from ._common import flatten
-from ._hashing import hash64, hex16
+from ._hashing import hash_many, hex16
 
 Method = Literal["phash", "dhash", "whash", "ahash"]
 
 
 def image_hashes(values: list, method: str) -> np.ndarray:
-    """uint64 hash of every image (decoded once per chain, converted to RGB as Data-Juicer does)."""
-    return np.fromiter((hash64(load_rgb(v), method) for v in values), np.uint64, len(values))
+    """uint64 hash of every image (decoded once per chain, converted to RGB as Data-Juicer does; the
+    images are decoded one after another, and the hash transforms run once over the whole batch)."""
+    return hash_many((load_rgb(v) for v in values), method)
 
 
 @register("image_deduplicator")
