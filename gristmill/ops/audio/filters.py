@@ -7,13 +7,12 @@ import sys
 
 import numpy as np
 import pyarrow as pa
-from pydantic import Field, PositiveInt, field_validator
+from pydantic import Field, PositiveInt
 
 from ...core import columns as C
-from ...media import media_size
 from ...media import audio as A
 from ...registry import register
-from ..image.size import size_to_bytes
+from ..image._common import SizeParams, SizeRangeFilter
 from ..video._common import AudioParams, MediaRangeFilter, flatten, items_of, list_array
 
 
@@ -34,29 +33,17 @@ class AudioDurationFilter(MediaRangeFilter):
 
 
 @register("audio_size_filter")
-class AudioSizeFilter(MediaRangeFilter):
+class AudioSizeFilter(SizeRangeFilter):
     """Keep samples whose audio files' sizes are within range (bytes, or with a unit: ``50KB``; 1 KB =
     1024 B as in Data-Juicer)."""
 
-    ranges = (("audio_sizes", "min_size", "max_size"),)
+    size_stat = "audio_sizes"
 
-    class Params(AudioParams):
-        min_size: str | int = Field("0", description="Minimum audio size (bytes, or with a unit: 10KB, 2MB).")
-        max_size: str | int = Field("1TB", description="Maximum audio size (bytes, or with a unit).")
+    class Params(AudioParams, SizeParams):
+        pass
 
-        @field_validator("min_size", "max_size")
-        @classmethod
-        def _size(cls, v):
-            size_to_bytes(v)
-            return v
-
-    def bound(self, name):
-        return size_to_bytes(getattr(self.params, name))
-
-    def compute_stats(self, batch):
-        flat, off = flatten(items_of(self, batch))
-        sizes = np.fromiter((media_size(v) for v in flat), np.int64, len(flat))
-        return C.with_stats(batch, {"audio_sizes": list_array(sizes, off, pa.int64())})
+    def items(self, batch):
+        return items_of(self, batch)
 
 
 def nmf_snr(y: np.ndarray, iters: int) -> float:
