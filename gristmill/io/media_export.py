@@ -4,10 +4,11 @@ there, relative to the export file, so the export directory is self-contained an
 uploaded as one. ``gristmill run`` does it with the recipe's ``export_media`` (see docs/multimodal.md,
 "Exporting media"); ``python -m gristmill.io.media_export`` does it to a finished JSONL export.
 
-File names are ``<media dir>/<h2>/<h16>-<name>`` where ``h`` is a hash of the source's absolute path: the
-same source always lands at the same place (reruns and any worker count give the same bytes), two sources
-with the same name never collide, and a file referenced by many rows is stored once. A placed file whose
-source changed since (another inode, size or modification time) is replaced. Bytes values stay bytes,
+File names are ``<media dir>/<h2>/<h16>-<name>`` where ``h`` is a hash of the file's bytes: the same
+file always lands at the same place wherever the inputs are (reruns, any worker count and another work dir
+give the same bytes), two sources with the same name but other bytes never collide, and a file referenced
+by many rows is stored once. A source changed since an earlier run gets a new name (the old one, no longer
+referenced, is removed at the end of the run). Bytes values stay bytes,
 URLs stay URLs. This module is the one place for that logic; the engine calls ``media_batch`` on each
 batch before it is written.
 """
@@ -30,9 +31,30 @@ EXPORT_MODES = ("none", "link", "copy", "bytes")  # gristmill run's export_media
 TMP = ".gm-tmp-"  # the engine's temp-file prefix (stale ones are cleaned by the next run)
 
 
+_DIGESTS: dict[tuple, str] = {}  # (path, inode, size, mtime) -> content hash, per process
+
+
+def content_hash(source: str) -> str:
+    """sha256 of a file's bytes (remembered per process while the file is unchanged)."""
+    st = os.stat(source)
+    key = (os.path.abspath(source), st.st_ino, st.st_size, st.st_mtime_ns)
+    h = _DIGESTS.get(key)
+    if h is None:
+        d = hashlib.sha256()
+        with open(source, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                d.update(chunk)
+        h = d.hexdigest()
+        if len(_DIGESTS) > 100_000:
+            _DIGESTS.clear()
+        _DIGESTS[key] = h
+    return h
+
+
 def media_target(source: str, subdir: str = "media") -> str:
-    """The path, relative to the export directory, a media file is stored at."""
-    h = hashlib.sha256(os.path.abspath(source).encode()).hexdigest()
+    """The path, relative to the export directory, a media file is stored at: named by its content and
+    its file name, so the export's bytes do not depend on where the inputs (or a work dir) are."""
+    h = content_hash(source)
     return os.path.join(subdir, h[:2], f"{h[2:18]}-{os.path.basename(source)}")
 
 
@@ -51,16 +73,14 @@ def export_layout(export_path: str, export_is_dir: bool) -> tuple[str, str]:
     return d, f"{stem}_media"
 
 
-def _fresh(source: str, dst: str, mode: str) -> bool:
-    """``dst`` is a current placement of ``source`` in ``mode``: a hard link to it (or, across file systems
-    where links fail, a copy), or a copy (another inode) with its size and mtime (copies keep the mtime)."""
+def _fresh(dst: str, mode: str) -> bool:
+    """``dst`` (named by its content) is already placed; with ``copy`` it must be a file of its own, not a
+    hard link an earlier ``link`` run made."""
     try:
-        a, b = os.stat(source), os.stat(dst)
+        st = os.stat(dst)
     except OSError:
         return False
-    same = (a.st_ino, a.st_dev) == (b.st_ino, b.st_dev)
-    copy = not same and a.st_size == b.st_size and a.st_mtime_ns == b.st_mtime_ns
-    return same or (copy and a.st_dev != b.st_dev) if mode == "link" else copy
+    return mode == "link" or st.st_nlink == 1
 
 
 def _inside(path: str, directory: str) -> bool:
@@ -68,19 +88,18 @@ def _inside(path: str, directory: str) -> bool:
 
 
 def place(source: str, export_dir: str, mode: str = "link", subdir: str = "media") -> str:
-    """Copy or hard-link ``source`` into ``export_dir`` (once; again when the source changed); its new
-    relative path. A hard link falls back to a copy across file systems. Raises FileNotFoundError for a
+    """Copy or hard-link ``source`` into ``export_dir`` (once); its new relative path. A hard link falls back to a copy across file systems. Raises FileNotFoundError for a
     missing source, ValueError when the source sits in the export's directory or inside its media directory
     (media are never written beside or among their inputs)."""
-    rel = media_target(source, subdir)
-    dst = os.path.join(export_dir, rel)
     if not os.path.isfile(source):
         raise FileNotFoundError(f"media file not found: {source}")
+    rel = media_target(source, subdir)
+    dst = os.path.join(export_dir, rel)
     real, media_root = os.path.realpath(source), os.path.realpath(os.path.join(export_dir, subdir))
     if os.path.dirname(real) == os.path.realpath(export_dir) or _inside(real, media_root):
         raise ValueError(f"media export: {source} is an input in the export's directory {export_dir}: refusing "
                          f"to write media beside or among their sources; export elsewhere")
-    if _fresh(source, dst, mode):
+    if _fresh(dst, mode):
         return rel
     os.makedirs(os.path.dirname(dst), exist_ok=True)
     tmp = os.path.join(os.path.dirname(dst), f"{TMP}{os.getpid()}-{os.path.basename(dst)}")

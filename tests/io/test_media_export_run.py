@@ -157,14 +157,27 @@ def test_rerun_keeps_bytes_and_removes_stale_media(data):
                                                                   str(tmp_path / "img" / "b" / "x.jpg")]
 
 
-def test_changed_source_replaced_on_rerun(data):
+def test_changed_source_renamed_on_rerun(data):
+    """Names follow the bytes: a source rewritten in place gets a new name, the old file goes."""
     tmp_path = data
     run(tmp_path, "out/o.jsonl", "copy")
     rel = rows_of(tmp_path / "out" / "o.jsonl")[-1]["images"][0]
     shutil.copy(MEDIA / "ladybird.jpg", tmp_path / "img" / "garden.jpg")  # same path, new content
     run(tmp_path, "out/o.jsonl", "copy", work="w2")
-    assert rows_of(tmp_path / "out" / "o.jsonl")[-1]["images"] == [rel]
-    assert (tmp_path / "out" / rel).read_bytes() == (MEDIA / "ladybird.jpg").read_bytes()
+    (now,) = rows_of(tmp_path / "out" / "o.jsonl")[-1]["images"]
+    assert now != rel and now.endswith("-garden.jpg") and not (tmp_path / "out" / rel).exists()
+    assert (tmp_path / "out" / now).read_bytes() == (MEDIA / "ladybird.jpg").read_bytes()
+
+
+def test_names_do_not_depend_on_where_inputs_are(data, tmp_path_factory):
+    """The same data moved elsewhere exports to the same bytes (names hash the content)."""
+    tmp_path = data
+    run(tmp_path, "out/o.jsonl", "link")
+    moved = tmp_path_factory.mktemp("moved")
+    shutil.copytree(tmp_path / "img", moved / "img")
+    shutil.copytree(tmp_path / "data", moved / "data")
+    run(moved, "out/o.jsonl", "link")
+    assert tree(tmp_path / "out") == tree(moved / "out")
 
 
 def test_foreign_file_in_media_dir_refused(data):
