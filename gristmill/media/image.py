@@ -155,6 +155,17 @@ def load_rgb(value):
     return rgb
 
 
+def derived_get(tag, value):
+    """A small value derived from an image's pixels (e.g. ``("phash",)``: its hash), cached beside the
+    decoded images, or None: a chain that hashes an image twice (exact then near dedup) hashes it once."""
+    hit = _cache.get((tag,) + _key(value))
+    return None if hit is None else hit[0]
+
+
+def derived_put(tag, value, obj) -> None:
+    _cache.put((tag,) + _key(value), obj, 128)
+
+
 def _nbytes(img) -> int:
     bands = len(img.getbands())
     return img.width * img.height * max(1, bands) + 256

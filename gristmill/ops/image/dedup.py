@@ -21,7 +21,7 @@ from pydantic import Field
 
 from ...core import columns as C
 from ...media import IMAGE_KEY, media_values
-from ...media.image import load_rgb
+from ...media.image import derived_get, derived_put, load_rgb
 from ...registry import register
 from ..dedup import _resolve as R
 from ..dedup import _shuffle as S
@@ -37,8 +37,21 @@ Method = Literal["phash", "dhash", "whash", "ahash"]
 
 def image_hashes(values: list, method: str) -> np.ndarray:
     """uint64 hash of every image (decoded once per chain, converted to RGB as Data-Juicer does; the
-    images are decoded one after another, and the hash transforms run once over the whole batch)."""
-    return hash_many((load_rgb(v) for v in values), method)
+    images are decoded one after another, and the hash transforms run once over the whole batch). Hashes
+are cached beside the decoded images: exact then near dedup in one chain hash each image once."""
+    out = np.empty(len(values), np.uint64)
+    todo = []
+    for i, v in enumerate(values):
+        h = derived_get(method, v)
+        if h is None:
+            todo.append(i)
+        else:
+            out[i] = h
+    if todo:
+        out[todo] = hash_many((load_rgb(values[i]) for i in todo), method)
+        for i in todo:
+            derived_put(method, values[i], out[i])
+    return out
 
 
 @register("image_deduplicator")
