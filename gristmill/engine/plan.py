@@ -1,13 +1,51 @@
 """Recipe ops → stages. Consecutive row-local ops fuse into one pass per batch; each global op ends a
 stage (its row-local ``prepare`` runs at the end of that stage) and the next stage starts by applying
-its decision. Engines know op kinds only, never specific ops."""
+its decision. Engines know op kinds only, never specific ops.
+
+``check_inputs`` checks, before a run, that every field an op declares it needs is in the input or
+written by an earlier op."""
 from __future__ import annotations
 
 import hashlib
 import json
 from dataclasses import dataclass, field
 
-from ..ops.base import GlobalOp, Grouper, Op, RemovalOp
+from ..core import columns as C
+from ..core.names import closest
+from ..ops.base import Filter, GlobalOp, Grouper, Op, RemovalOp
+from .paths import RunRefused
+
+
+class MissingField(RunRefused):
+    """An op needs a field that the input lacks and no earlier op writes: refused before any work."""
+
+
+_NAMESPACES = {C.STATS, C.META, "stats", "meta", *C.ALIASES}
+
+
+def check_inputs(ops: list[Op], columns, where: str = "process") -> None:
+    """Refuse (``MissingField``) a chain in which an op's required input field (``Op.inputs``, its head
+    for a dotted name) is neither among ``columns`` (the first input batch's) nor written by an earlier
+    op. Stats and meta fields are not checked (earlier filters and taggers write them under names that
+    depend on their params). The walk stops where the columns can no longer be known: after a grouper
+    (it builds new rows) or a mapper that does not declare its outputs (it may write any field).
+    Only a field missing from the whole batch is refused: a field absent from some rows is a value
+    (null) the op handles, as in Data-Juicer."""
+    have = set(columns)
+    names = sorted(f for f in have if not f.startswith("__"))
+    for i, op in enumerate(ops):
+        for f in op.required_input_fields() if op.inputs is not None else []:
+            head = f.split(".")[0]
+            if head in have or head in _NAMESPACES:
+                continue
+            earlier = f", and no earlier op writes it" if i else ""
+            raise MissingField(f"{where}[{i}] {op.name}: reads field {f!r}, which the input does not have"
+                               f"{earlier} (columns: {', '.join(names)}){closest(head, names)}")
+        if isinstance(op, Grouper):
+            return
+        if op.outputs is None and not isinstance(op, (Filter, RemovalOp)):
+            return  # an undeclared mapper: it may write any field
+        have.update(f.split(".")[0] for f in op.output_fields())
 
 
 @dataclass

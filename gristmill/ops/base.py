@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import string
 import types
 import typing
 from decimal import Decimal
@@ -105,8 +106,12 @@ class Op:
     no effect (set by ``registry.create_op``; the recipe reports them)."""
     inputs: ClassVar[tuple[str, ...] | None] = None
     """Fields the op reads, ``{text_key}`` or ``{param}`` standing for the field a param names (e.g.
-    ``("{text_key}", "{suffix_key}")``). None: undeclared (by convention the text field; docs show
-    nothing). Checked by :meth:`apply` and by the per-row bases before any work."""
+    ``("{text_key}", "{suffix_key}")``); dotted names reach into nested fields. A name ending in ``?``
+    is read when present (a missing field is a legitimate value, e.g. rendered as nothing); the others
+    are required. None: undeclared (by convention the text field; docs show nothing). Required fields
+    are checked by :meth:`apply` and the per-row bases before any work, and by the engine against the
+    input's columns before a run (``engine.plan.check_inputs``). An op whose fields come from a list
+    param or an expression overrides :meth:`input_fields` instead (and sets ``inputs = ()``)."""
     outputs: ClassVar[tuple[str, ...] | None] = None
     """Fields the op writes (same placeholders). None: a filter writes ``stats.<key>`` for its
     ``stats_keys``, a mapper rewrites the text field."""
@@ -144,8 +149,14 @@ class Op:
 
     # -- declared columns ---------------------------------------------------------------------------
     def input_fields(self) -> list[str]:
-        """The fields this instance reads: ``inputs`` with its placeholders filled in."""
+        """The fields this instance reads: ``inputs`` with its placeholders filled in (optional ones
+        keep their trailing ``?``)."""
         return self._fill(self.inputs if self.inputs is not None else ("{text_key}",))
+
+    def required_input_fields(self) -> list[str]:
+        """The fields this instance cannot run without: ``input_fields`` less the optional and empty
+        ones (an empty param, e.g. a selector's ``field_key: ""``, means the op does nothing)."""
+        return [f for f in self.input_fields() if f and not f.endswith("?")]
 
     def output_fields(self) -> list[str]:
         """The fields this instance writes: ``outputs`` with its placeholders filled in."""
@@ -156,15 +167,17 @@ class Op:
         return ("{text_key}",)
 
     def _fill(self, names) -> list[str]:
+        """Placeholders filled in; a name whose param is unset (None) is left out."""
         values = {k: v for k, v in self.params.model_dump().items() if isinstance(v, str)}
         values["text_key"] = self.text_key
-        return [n.format(**values) for n in names]
+        return [n.format(**values) for n in names
+                if all(f is None or f in values for _, f, _, _ in string.Formatter().parse(n))]
 
     def check_inputs(self, batch: pa.RecordBatch) -> None:
         """KeyError naming every declared input field missing from ``batch`` (stats and meta fields are
         looked up inside their namespaces)."""
         names = set(batch.schema.names)
-        missing = [f for f in self.input_fields() if f.split(".")[0] not in names
+        missing = [f for f in self.required_input_fields() if f.split(".")[0] not in names
                    and not (f.startswith("stats.") and C.get_stat(batch, f[6:]) is not None)]
         if missing:
             raise KeyError(f"{self.name or type(self).__name__}: field(s) {missing} not in batch "

@@ -152,6 +152,14 @@ class FieldsToTextMapper(Mapper):
     lets rows without a text field through the reader (``creates_text``)."""
 
     creates_text = True
+    inputs = ()  # the fields the parts name, all optional: see input_fields
+    outputs = ("{text_key}",)
+
+    def input_fields(self) -> list[str]:
+        """The top-level fields the parts read, each optional (``?``): a missing value renders as
+        nothing, so a row without one is a legitimate input."""
+        heads = [(p.field or p.each).split(".")[0] for p in self.parts]
+        return [f"{h}?" for h in dict.fromkeys(heads) if h and h != "."]
 
     class Params(Params):
         parts: list[Union[str, Part]] = Field(..., min_length=1, description="The pieces of the text, in order "
@@ -213,6 +221,9 @@ class ExtractJsonFieldMapper(Mapper):
     error when ``on_error: reject``. A source that is already an object (not a string) is walked as is.
     The target holds the values as the reader would (typed when they agree, JSON otherwise). Per-row
     JSON parsing (orjson) in Python."""
+
+    inputs = ("{source_key}?",)  # an absent source gives ``default``
+    outputs = ("{target_key}",)
 
     class Params(Params):
         source_key: str = Field(..., description="Field holding the JSON string (dotted for nested fields).")
@@ -276,6 +287,12 @@ class HumanNumberMapper(Mapper):
     makes the row a reject when ``on_error: reject``. ``integer: true`` (default) rounds to int64 (exact
     decimal arithmetic, so "2.3k" is 2300, not 2299.999…); else float64. A numeric source column is cast
     vectorised; strings are parsed per row in Python (a regex each)."""
+
+    inputs = ("{source_key}?",)  # an absent source gives nulls
+    outputs = ()  # see output_fields
+
+    def output_fields(self) -> list[str]:
+        return [self.params.target_key or self.params.source_key]
 
     class Params(Params):
         source_key: str = Field(..., description="Field with the human number (dotted for nested fields).")

@@ -61,6 +61,9 @@ class FrequencySpecifiedFieldSelector(Selector):
     """Keep the samples whose ``field_key`` value (string, number or null; dotted for nested fields) is one
     of the ``topk`` / ``top_ratio`` most frequent values (least frequent with ``reverse: false``)."""
 
+    inputs = ("{field_key}",)  # Data-Juicer asserts the field is in the dataset; rows may hold null
+    outputs = ()
+
     class Params(Params):
         field_key: str = Field("", description="Field whose values are counted; dotted for nested fields.")
         top_ratio: float | None = Field(None, ge=0, le=1, description="Fraction of the distinct values to keep.")

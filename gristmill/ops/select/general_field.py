@@ -97,6 +97,7 @@ class GeneralFieldFilter(Filter):
     ``10 < num <= 30 and __dj__meta__.lang == 'en'``) holds; an empty condition keeps everything."""
 
     stats_keys = (STAT,)
+    inputs = ()  # the fields the condition names: see input_fields
 
     class Params(Params):
         filter_condition: str = Field("", description="Python-like boolean expression over the sample's "
@@ -106,6 +107,13 @@ class GeneralFieldFilter(Filter):
         super().__init__(**params)
         cond = self.params.filter_condition.strip()
         self._tree = parse_condition(cond) if cond else None
+
+    def input_fields(self) -> list[str]:
+        """The fields the condition names (stats and meta are reached through their namespaces). Rows
+        where one is null compare False, as in Data-Juicer; a field the whole input lacks is refused
+        before the run (it is a misspelling far more often than an intended "remove every row")."""
+        spaces = {C.STATS, C.META, *C.ALIASES}
+        return [] if self._tree is None else [n for n in _names(self._tree) if n not in spaces]
 
     def compute_stats(self, batch):
         if self._tree is None:

@@ -58,6 +58,9 @@ class RangeSpecifiedFieldSelector(Selector):
     """Keep the samples whose rank by ``field_key`` (ascending) lies in (lower, upper]: bounds as
     percentiles of the dataset or as ranks (see the module doc for Data-Juicer's exact rule)."""
 
+    inputs = ("{field_key}",)  # Data-Juicer asserts the field is in the dataset; rows may hold null
+    outputs = ()
+
     class Params(Params):
         field_key: str = Field("", description="Field to rank by; dotted for nested fields.")
         lower_percentile: float | None = Field(None, ge=0, le=1, description="Lower bound as a fraction of the rows.")

@@ -29,6 +29,9 @@ class TagsSpecifiedFieldSelector(Selector):
     """Keep samples whose ``field_key`` value (a string, number or null; dotted for nested fields) is in
     ``target_tags``, compared as Python compares them (case-sensitive; 1 equals 1.0). Rows keep their order."""
 
+    inputs = ("{field_key}",)  # Data-Juicer asserts the field is in the dataset; rows may hold null
+    outputs = ()
+
     class Params(Params):
         field_key: str = Field("", description="Field to check; dotted for nested fields.")
         target_tags: list = Field(default_factory=list, description="Values to keep.")
