@@ -232,3 +232,20 @@ def test_dataset_api_export_media(data):
     with pytest.raises(RunRefused, match="JSONL cannot hold"):
         Dataset.load(str(tmp_path / "data" / "part-1.jsonl")).export(str(tmp_path / "api" / "o.jsonl"),
                                                                      export_media="bytes")
+
+
+def test_multi_source_recipe_exports_media(data):
+    """`sources:` runs export through the shared tail: media placed the same way."""
+    tmp_path = data
+    recipe = {"sources": [{"name": "one", "path": str(tmp_path / "data" / "part-0.jsonl")},
+                          {"name": "two", "path": str(tmp_path / "data" / "part-1.jsonl")}],
+              "export_path": str(tmp_path / "out" / "o.parquet"), "work_dir": str(tmp_path / "work"),
+              "export_media": "copy", "max_reject_ratio": 0.5}
+    (tmp_path / "ms.yaml").write_text(yaml.safe_dump(recipe))
+    res = subprocess.run([sys.executable, "-m", "gristmill.cli", "run", str(tmp_path / "ms.yaml"), "--no-progress"],
+                         capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert res.returncode == 0, res.stderr
+    out = {r["id"]: r for r in rows_of(tmp_path / "out" / "o.parquet")}
+    assert sorted(out) == [1, 2, 4, 5, 6]
+    assert [(tmp_path / "out" / p).read_bytes() for p in out[1]["images"]] == expected_bytes(tmp_path, 1)
+    assert all(p.startswith("o_media/") for r in out.values() for p in r["images"])
