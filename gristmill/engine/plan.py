@@ -40,7 +40,8 @@ def check_inputs(ops: list[Op], columns, where: str = "process") -> None:
                 continue
             earlier = f", and no earlier op writes it" if i else ""
             raise MissingField(f"{where}[{i}] {op.name}: reads field {f!r}, which the input does not have"
-                               f"{earlier} (columns: {', '.join(names)}){closest(head, names)}")
+                               f"{earlier} (columns: {', '.join(names)})"
+                               f"{closest(head, sorted(h for h in have if not h.startswith('__')))}")
         if isinstance(op, Grouper):
             return
         if op.outputs is None and not isinstance(op, (Filter, RemovalOp)):
