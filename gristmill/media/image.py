@@ -48,6 +48,9 @@ class _Cache:
 
 
 _cache = _Cache(_CACHE_BYTES)
+# small values derived from pixels (hashes), in their own cache so decoded images do not push them out
+# before a later dedup stage reads them: ~250k entries
+_derived = _Cache(32 << 20)
 
 
 def _key(value):
@@ -156,14 +159,15 @@ def load_rgb(value):
 
 
 def derived_get(tag, value):
-    """A small value derived from an image's pixels (e.g. ``("phash",)``: its hash), cached beside the
-    decoded images, or None: a chain that hashes an image twice (exact then near dedup) hashes it once."""
-    hit = _cache.get((tag,) + _key(value))
+    """A small value derived from an image's pixels (tag ``"phash"``: its hash), or None. Kept in a cache
+    of its own (32 MB): a recipe that hashes an image twice (exact then near dedup, which run in separate
+    stages) hashes it once."""
+    hit = _derived.get((tag,) + _key(value))
     return None if hit is None else hit[0]
 
 
 def derived_put(tag, value, obj) -> None:
-    _cache.put((tag,) + _key(value), obj, 128)
+    _derived.put((tag,) + _key(value), obj, 128 + (len(value) if isinstance(value, (bytes, bytearray)) else 0))
 
 
 def _nbytes(img) -> int:
@@ -172,5 +176,6 @@ def _nbytes(img) -> int:
 
 
 def clear_cache() -> None:
-    """Drop every decoded image (tests; a worker never needs to: the cache is bounded)."""
+    """Drop every decoded image and derived value (tests; a worker never needs to: both are bounded)."""
     _cache.clear()
+    _derived.clear()

@@ -52,7 +52,9 @@ def hash_many(imgs, method: str) -> np.ndarray:
         raise ValueError(f"unknown hash method {method!r}; one of {METHODS}")
     w, h = _SIZES[method]
     grays = [_gray(img, (w, h)) for img in imgs]
-    grays = np.stack(grays) if grays else np.zeros((0, h, w), np.uint8)
+    if not grays:
+        return np.zeros(0, np.uint64)
+    grays = np.stack(grays)
     bits = np.packbits(bits_of(grays, method).reshape(len(grays), 64), axis=1)
     return bits.view(">u8").ravel().astype(np.uint64)
 
