@@ -221,8 +221,9 @@ class JobManager:
         if not cur.rowcount:
             raise JobStateError(f"job {job_id} changed state meanwhile; try again")
         self._append_log(row["job_dir"], f"--- resumed {now_iso()} ---")
+        job = self.get(job_id)  # read before waking the scheduler: the caller sees the job as queued, always
         self._wake.set()
-        return self.get(job_id)
+        return job
 
     def logs(self, job_id: str, since: int = 0) -> dict:
         """Lines of the job's log from line ``since`` (at most MAX_LOG_LINES); ``next`` is the ``since`` of the
