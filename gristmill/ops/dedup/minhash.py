@@ -114,7 +114,8 @@ class DocumentMinhashDeduplicator(Deduplicator):
         if self.save_path in self.references:
             raise ValueError(f"{self.name}: save_signatures_path {p.save_signatures_path!r} is also a "
                              f"reference_signatures_path file; save to a new file")
-        self.reference_rows = [REF.check_reference(r, self) for r in self.references]
+        for r in self.references:
+            REF.check_reference(r, self)
 
     def config(self) -> dict:
         """Params plus the size and mtime of each reference file (a changed reference reruns the resolve)."""
