@@ -21,6 +21,7 @@ import pyarrow as pa
 from numba import njit
 
 from ._hashing import BYTE_BASE, GOLDEN, WINDOW_BASE, fmix, string_offsets
+from ...cache import cached_arrays
 
 F_WS, F_P, F_S, F_ND, F_MN = 1, 2, 4, 8, 16
 MODES = {"space": 0, "whitespace": 1, "punctuation": 2, "character": 3}
@@ -35,7 +36,14 @@ _NUM_SEPS = np.array([0x2C, 0x2E, 0x60C, 0x66B, 0x2396, 0x2397, 0x2398], dtype=n
 
 @lru_cache(maxsize=1)
 def unicode_tables() -> tuple[np.ndarray, np.ndarray]:
-    """(flags per code point, base code point with diacritics stripped), for all of Unicode (~0.3 s)."""
+    """(flags per code point, base code point with diacritics stripped), for all of Unicode. Building them
+    takes ~1 s, so they are kept on disk for later processes (keyed by this file and the Unicode data)."""
+    with open(__file__, "rb") as f:
+        key = f.read() + unicodedata.unidata_version.encode()
+    return cached_arrays("dedup-unicode", key, _build_unicode_tables)
+
+
+def _build_unicode_tables() -> tuple[np.ndarray, np.ndarray]:
     n = 0x110000
     cat = unicodedata.category
     def cat_flags(name: str) -> int:

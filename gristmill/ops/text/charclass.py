@@ -7,8 +7,6 @@ character classes are exactly those of the peers (datatrove, Data-Juicer), which
 """
 from __future__ import annotations
 
-import hashlib
-import os
 import string
 import sys
 import unicodedata
@@ -19,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...cache import cache_path
+from ...cache import cached_arrays
 
 # flag bits
 SPACE = 1 << 0        # str.isspace
@@ -130,38 +128,22 @@ def _spacy_letter_fixes(t: np.ndarray) -> None:
     t[0x294] |= np.uint32(LOWER)
 
 
-def _table_cache_path() -> str:
-    """Where the built table is kept: keyed by this file, Python's Unicode data and the emoji package."""
+def _table_key() -> bytes:
+    """What the built table depends on: this file, Python's Unicode data and the emoji package."""
     try:
         import emoji
         emoji_v = getattr(emoji, "__version__", "")
     except ImportError:  # pragma: no cover
         emoji_v = "-"
     with open(__file__, "rb") as f:
-        key = hashlib.blake2b(f.read() + f"{unicodedata.unidata_version}|{emoji_v}|{sys.version_info[:2]}".encode(),
-                              digest_size=8).hexdigest()
-    return cache_path("charclass", f"table-{key}.npy")
+        return f.read() + f"{unicodedata.unidata_version}|{emoji_v}|{sys.version_info[:2]}".encode()
 
 
 @lru_cache(maxsize=1)
 def table() -> np.ndarray:
     """The flag table: ``table()[cp] & FLAG``. Building it takes ~1 s (Python predicates over all code
     points), so it is stored on disk and loaded by later processes (engine workers included)."""
-    path = _table_cache_path()
-    try:
-        t = np.load(path)
-        if t.shape == (N_CP,) and t.dtype == np.uint32:
-            return t
-    except (OSError, ValueError):
-        pass
-    t = _build_table()
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp.npy"
-        np.save(tmp, t)
-        os.replace(tmp, path)
-    except OSError:  # read-only home: just build it each time
-        pass
+    (t,) = cached_arrays("charclass", _table_key(), lambda: (_build_table(),))
     return t
 
 
