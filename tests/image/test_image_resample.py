@@ -53,11 +53,18 @@ def test_image_modes_through_rgb_like_imagededup():
         R.rgbx(src.convert("L"))
 
 
-def test_copy_fallback_equals_arrow_view():
+def test_copy_fallback_equals_arrow_view(monkeypatch):
+    """Images Pillow cannot export through Arrow are copied instead; same pixels, same resize."""
     img = Image.open(MEDIA / "astronaut.jpg").convert("RGB")
     a = np.asarray(img).astype(np.uint32)
     packed = a[..., 0] | (a[..., 1] << 8) | (a[..., 2] << 16)
-    assert np.array_equal(R.rgbx(img) & 0xFFFFFF, packed)
+    view = R.rgbx(img)
+    assert np.array_equal(view & 0xFFFFFF, packed)
+    import pyarrow as pa
+    monkeypatch.setattr(pa, "array", lambda *a, **k: (_ for _ in ()).throw(ValueError("multi-block")))
+    copy = R.rgbx(img)
+    assert np.array_equal(copy, packed) and copy.flags.c_contiguous
+    assert np.array_equal(R.resize_gray(img, (32, 32)), pillow_gray(img, (32, 32)))
 
 
 def test_coefficients_sum_to_one_in_fixed_point():
