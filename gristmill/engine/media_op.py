@@ -4,7 +4,8 @@ beside the export (``link``/``copy``) or embedding them (``bytes``) and rewritin
 It runs as an op appended to the chain, in the workers, before the export fragments are written: a
 missing media file raises, the fused executor retries the batch row by row, and only that row goes to
 the rejects with the error (every input row is still accounted for, under ``export_media`` in the
-report). The placing itself is ``io.media_export``'s. Each worker appends the paths it placed to a file in
+report). With ``link``/``copy`` media held as bytes (a WebDataset, a Parquet with bytes) are written to
+files as well, so the export references files only. The placing itself is ``io.media_export``'s. Each worker appends the paths it placed to a file in
 the last stage's ``media-refs/`` directory; their union is what the export references, so the engine can
 delete our media files that no row references any more (``export_record.finish_export``).
 """
@@ -44,7 +45,8 @@ class ExportMedia(Mapper):
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         p = self.params
         placed: set[str] = set()
-        out = media_batch(batch, p.export_dir, tuple(p.keys), p.mode, p.subdir, placed)
+        out = media_batch(batch, p.export_dir, tuple(p.keys), p.mode, p.subdir, placed,
+                          bytes_to_files=True)
         if placed and self.refs_dir:
             os.makedirs(self.refs_dir, exist_ok=True)
             with open(os.path.join(self.refs_dir, f"{os.getpid()}.txt"), "a") as f:

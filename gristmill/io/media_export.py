@@ -127,9 +127,47 @@ def read_media(source: str) -> bytes:
         raise FileNotFoundError(f"media file not found: {source}") from None
 
 
-def _rewrite(value, export_dir: str, mode: str, subdir: str, placed: set | None):
+_MAGIC = ((b"\xff\xd8\xff", "jpg"), (b"\x89PNG\r\n\x1a\n", "png"), (b"GIF8", "gif"), (b"BM", "bmp"),
+          (b"II*\x00", "tif"), (b"MM\x00*", "tif"), (b"fLaC", "flac"), (b"OggS", "ogg"), (b"ID3", "mp3"),
+          (b"\x1aE\xdf\xa3", "mkv"))
+
+
+def sniff_ext(data: bytes) -> str:
+    """A file extension for media bytes, from their first bytes (``bin`` when unknown)."""
+    if data[:4] == b"RIFF" and data[8:12] in (b"WEBP", b"WAVE", b"AVI "):
+        return {b"WEBP": "webp", b"WAVE": "wav", b"AVI ": "avi"}[data[8:12]]
+    if data[4:8] == b"ftyp":
+        return "mp4"
+    return next((ext for magic, ext in _MAGIC if data.startswith(magic)), "bin")
+
+
+def place_bytes(data: bytes, export_dir: str, subdir: str = "media") -> str:
+    """Write media bytes once as ``<subdir>/<h2>/<h16>.<ext>`` (``h``: sha256 of the bytes); its relative
+    path."""
+    h = hashlib.sha256(data).hexdigest()
+    rel = os.path.join(subdir, h[:2], f"{h[2:18]}.{sniff_ext(data)}")
+    dst = os.path.join(export_dir, rel)
+    if not os.path.isfile(dst):
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        tmp = os.path.join(os.path.dirname(dst), f"{TMP}{os.getpid()}-{os.path.basename(dst)}")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, dst)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+    return rel
+
+
+def _rewrite(value, export_dir: str, mode: str, subdir: str, placed: set | None, files: bool = False):
     if isinstance(value, list):
-        return [_rewrite(v, export_dir, mode, subdir, placed) for v in value]
+        return [_rewrite(v, export_dir, mode, subdir, placed, files) for v in value]
+    if files and isinstance(value, (bytes, bytearray)) and mode in MODES:
+        rel = place_bytes(bytes(value), export_dir, subdir)
+        if placed is not None:
+            placed.add(rel)
+        return rel
     if not isinstance(value, str) or not value:
         return value
     if mode == "bytes":
@@ -161,12 +199,22 @@ def _bytes_type(t: pa.DataType) -> pa.DataType:
     return t
 
 
+def _path_type(t: pa.DataType) -> pa.DataType:
+    """The type of a media field once its bytes are written to files: binary → string, lists kept."""
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        inner = _path_type(t.value_type)
+        return pa.large_list(inner) if pa.types.is_large_list(t) else pa.list_(inner)
+    return pa.string() if pa.types.is_binary(t) or pa.types.is_large_binary(t) else t
+
+
 def media_batch(batch: pa.RecordBatch, export_dir: str, keys=MEDIA_KEYS, mode: str = "link",
-                subdir: str = "media", placed: set | None = None) -> pa.RecordBatch:
+                subdir: str = "media", placed: set | None = None, bytes_to_files: bool = False) -> pa.RecordBatch:
     """``batch`` with the media fields ``keys`` pointing into ``export_dir/subdir`` (files placed there;
-    their relative paths added to ``placed``), or with ``mode="bytes"`` holding the files' bytes. A field
-    keeps its JSON tag (absent keys stay absent in a JSONL export; a raw JSON field is rewritten as JSON
-    text); with ``bytes`` every batch gets the same binary type, changed or not, so batches concatenate."""
+    their relative paths added to ``placed``), or with ``mode="bytes"`` holding the files' bytes. With
+    ``bytes_to_files`` (link/copy), bytes values are written to files too (``place_bytes``) and become
+    paths. A field keeps its JSON tag (absent keys stay absent in a JSONL export; a raw JSON field is
+    rewritten as JSON text); a field whose type changes (paths ↔ bytes) gets the new type in every batch,
+    changed or not, so batches concatenate."""
     for k in keys:
         idx = batch.schema.get_field_index(k)
         if idx < 0:
@@ -180,9 +228,9 @@ def media_batch(batch: pa.RecordBatch, export_dir: str, keys=MEDIA_KEYS, mode: s
             continue
         col = C.get_field(batch, k)
         vals = col.to_pylist()
-        new = [_rewrite(v, export_dir, mode, subdir, placed) for v in vals]
-        if mode == "bytes":
-            t = _bytes_type(col.type)
+        new = [_rewrite(v, export_dir, mode, subdir, placed, bytes_to_files) for v in vals]
+        t = _bytes_type(col.type) if mode == "bytes" else _path_type(col.type) if bytes_to_files else col.type
+        if not t.equals(col.type):
             meta = None if C.is_raw_json(field) else field.metadata
             batch = batch.set_column(idx, pa.field(k, t, metadata=meta), pa.array(new, t))
         elif new != vals:

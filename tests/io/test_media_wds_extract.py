@@ -101,3 +101,21 @@ def test_recipe_extract_then_export_np1_np2(tmp_path):
     def tree(d):
         return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
     assert tree(tmp_path / "o1") == tree(tmp_path / "o2")
+
+
+def test_bytes_become_files_with_link_or_copy(tmp_path):
+    """Without extraction the images are bytes; export_media copy writes them as files all the same (named
+    by their bytes, with the extension their first bytes say) and the JSONL holds paths, not base64."""
+    make_tar(tmp_path / "in" / "a-000.tar", [("0000", "aqua.jpg", "water"), ("0001", "chelsea.png", "cat"),
+                                             ("0002", "wood.webp", "wood")])
+    rep = run(tmp_path, 1, "w", "o/o.jsonl", reader_params={}, process=[])
+    check_accounting(rep)
+    rows = [json.loads(x) for x in open(tmp_path / "o" / "o.jsonl")]
+    names = [r["images"][0] for r in rows]
+    assert [Path(n).suffix for n in names] == [".jpg", ".png", ".webp"]
+    assert [(tmp_path / "o" / n).read_bytes() for n in names] == [
+        (MEDIA / f).read_bytes() for f in ("aqua.jpg", "chelsea.png", "wood.webp")]
+    import hashlib
+    assert Path(names[0]).name == hashlib.sha256((MEDIA / "aqua.jpg").read_bytes()).hexdigest()[2:18] + ".jpg"
+    rec = json.loads((tmp_path / "o" / ".o.jsonl.gristmill.json").read_text())
+    assert rec["media"] == sorted(names)
