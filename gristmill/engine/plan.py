@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ..core import columns as C
 from ..core.names import closest
-from ..ops.base import Filter, GlobalOp, Grouper, Op, RemovalOp
+from ..ops.base import GlobalOp, Grouper, Op, RemovalOp
 from .paths import RunRefused
 
 
@@ -34,7 +34,7 @@ def check_inputs(ops: list[Op], columns, where: str = "process") -> None:
     have = set(columns)
     names = sorted(f for f in have if not f.startswith("__"))
     for i, op in enumerate(ops):
-        for f in op.required_input_fields() if op.inputs is not None else []:
+        for f in op.required_input_fields() if op.declares_inputs() else []:
             head = f.split(".")[0]
             if head in have or head in _NAMESPACES:
                 continue
@@ -44,7 +44,7 @@ def check_inputs(ops: list[Op], columns, where: str = "process") -> None:
                                f"{closest(head, sorted(h for h in have if not h.startswith('__')))}")
         if isinstance(op, Grouper):
             return
-        if op.outputs is None and not isinstance(op, (Filter, RemovalOp)):
+        if not op.declares_outputs() and not isinstance(op, RemovalOp):
             return  # an undeclared mapper: it may write any field
         have.update(f.split(".")[0] for f in op.output_fields())
 

@@ -111,7 +111,8 @@ class Op:
     are required. None: undeclared (by convention the text field; docs show nothing). Required fields
     are checked by :meth:`apply` and the per-row bases before any work, and by the engine against the
     input's columns before a run (``engine.plan.check_inputs``). An op whose fields come from a list
-    param or an expression overrides :meth:`input_fields` instead (and sets ``inputs = ()``)."""
+    param or an expression (or are optional) overrides :meth:`input_fields` instead, leaving this None:
+    the generated docs show only static declarations."""
     outputs: ClassVar[tuple[str, ...] | None] = None
     """Fields the op writes (same placeholders). None: a filter writes ``stats.<key>`` for its
     ``stats_keys``, a mapper rewrites the text field."""
@@ -152,6 +153,16 @@ class Op:
         """The fields this instance reads: ``inputs`` with its placeholders filled in (optional ones
         keep their trailing ``?``)."""
         return self._fill(self.inputs if self.inputs is not None else ("{text_key}",))
+
+    def declares_inputs(self) -> bool:
+        """The op says what it reads: ``inputs`` set, or ``input_fields`` overridden."""
+        return self.inputs is not None or type(self).input_fields is not Op.input_fields
+
+    def declares_outputs(self) -> bool:
+        """The op says what it writes: ``outputs`` set, ``output_fields`` overridden, or a filter (which
+        writes only its stats)."""
+        return (self.outputs is not None or isinstance(self, Filter)
+                or type(self).output_fields is not Op.output_fields)
 
     def required_input_fields(self) -> list[str]:
         """The fields this instance cannot run without: ``input_fields`` less the optional and empty
@@ -232,7 +243,7 @@ class Op:
             batch = C.concat_batches(data.to_batches(), data.schema)
         else:
             batch = data
-        if self.inputs is not None and batch.num_rows:
+        if self.declares_inputs() and batch.num_rows:
             self.check_inputs(batch)
         kept, gone = self.apply_row_local(batch) if batch.num_rows else (batch, None)
         if gone is None:
@@ -384,7 +395,7 @@ class RowFilter(RangeFilter):
         return self.score(row.get(self.text_key) or "")
 
     def compute_stats(self, batch):
-        if self.inputs is not None:
+        if self.declares_inputs():
             self.check_inputs(batch)
         if type(self).score_row is RowFilter.score_row:  # text only: no row dicts to build
             values = [self.score(t or "") for t in self.text(batch).to_pylist()]
@@ -407,7 +418,7 @@ class RowMapper(Mapper):
     def process_batch(self, batch):
         if not batch.num_rows:
             return batch
-        if self.inputs is not None:
+        if self.declares_inputs():
             self.check_inputs(batch)
         rows = C.to_pylist(batch)
         before = [dict(r) for r in rows]  # map may change the row in place

@@ -152,7 +152,6 @@ class FieldsToTextMapper(Mapper):
     lets rows without a text field through the reader (``creates_text``)."""
 
     creates_text = True
-    inputs = ()  # the fields the parts name, all optional: see input_fields
     outputs = ("{text_key}",)
 
     def input_fields(self) -> list[str]:
@@ -222,8 +221,10 @@ class ExtractJsonFieldMapper(Mapper):
     The target holds the values as the reader would (typed when they agree, JSON otherwise). Per-row
     JSON parsing (orjson) in Python."""
 
-    inputs = ("{source_key}?",)  # an absent source gives ``default``
     outputs = ("{target_key}",)
+
+    def input_fields(self) -> list[str]:
+        return [f"{self.params.source_key}?"]  # optional: an absent source gives ``default``
 
     class Params(Params):
         source_key: str = Field(..., description="Field holding the JSON string (dotted for nested fields).")
@@ -288,8 +289,8 @@ class HumanNumberMapper(Mapper):
     decimal arithmetic, so "2.3k" is 2300, not 2299.999…); else float64. A numeric source column is cast
     vectorised; strings are parsed per row in Python (a regex each)."""
 
-    inputs = ("{source_key}?",)  # an absent source gives nulls
-    outputs = ()  # see output_fields
+    def input_fields(self) -> list[str]:
+        return [f"{self.params.source_key}?"]  # optional: an absent source gives nulls
 
     def output_fields(self) -> list[str]:
         return [self.params.target_key or self.params.source_key]

@@ -166,8 +166,6 @@ class KeyValueGrouper(Grouper):
     """Group samples with equal values of ``group_by_keys`` into one batched sample whose fields are the
     lists of the members' values (in dataset order). Without keys, all samples form one group."""
 
-    inputs = ()  # the group_by_keys: see input_fields
-
     def input_fields(self) -> list[str]:
         """Each ``group_by_keys`` field (required: a row must have a value to be grouped by it)."""
         return list(self.params.group_by_keys or [])

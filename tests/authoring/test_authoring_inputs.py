@@ -86,6 +86,11 @@ def test_declarations_filled_in():
     assert f2t.input_fields() == ["t?", "secs?"] and f2t.required_input_fields() == []
     assert f2t.output_fields() == ["text"]
     assert hum.input_fields() == ["v?"] and hum.output_fields() == ["v"]
+    assert all(o.declares_inputs() and o.declares_outputs() for o in (sel, gen, f2t, hum))
+    plain, = ops(("whitespace_normalization_mapper", {}))
+    assert not plain.declares_inputs() and not plain.declares_outputs()
+    # the class attributes stay static (docs/ops.md shows them): dynamic fields come from the methods
+    assert type(gen).inputs is None and type(f2t).inputs is None and type(hum).outputs is None
 
 
 def test_apply_checks_required_inputs():

@@ -97,7 +97,6 @@ class GeneralFieldFilter(Filter):
     ``10 < num <= 30 and __dj__meta__.lang == 'en'``) holds; an empty condition keeps everything."""
 
     stats_keys = (STAT,)
-    inputs = ()  # the fields the condition names: see input_fields
 
     class Params(Params):
         filter_condition: str = Field("", description="Python-like boolean expression over the sample's "
