@@ -15,8 +15,9 @@ seeds them per row (from the op's ``seed`` and the row's id); Data-Juicer does n
 every output text, in order, must be equal (same library calls in the same order, same combination of
 methods; nlpaug's spelling candidates, whose order follows PYTHONHASHSEED, sorted on both sides as gristmill
 sorts them); (2) unseeded Data-Juicer: outputs per row (draw-independent for nlpaug; nlpcda drops a repeated
-augmentation, so there the count can follow the draws) and the original kept first or dropped. Ids: Data-Juicer copies the id to every augmented row; gristmill suffixes
-``#aug<k>`` (ids stay unique), so ids are compared without that suffix.
+augmentation, so there the count can follow the draws) and the original kept first or dropped. Ids:
+Data-Juicer copies the id to every augmented row; gristmill suffixes ``#aug<k>`` (ids stay unique), so ids
+are compared without that suffix.
 
 Inputs: paragraphs (40-600 characters) of English documentation pages and Common Crawl text, and Chinese
 paragraphs of the benchmark corpus (``/tmp/corpus``, ``../shared/data``), plus edge cases (empty text,
