@@ -24,7 +24,13 @@ without downloading. Its language-ID model there is the lid.176.ftz that fast-la
 gristmill uses by default), under Data-Juicer's name ``lid.176.bin``; its stop-word and flagged-word assets
 (downloaded at run time by Data-Juicer) are gristmill's shipped lists, so both sides use the same words.
 
-Rows are compared as parsed JSON objects, in order. The table: recipe, rows in, rows Data-Juicer kept,
+The Hub tokenizer of alphanumeric_filter's ``tokenization`` (``EleutherAI/pythia-6.9b-deduped``) is stood in
+for by a real offline one (Qwen3's, ../shared/tokenizers) under that name in gristmill's store and in the
+Hugging Face cache Data-Juicer reads offline. ``executor_type: ray`` recipes run Data-Juicer on a one-node
+Ray cluster the bench starts on 127.0.0.1 and stops (LocalRay).
+
+Rows are compared as parsed JSON objects, in order, and the row counts after every op too (same output by
+different paths is reported, not counted as identical). The table: recipe, rows in, rows Data-Juicer kept,
 rows gristmill kept, seconds for each, and ``identical`` or what differs with the documented cause
 (KNOWN below, found by reading both ops and diffing the rows; see docs/dj-compat.md).
 """
