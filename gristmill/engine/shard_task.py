@@ -214,7 +214,8 @@ def run_task(task: Task, progress=None) -> dict:
                 if isinstance(item, pa.RecordBatch):
                     if task.id_prefix:
                         item = prefix_ids(item, derived, task.id_prefix)
-                    if suffix is not None:
+                    if suffix is not None and SUFFIX not in item.schema.names:  # as Data-Juicer: rows that
+                        # carry their own suffix keep it (add_suffixes skips a dataset that has the field)
                         item = C.set_column(item, SUFFIX, pa.array([suffix] * item.num_rows, pa.string()))
                 yield item
         else:

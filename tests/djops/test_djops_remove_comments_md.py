@@ -1,6 +1,5 @@
 """remove_comments_mapper with ``doc_type: md``: Data-Juicer 1.6.1 ignores doc_type and applies its ``%``
-rules; the DJ outputs below were produced by its op on these texts. The one difference is gristmill's
-documented fix: the character before an inline ``%`` is kept ("(1)." where DJ gives "(1)")."""
+rules; the DJ outputs below were produced by its op on these texts, and gristmill's equal them."""
 import pytest
 
 from djops_util import run
@@ -17,10 +16,9 @@ DJ = ["# Notes\n\nThe integral $\\int_0^1 x\\,dx$ equals one half.\nSee eq. (1)\
       "Plain markdown without comments.\n* item\n"]
 
 
-def test_md_same_as_data_juicer_but_the_kept_character():
+def test_md_same_as_data_juicer():
     out = [r["text"] for r in run("remove_comments_mapper", [{"text": t} for t in TEXTS], doc_type="md")[0]]
-    assert out[1:] == DJ[1:]
-    assert out[0] == DJ[0].replace("(1)\n", "(1).\n")
+    assert out == DJ
     tex = [r["text"] for r in run("remove_comments_mapper", [{"text": t} for t in TEXTS], doc_type=["tex", "md"])[0]]
     assert tex == out
 

@@ -154,3 +154,17 @@ def test_server_and_analyze_refuse_multi_source_recipes(tmp_path):
     r = write_recipe(tmp_path / "r.yaml", {"sources": [{"name": "a", "path": a}], "work_dir": str(tmp_path / "w")})
     res = cli("analyze", r, "--no-progress")
     assert res.returncode == 2 and "one source at a time" in res.stderr
+
+
+def test_rows_carrying_their_own_suffix_keep_it(tmp_path):
+    """Data-Juicer adds the suffix column only to a dataset that lacks it: code files already converted to
+    JSONL with their own `__dj__suffix__` (redpajama-code) keep it, so suffix_filter selects on it."""
+    rows = [{"text": f"def f{i}(): pass", "__dj__suffix__": s} for i, s in enumerate([".py", ".c", ".py"])]
+    src = tmp_path / "code.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    r = write_recipe(tmp_path / "r.yaml", {"project_name": "own", "work_dir": str(tmp_path / "w"),
+                                           "export_path": str(tmp_path / "out.jsonl"), "dataset_path": str(src),
+                                           "process": [{"suffix_filter": {"suffixes": [".py"]}}]})
+    res = cli("run", r, "--no-progress")
+    assert res.returncode == 0, res.stderr
+    assert [x["text"] for x in read_jsonl(tmp_path / "out.jsonl")] == ["def f0(): pass", "def f2(): pass"]
