@@ -2,7 +2,7 @@
 
 ``compute_hash`` stores Data-Juicer's 64-bit SimHash per row (``_djsimhash``: MD5 shingle hashes, bit for
 bit the values simhash-pybind gives, so clusters and the surviving rows are Data-Juicer's; a non-empty
-text with fewer tokens than the window hashes to 0, as there; an empty text gets none). Two hashes
+text with fewer tokens than the window, or an empty one, hashes to 0, as there). Two hashes
 within Hamming distance k of each other agree on at least ``num_blocks - k`` of the ``num_blocks`` bit
 blocks (pigeonhole), so ``resolve`` buckets every row once per choice of ``num_blocks - k`` blocks, on disk
 by hash partition (one scan per shard on the engine's workers), compares hashes only inside buckets (one
@@ -73,13 +73,13 @@ class DocumentSimhashDeduplicator(Deduplicator):
     def compute_hash(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         p = self.params
         t = as_text(self.text(batch))
-        has = pc.fill_null(pc.greater(pc.binary_length(t), 0), False).to_numpy(zero_copy_only=False)
+        null = pc.is_null(t).to_numpy(zero_copy_only=False)
         if p.lowercase:
             t = pc.utf8_lower(t)
         if p.ignore_pattern:
             t = remove_pattern(t, p.ignore_pattern)
         h = dj_simhashes(t, p.tokenization, p.window_size)
-        return C.set_column(batch, self.column, pa.array(h, pa.uint64(), mask=~has))
+        return C.set_column(batch, self.column, pa.array(h, pa.uint64(), mask=null))
 
     def resolve_columns(self) -> list[str]:
         return [C.ID, self.column]
