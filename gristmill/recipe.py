@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from .core import defaults as D
 from .engine.config import RunConfig
 from .ops.base import integral_numbers
-from .registry import OpError, closest, create_op
+from .registry import OpError, closest, create_op, get_op_class
 from .web.download import DownloadStage
 
 # Data-Juicer settings that have no effect here (caching, tracing, fusion are built in or different):
@@ -30,7 +30,10 @@ DJ_IGNORED = {
 # (which field holds the image/audio/video paths, and the special tokens that mark them in the text); a
 # text recipe is unaffected by them.
 MEDIA_KEYS = ("image_key", "audio_key", "video_key", "image_special_token", "audio_special_token",
-              "video_special_token")
+              "video_special_token", "image_bytes_key")
+# Of those, the ones Data-Juicer also hands to every op that does not set its own (update_op_attr): an op
+# declaring the param gets the recipe's value unless its entry gives one.
+OP_MEDIA_KEYS = ("image_bytes_key",)
 SOURCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -130,6 +133,8 @@ class Recipe(BaseModel):
     image_special_token: str | None = Field(None, description="Token marking an image in the text.")
     audio_special_token: str | None = Field(None, description="Token marking an audio clip in the text.")
     video_special_token: str | None = Field(None, description="Token marking a video in the text.")
+    image_bytes_key: str | None = Field(None, description="Field with image bytes parallel to image_key, decoded "
+                                        "instead of the paths (image ops; default image_bytes).")
 
     _source_ops: list = PrivateAttr(default_factory=list)  # per source, its built ops
 
@@ -261,9 +266,11 @@ def parse_recipe(raw: dict, source: str = "recipe") -> tuple[Recipe, list, list[
     if recipe.export_extra_args:
         warnings.append(f"export_extra_args has no effect here (the export format follows export_path's "
                         f"extension): {', '.join(sorted(recipe.export_extra_args))}")
-    if recipe.media_keys():
-        warnings.append(f"{', '.join(recipe.media_keys())}: passed to the readers as media keys; no effect on "
+    reader_keys = [k for k in recipe.media_keys() if k not in OP_MEDIA_KEYS]
+    if reader_keys:
+        warnings.append(f"{', '.join(reader_keys)}: passed to the readers as media keys; no effect on "
                         f"text ops")
+    _op_media_keys(recipe)
     ops = build_ops(recipe.process, recipe.allow_scripts, source)
     errors = []
     for i, s in enumerate(recipe.sources or []):
@@ -279,6 +286,26 @@ def parse_recipe(raw: dict, source: str = "recipe") -> tuple[Recipe, list, list[
             warnings.append(f"{op.name}: Data-Juicer scheduling params with no effect here (the engine "
                             f"schedules): {', '.join(op.ignored_params)}")
     return recipe, ops, warnings
+
+
+def _op_media_keys(recipe: Recipe) -> None:
+    """Give each op entry that declares an ``OP_MEDIA_KEYS`` param and does not set it the recipe's value."""
+    given = {k: v for k, v in recipe.media_keys().items() if k in OP_MEDIA_KEYS}
+    if not given:
+        return
+    for process in [recipe.process, *(s.process for s in recipe.sources or [])]:
+        for i, entry in enumerate(process):
+            name, params = (entry, {}) if isinstance(entry, str) else (
+                next(iter(entry.items())) if isinstance(entry, dict) and len(entry) == 1 else (None, None))
+            if name is None or (params is not None and not isinstance(params, dict)):
+                continue  # build_ops reports it
+            try:
+                fields = getattr(get_op_class(name), "Params").model_fields
+            except (OpError, AttributeError):
+                continue
+            add = {k: v for k, v in given.items() if k in fields and (params or {}).get(k) is None}
+            if add:
+                process[i] = {name: {**(params or {}), **add}}
 
 
 def all_ops(recipe: Recipe, ops: list) -> list:

@@ -34,23 +34,50 @@ IMAGE_KEY = "images"
 AUDIO_KEY = "audios"
 VIDEO_KEY = "videos"
 MEDIA_KEYS = (IMAGE_KEY, AUDIO_KEY, VIDEO_KEY)
+# Data-Juicer's ``image_bytes_key``: a list of bytes parallel to the image list (what
+# download_file_mapper fills); item i of an image op is decoded from it when it holds bytes there.
+IMAGE_BYTES_KEY = "image_bytes"
 
 
-def media_values(batch: pa.RecordBatch, key: str) -> list[list]:
-    """Per row, the list of media items (path strings or bytes) in field ``key``; a missing field, a
-    null or an empty list gives ``[]``, a single value (not a list) a one-item list. Raw JSON fields
-    are decoded (``columns.get_field``)."""
+def media_lists(batch: pa.RecordBatch, key: str) -> list[list] | None:
+    """Per row, the raw list in field ``key`` (None items kept, so indices match a parallel list), or
+    None when the field is absent."""
     col = C.get_field(batch, key)
     if col is None:
+        return None
+    return [[] if v is None else [v] if isinstance(v, (str, bytes)) else list(v) for v in col.to_pylist()]
+
+
+def media_bytes(batch: pa.RecordBatch, bytes_key: str | None) -> list[list] | None:
+    """Per row, the raw list in ``bytes_key`` (None entries kept, so indices match the media list), or
+    None when the field is absent. A value that is not a list holds no bytes (Data-Juicer's rule)."""
+    col = C.get_field(batch, bytes_key) if bytes_key else None
+    if col is None:
+        return None
+    return [list(v) if isinstance(v, list) else [] for v in col.to_pylist()]
+
+
+def media_values(batch: pa.RecordBatch, key: str, bytes_key: str | None = None,
+                 same_length: bool = False) -> list[list]:
+    """Per row, the list of media items (path strings or bytes) in field ``key``; a missing field, a
+    null or an empty list gives ``[]``, a single value (not a list) a one-item list. Raw JSON fields
+    are decoded (``columns.get_field``).
+
+    With ``bytes_key`` (Data-Juicer's ``image_bytes_key``), item i is replaced by the row's
+    ``bytes_key[i]`` where that is bytes, so ops decode the bytes instead of opening the path (as
+    Data-Juicer's loader does, whatever the two lists' lengths). ``same_length`` is image_size_filter's
+    rule instead: the bytes are used only when the two lists are equally long."""
+    rows = media_lists(batch, key)
+    if rows is None:
         return [[] for _ in range(batch.num_rows)]
+    blobs = media_bytes(batch, bytes_key)
     out = []
-    for v in col.to_pylist():
-        if v is None:
-            out.append([])
-        elif isinstance(v, (str, bytes)):
-            out.append([v])
-        else:
-            out.append([x for x in v if x is not None])
+    for r, items in enumerate(rows):
+        b = blobs[r] if blobs is not None else []
+        if same_length and len(b) != len(items):
+            b = []
+        out.append([b[i] if i < len(b) and isinstance(b[i], bytes) else x
+                    for i, x in enumerate(items) if x is not None])
     return out
 
 

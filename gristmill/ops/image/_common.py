@@ -17,12 +17,15 @@ import pyarrow.compute as pc
 from pydantic import Field, field_validator
 
 from ...core import columns as C
-from ...media import IMAGE_KEY, media_size, media_values
+from ...media import IMAGE_BYTES_KEY, IMAGE_KEY, media_size, media_values
 from ..base import Filter, Params
 
 
 class ImageParams(Params):
     image_key: str = Field(IMAGE_KEY, description="Field holding each sample's list of images (paths or bytes).")
+    image_bytes_key: str = Field(IMAGE_BYTES_KEY, description="Field holding a list of image bytes parallel to "
+                                 "image_key: image i is decoded from its bytes there when present, else from "
+                                 "its path (Data-Juicer's; download_file_mapper fills it).")
 
 
 class AnyOrAllParams(ImageParams):
@@ -134,7 +137,9 @@ class ImageRangeFilter(MediaRangeFilter):
     Params = AnyOrAllParams
 
     def images(self, batch: pa.RecordBatch) -> list[list]:
-        return media_values(batch, self.params.image_key)
+        """Per row, what to decode for each image: its bytes from ``image_bytes_key`` where present, else
+        the item of ``image_key``."""
+        return media_values(batch, self.params.image_key, self.params.image_bytes_key)
 
 
 _UNITS = {"": 0, "b": 0, "k": 10, "m": 20, "g": 30, "t": 40, "p": 50, "e": 60, "z": 70, "y": 80}

@@ -35,13 +35,14 @@ class BlurParams(ImageParams):
 @register("image_blur_mapper")
 class ImageBlurMapper(Mapper):
     """Blur images with probability ``p``; blurred copies are written as new files (bytes stay bytes)
-    and the original paths are kept in ``__dj__source_file__``."""
+    and the original paths are kept in ``__dj__source_file__``. An image with bytes in
+    ``image_bytes_key`` is blurred from them, and they are replaced by the blurred file's bytes."""
 
     class Params(BlurParams):
         p: float = Field(0.2, ge=0, le=1, description="Probability that an image is blurred.")
 
     def _config(self):
-        ps = self.params.model_dump(exclude={"save_dir", "text_key"})
+        ps = self.params.model_dump(exclude={"save_dir", "text_key", "image_bytes_key"})
         return {"op": self.name, **ps}
 
     def draw(self, value) -> float:
@@ -52,8 +53,8 @@ class ImageBlurMapper(Mapper):
         flt = pil_filter(self.params.blur_type, self.params.radius)
         cfg = self._config()
 
-        def blur(v):
+        def blur(v, data):
             if self.draw(v) >= self.params.p:
                 return None
-            return save_image(load_rgb(v).filter(flt), v, self.name, self.params.save_dir, cfg)
-        return map_images(self, batch, self.params.image_key, blur)
+            return save_image(load_rgb(data).filter(flt), v, self.name, self.params.save_dir, cfg, data)
+        return map_images(self, batch, self.params.image_key, blur, self.params.image_bytes_key)

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from pydantic import Field
 
 from ...core import columns as C
-from ...media import IMAGE_KEY, media_values
+from ...media import IMAGE_BYTES_KEY, IMAGE_KEY, media_values
 from ...media.image import derived_get, derived_put, load_rgb
 from ...registry import register
 from ..dedup import _resolve as R
@@ -64,11 +64,13 @@ class ImageDeduplicator(_KeyDedup):
 
     class Params(Params):
         image_key: str = Field(IMAGE_KEY, description="Field holding each sample's list of images.")
+        image_bytes_key: str = Field(IMAGE_BYTES_KEY, description="Field holding image bytes parallel to "
+                                     "image_key, decoded instead of the path where present.")
         method: Method = Field("phash", description="Image hash: phash, dhash, whash or ahash.")
         consider_text: bool = Field(False, description="Samples must also have the same text to be duplicates.")
 
     def key_array(self, batch):
-        items = media_values(batch, self.params.image_key)
+        items = media_values(batch, self.params.image_key, self.params.image_bytes_key)
         flat, offsets = flatten(items)
         hx = [hex16(int(h)) for h in image_hashes(flat, self.params.method)]
         keys = ["".join(hx[offsets[r]:offsets[r + 1]]) for r in range(batch.num_rows)]
@@ -87,6 +89,8 @@ class ImageNearDeduplicator(DocumentSimhashDeduplicator):
 
     class Params(Params):
         image_key: str = Field(IMAGE_KEY, description="Field holding each sample's list of images.")
+        image_bytes_key: str = Field(IMAGE_BYTES_KEY, description="Field holding image bytes parallel to "
+                                     "image_key, decoded instead of the path where present.")
         method: Method = Field("phash", description="Image hash: phash, dhash, whash or ahash.")
         hamming_distance: int = Field(6, ge=0, le=63, description="Max differing bits of near-duplicates.")
         num_blocks: int = Field(8, ge=1, le=64, description="Bit blocks a hash is split into for bucketing "
@@ -97,7 +101,7 @@ class ImageNearDeduplicator(DocumentSimhashDeduplicator):
         return self.tmp_column("imagehash")
 
     def compute_hash(self, batch):
-        flat, offsets = flatten(media_values(batch, self.params.image_key))
+        flat, offsets = flatten(media_values(batch, self.params.image_key, self.params.image_bytes_key))
         h = image_hashes(flat, self.params.method)
         arr = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(h, pa.uint64()))
         return C.set_column(batch, self.column, arr)

@@ -92,7 +92,8 @@ class ImageFaceRatioFilter(_FaceOp, ImageRangeFilter):
 @register("image_face_blur_mapper")
 class ImageFaceBlurMapper(_FaceOp, Mapper):
     """Blur the faces found in each image; images with faces are written as new files (bytes stay
-    bytes), the others are left as they are; original paths go to ``__dj__source_file__``."""
+    bytes), the others are left as they are; original paths go to ``__dj__source_file__``. Images with
+    bytes in ``image_bytes_key`` are read from them, which become the new file's bytes when blurred."""
 
     class Params(DetectorParams, BlurParams):
         pass
@@ -100,10 +101,10 @@ class ImageFaceBlurMapper(_FaceOp, Mapper):
     def process_batch(self, batch):
         p = self.params
         flt = pil_filter(p.blur_type, p.radius)
-        cfg = {"op": self.name, **p.model_dump(exclude={"save_dir", "text_key"})}
+        cfg = {"op": self.name, **p.model_dump(exclude={"save_dir", "text_key", "image_bytes_key"})}
 
-        def blur_faces(v):
-            img = load_rgb(v)
+        def blur_faces(v, data):
+            img = load_rgb(data)
             dets = self.faces(img)
             if not dets:
                 return None
@@ -111,5 +112,5 @@ class ImageFaceBlurMapper(_FaceOp, Mapper):
             for x, y, w, h in dets:
                 box = (x, y, x + w, y + h)
                 out.paste(img.crop(box).filter(flt), box)
-            return save_image(out, v, self.name, p.save_dir, cfg)
-        return map_images(self, batch, p.image_key, blur_faces)
+            return save_image(out, v, self.name, p.save_dir, cfg, data)
+        return map_images(self, batch, p.image_key, blur_faces, p.image_bytes_key)

@@ -135,7 +135,7 @@ class ImageCaptioningMapper(Mapper):
     def process_batch(self, batch):
         p = self.params
         texts = [t or "" for t in self.text(batch).to_pylist()]
-        rows = media_values(batch, p.image_key)
+        rows = media_values(batch, p.image_key, p.image_bytes_key)
         prompts = self._prompts(batch)
         # every (row, chunk) with its images, in order; the flat image list for generation
         plan: list[list[tuple[str, list[int]]]] = []

@@ -2,6 +2,7 @@
 the size params and bound are ``_common.SizeRangeFilter``'s, shared with audio_size_filter."""
 from __future__ import annotations
 
+from ...media import media_values
 from ...registry import register
 from ._common import AnyOrAllParams, ImageRangeFilter, SizeParams, SizeRangeFilter, size_to_bytes
 
@@ -19,4 +20,5 @@ class ImageSizeFilter(SizeRangeFilter, ImageRangeFilter):
         pass
 
     def items(self, batch):
-        return self.images(batch)
+        p = self.params
+        return media_values(batch, p.image_key, p.image_bytes_key, same_length=True)
