@@ -2,7 +2,8 @@
 bytes when it has some (else from its path, whatever the lists' lengths), image_size_filter counts byte
 lengths only when both lists are equally long, and the blur mappers replace the bytes of the images they
 change. The bytes in these tests are another image than the file the path names, so every assertion
-tells which of the two an op read."""
+tells which of the two an op read. The shape and size stats of the first three tests are what Data-Juicer
+1.6.1's image_shape_filter/image_size_filter compute on the same samples (checked in its venv)."""
 import io
 import json
 import subprocess
