@@ -111,11 +111,12 @@ def _preflight(cfg: RunConfig, sources: list[SourceRun]) -> None:
     names = shard_names(cfg.export_path, 2) if cfg.export_path else []
     check_outputs(specs, files, cfg.export_path, os.path.abspath(cfg.work_dir), names)
     check_writable(os.path.abspath(cfg.work_dir), "work dir")
-    for s, shards in zip(sources, planned):  # a misspelt text key fails now, not after the sources before it ran
-        if shards and not (s.ops and s.ops[0].creates_text):
+    for s, shards in zip(sources, planned):  # a misspelt text key or field fails now, not after the sources
+        if shards:                              # before it ran
             eng = create_engine(s.cfg)
+            optional = bool(s.ops) and s.ops[0].creates_text
             try:
-                eng._check_text_key(shards[0], eng._read_opts(common_root(shards)))
+                eng._check_first_batch(shards[0], eng._read_opts(common_root(shards), optional), s.ops)
             except ValueError as e:
                 raise type(e)(f"source {s.name}: {e}") from None
 

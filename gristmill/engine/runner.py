@@ -37,12 +37,12 @@ from .lock import WorkDirLock
 from .media_op import check_mode, export_media_mode, export_media_op, read_refs
 from .paths import (RunRefused, check_outputs, check_writable, free_space_warning, naming, remove_own_tmp,
                     remove_stale_tmp)
-from .plan import Stage, build_stages, fingerprint
+from .plan import Stage, build_stages, check_inputs, fingerprint
 from .progress import Progress
 from .report import _listing, write_report
 from .resolve_context import StageResolveContext
 from .resume import input_fingerprint, invalidation, load_manifest, save_manifest
-from .shard_task import MIX_POS, READ_POS, Task, load_marker
+from .shard_task import MIX_POS, READ_POS, SUFFIX, Task, load_marker
 
 
 class StageEngine:
@@ -72,7 +72,7 @@ class StageEngine:
         check_not_uri(cfg.work_dir, "work_dir", output=True)
         shards = plan_dataset(cfg.dataset_path, self._read_opts(""), cfg.input_format)
         opts = self._read_opts(common_root(shards), text_optional=bool(ops) and ops[0].creates_text)
-        self._preflight(shards, opts)
+        self._preflight(shards, opts, ops)
         return self._start(ops, shards, opts, t_start, presplit_inputs=True)
 
     def run_parts(self, ops: list[Op], parts: list[list[str]], input_fp: str) -> dict:
@@ -119,7 +119,7 @@ class StageEngine:
         check_writable(cfg.export_path if arrow else os.path.dirname(os.path.abspath(cfg.export_path)),
                        "export directory")
 
-    def _preflight(self, shards: list[Shard], opts: ReadOptions) -> None:
+    def _preflight(self, shards: list[Shard], opts: ReadOptions, ops: list[Op]) -> None:
         cfg = self.cfg
         inputs = [f for s in shards for f in (s.source, *s.files)]
         names = shard_names(cfg.export_path, 2) if cfg.export_path else []
@@ -131,20 +131,25 @@ class StageEngine:
         warning = free_space_warning(self.work, size)
         if warning:
             self.log(f"warning: {warning}")
-        if shards and not opts.text_optional:
-            self._check_text_key(shards[0], opts)
+        if shards:
+            self._check_first_batch(shards[0], opts, ops)
 
-    def _check_text_key(self, shard: Shard, opts: ReadOptions) -> None:
-        """Fail fast when the text field is absent from the first batch of the first shard (a misspelt
-        ``text_keys`` would otherwise reject every row, one by one)."""
+    def _check_first_batch(self, shard: Shard, opts: ReadOptions, ops: list[Op]) -> None:
+        """Fail fast when the text field, or a field an op declares it reads, is absent from the first batch
+        of the first shard (a misspelt ``text_keys`` would otherwise reject every row, one by one; a
+        misspelt field would silently empty the output)."""
         from dataclasses import replace
         key = opts.text_key
         for item in read_shard(shard, replace(opts, text_optional=True)):
             if isinstance(item, pa.RecordBatch) and item.num_rows:
-                if key not in item.schema.names:
+                if not opts.text_optional and key not in item.schema.names:
                     fields = [n for n in item.schema.names if not n.startswith("__")]
                     raise RunRefused(f"text_keys {key!r}: no such field in the first {item.num_rows:,} records "
                                        f"of {shard.source} (fields: {', '.join(fields)}){closest(key, fields)}")
+                for op in ops:
+                    op.bind_text_key(self.cfg.text_key)
+                # the shard task adds the suffix column after reading (suffix_filter declares it)
+                check_inputs(ops, [*item.schema.names, *([SUFFIX] if self.cfg.add_suffix else [])])
                 return
 
     def _run(self, ops: list[Op], shards: list, opts: ReadOptions, t_start: float,

@@ -100,8 +100,6 @@ def test_apply_checks_required_inputs():
     assert [r["text"] for r in op.apply([{"text": "a", "score": 3}, {"text": "b", "score": None}])] == ["a"]
 
 
-@pytest.mark.xfail(strict=True, reason="needs engine/runner.py to call engine.plan.check_inputs on the first "
-                                       "input batch (see docs/contributing.md); remove this mark once it does")
 def test_gristmill_run_refuses_misspelt_field(tmp_path):
     data = tmp_path / "in.jsonl"
     data.write_text("".join(json.dumps({"id": i, "text": f"row {i}", "score": i}) + "\n" for i in range(5)))
