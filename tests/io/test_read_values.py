@@ -110,7 +110,7 @@ BOM = b"\xef\xbb\xbf"
 
 @pytest.mark.parametrize("name,data,params", [
     ("b.jsonl", BOM + b'{"text": "first"}\n{"text": "second"}\n', ()),
-    ("b.jsonl.gz", gzip.compress(BOM + b'{"text": "first"}\n{"text": "second"}\n'), ()),
+    ("b.jsonl.gz", gzip.compress(BOM + b'{"text": "first"}\n{"text": "second"}\n', mtime=0), ()),
     ("b.json", BOM + b'[{"text": "first"}, {"text": "second"}]', ()),
     ("b.csv", BOM + b"text\nfirst\nsecond\n", ()),
     ("b.txt", BOM + b"first\nsecond\n", (("txt_mode", "line"),)),
