@@ -95,16 +95,13 @@ def load_image(value):
     ``FileNotFoundError`` for a missing file and ``ValueError("cannot decode image ...: ...")`` for a
     corrupt, truncated or unsupported one. The returned image is shared: do not modify it in place."""
     key = _key(value)
-    hit = _cache.get(key)
+    hit = _cached(key)
     if hit is not None:
-        obj = hit[0]
-        if isinstance(obj, BaseException):
-            raise type(obj)(*obj.args)
-        return obj
+        return hit[0]
     try:
         img = _decode(value)
     except (ValueError, FileNotFoundError) as e:
-        _cache.put(key, e, 64 + (len(key[1]) if key[0] == "b" else 0))
+        _cache.put(key, e, _small_cost(key))
         raise
     _cache.put(key, img, _nbytes(img))
     return img
@@ -118,19 +115,13 @@ def image_size(value) -> tuple[int, int]:
     pixel data is truncated or corrupt is *not* detected here (a pixel op later in the chain rejects it).
     Sizes are cached like decoded images, so the filters of a chain open each file once."""
     key = _key(value)
-    hit = _cache.get(key)
+    hit = _cached(key)
     if hit is not None:
-        obj = hit[0]
-        if isinstance(obj, BaseException):
-            raise type(obj)(*obj.args)
-        return obj.size
+        return hit[0].size
     skey = ("size",) + key
-    hit = _cache.get(skey)
+    hit = _cached(skey)
     if hit is not None:
-        obj = hit[0]
-        if isinstance(obj, BaseException):
-            raise type(obj)(*obj.args)
-        return obj
+        return hit[0]
     from PIL import Image
     src = open_media(value)  # FileNotFoundError for a missing path
     try:
@@ -138,10 +129,23 @@ def image_size(value) -> tuple[int, int]:
             size = img.size
     except Exception as e:  # noqa: BLE001 - Pillow raises many types for bad data
         err = ValueError(f"cannot decode image {describe(value)[:300]}: {type(e).__name__}: {e}")
-        _cache.put(skey, err, 64 + (len(key[1]) if key[0] == "b" else 0))
+        _cache.put(skey, err, _small_cost(key))
         raise err from None
-    _cache.put(skey, size, 64 + (len(key[1]) if key[0] == "b" else 0))
+    _cache.put(skey, size, _small_cost(key))
     return size
+
+
+def _cached(key):
+    """The cache entry of ``key`` as a 1-tuple, or None; a cached decode error is raised again."""
+    hit = _cache.get(key)
+    if hit is not None and isinstance(hit[0], BaseException):
+        raise type(hit[0])(*hit[0].args)
+    return hit
+
+
+def _small_cost(key) -> int:
+    """Cache cost of a small entry (an error, a size): the key's bytes when the item is held as bytes."""
+    return 64 + (len(key[1]) if key[0] == "b" else 0)
 
 
 def load_rgb(value):
