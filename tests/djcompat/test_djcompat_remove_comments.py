@@ -6,6 +6,7 @@ the same inputs, for each inline/multiline setting."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -13,29 +14,7 @@ import yaml
 
 from gristmill.registry import create_op
 
-PAPER = r"""\documentclass{article}
-% Preamble comment
-\usepackage{amsmath}
-\newcommand{\R}{\mathbb{R}}
-\newcommand*{\eps}{\varepsilon}
-\def\norm {\|\cdot\|}
-\title{On Mills} % the title
-\begin{document}
-\maketitle
-\begin{abstract}We study mills.\end{abstract}
-\section{Introduction}\label{sec:intro}
-Let $x \in \R$ and $\eps > 0$; we use 50\% of $\norm$. % a remark
-\Rx is not a macro here, \R. ends a sentence and \R
-\subsection*{Related work}
-Mills are old~\cite{a}.
-%\section{Commented out}
-\appendix
-\section{Proofs}
-Trivial.
-\bibliographystyle{plain}
-\bibliography{refs}
-\end{document}
-"""
+PAPER = (Path(__file__).parents[1] / "data" / "latex" / "paper.tex").read_text(encoding="utf-8")  # also tests/web's
 
 TEXTS = [
     "\\section{Configuration Variables%\n  \\label{configuration-variables}%\n}\n\nThe following variables.\n",

@@ -1,32 +1,12 @@
 """arXiv LaTeX cleaning mappers (Data-Juicer names and params)."""
+from pathlib import Path
+
 import pytest
 
 from gristmill.registry import create_op
 from webutil import run_op
 
-PAPER = r"""\documentclass{article}
-% Preamble comment
-\usepackage{amsmath}
-\newcommand{\R}{\mathbb{R}}
-\newcommand*{\eps}{\varepsilon}
-\def\norm {\|\cdot\|}
-\title{On Mills} % the title
-\begin{document}
-\maketitle
-\begin{abstract}We study mills.\end{abstract}
-\section{Introduction}\label{sec:intro}
-Let $x \in \R$ and $\eps > 0$; we use 50\% of $\norm$. % a remark
-\Rx is not a macro here, \R. ends a sentence and \R
-\subsection*{Related work}
-Mills are old~\cite{a}.
-%\section{Commented out}
-\appendix
-\section{Proofs}
-Trivial.
-\bibliographystyle{plain}
-\bibliography{refs}
-\end{document}
-"""
+PAPER = (Path(__file__).parents[1] / "data" / "latex" / "paper.tex").read_text(encoding="utf-8")  # also tests/djcompat's
 
 
 def _one(name, text, **params):
