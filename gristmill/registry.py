@@ -118,6 +118,7 @@ DJ_RUNTIME_PARAMS = frozenset({
 
 
 def create_op(name: str, params: dict | None, where: str = "", allow_scripts: bool = False):
+    from .core import trust
     """Build an op from a recipe entry, turning pydantic errors into messages with YAML paths."""
     cls = get_op_class(name, where)
     params = dict(params or {})
@@ -143,6 +144,7 @@ def create_op(name: str, params: dict | None, where: str = "", allow_scripts: bo
         raise OpError("; ".join(msgs)) from None
     except (TypeError, ValueError) as e:
         raise OpError(f"{where}: {e}") from None
+    trust.check_op_params(name, op.params, where)  # under the service's policy: paths in its roots, no code
     op.ignored_params = ignored
     return op
 
