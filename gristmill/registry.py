@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .core import trust
 from .core.names import closest
 
 _OPS: dict[str, type] = {}
@@ -118,7 +119,6 @@ DJ_RUNTIME_PARAMS = frozenset({
 
 
 def create_op(name: str, params: dict | None, where: str = "", allow_scripts: bool = False):
-    from .core import trust
     """Build an op from a recipe entry, turning pydantic errors into messages with YAML paths."""
     cls = get_op_class(name, where)
     params = dict(params or {})
