@@ -345,7 +345,10 @@ def create_app(manager: JobManager, *, token: str | None = None, allow_scripts: 
         except PermissionError as e:
             raise ApiError(403, str(e)) from None
         try:
-            rows = core.preview(path, body.n, body.text_key, body.format, **body.reader_params)
+            with manager.trusted():
+                rows = core.preview(path, body.n, body.text_key, body.format, **body.reader_params)
+        except PermissionError as e:
+            raise ApiError(403, str(e)) from None
         except (FileNotFoundError, ValueError, TypeError) as e:
             raise ApiError(400, _lines(e)[0], _lines(e)) from None
         except OSError as e:
@@ -363,7 +366,10 @@ def create_app(manager: JobManager, *, token: str | None = None, allow_scripts: 
         except PermissionError as e:
             raise ApiError(403, str(e)) from None
         try:
-            res = core.apply_ops(body.rows, body.process, body.text_key, allow_scripts=allow_scripts)
+            with manager.trusted():
+                res = core.apply_ops(body.rows, body.process, body.text_key, allow_scripts=allow_scripts)
+        except PermissionError as e:
+            raise ApiError(403, str(e)) from None
         except (ValueError, TypeError, KeyError) as e:
             lines = [ln.removeprefix("process: ") for ln in _lines(e)]
             raise ApiError(400, lines[0], lines) from None

@@ -27,6 +27,7 @@ import threading
 import time
 from datetime import datetime, timezone
 
+from ..core import trust
 from .paths import PathRefused, check_input, check_path, map_dataset_path, norm_roots
 
 STATES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
@@ -115,7 +116,8 @@ def located(message: str, default: str = "") -> dict:
 
 
 class JobManager:
-    def __init__(self, state_dir: str, data_roots: list[str], max_concurrent: int = 1, allow_scripts: bool = False):
+    def __init__(self, state_dir: str, data_roots: list[str], max_concurrent: int = 1, allow_scripts: bool = False,
+                 allow_private_urls: bool = False, max_image_pixels: int | None = None):
         self.state_dir = os.path.abspath(state_dir)
         self.jobs_dir = os.path.join(self.state_dir, "jobs")
         os.makedirs(self.jobs_dir, exist_ok=True)
@@ -124,6 +126,10 @@ class JobManager:
         self.allowed = norm_roots([*self.roots, self.jobs_dir])
         self.max_concurrent = max(1, int(max_concurrent))
         self.allow_scripts = allow_scripts
+        # what requests and the jobs they start may reach (core/trust.py): files in the roots and the jobs'
+        # dirs, no model or user code without --allow-scripts, public URLs only without --allow-private-urls
+        self.policy = trust.service_policy(self.allowed, allow_code=allow_scripts,
+                                           allow_private_urls=allow_private_urls, max_pixels=max_image_pixels)
         self._lock = threading.RLock()
         self._db = sqlite3.connect(os.path.join(self.state_dir, "jobs.sqlite"), timeout=30,
                                    check_same_thread=False, isolation_level=None)
@@ -159,7 +165,8 @@ class JobManager:
         if kind == "analyze":
             self._check_analyze_args(analyze_args)
         from .core import validate_recipe
-        v = validate_recipe(dict(recipe), allow_scripts=self.allow_scripts)
+        with self.trusted():
+            v = validate_recipe(dict(recipe), allow_scripts=self.allow_scripts)
         if not v["ok"]:
             raise RecipeInvalid(v["errors"], v["warnings"])
         if not r.get("download"):
@@ -332,6 +339,10 @@ class JobManager:
         """What submitting ``recipe`` would say, without creating a job: the server's checks first (script
         ops; every path under the data roots, so validation never opens a file outside them), then the
         recipe's own (``core.validate_recipe``: keys, ops, params, types, with YAML paths)."""
+        with self.trusted():
+            return self._validate(recipe)
+
+    def _validate(self, recipe) -> dict:
         from .core import validate_recipe
         if isinstance(recipe, dict):
             try:
@@ -345,7 +356,15 @@ class JobManager:
                     return res
                 errors = getattr(e, "errors", None)
                 return dict(res, ok=False, errors=errors if isinstance(errors, list) else [located(str(e))])
-        return validate_recipe(recipe, allow_scripts=self.allow_scripts)
+        try:
+            return validate_recipe(recipe, allow_scripts=self.allow_scripts)
+        except PermissionError as e:  # an op param the policy refuses (core/trust.py)
+            return {"ok": False, "errors": [located(str(e))], "warnings": [], "ops": []}
+
+    def trusted(self):
+        """A context in which the server's policy holds (in-process work for a request: validation, preview,
+        apply): ops built there check their path params, rows' files and URLs are checked as they open."""
+        return trust.active(self.policy)
 
     def check_scripts(self, recipe: dict, extra_ops: list = ()) -> None:
         """PermissionError when the recipe (or the analysis' ops) asks for user code and the server does not
@@ -603,6 +622,7 @@ class JobManager:
         env = dict(os.environ, GRISTMILL_PROGRESS_FILE=os.path.join(job_dir, "progress.json"),
                    PYTHONUNBUFFERED="1", NO_COLOR="1", TERM="dumb")
         env.pop("GRISTMILL_TOKEN", None)  # the job has no use for the server's secret
+        env[trust.ENV] = trust.to_env(self.policy)  # the job and its workers run under the server's policy
         cmd = [sys.executable, "-m", "gristmill.service.jobs", "--exec", job_dir, "--", *json.loads(row["command"])]
         try:
             log = open(os.path.join(job_dir, "log.txt"), "ab")

@@ -48,7 +48,8 @@ def add_arguments(p) -> None:
                         "relative paths are relative to the first one, paths outside every root are refused")
     p.add_argument("--state-dir", default=".gristmill-mcp", help="where jobs keep their state, logs and work dirs "
                                                                  "(default ./.gristmill-mcp)")
-    p.add_argument("--allow-scripts", action="store_true", help="allow ops that run user Python code (python_*)")
+    from .server import add_trust_arguments
+    add_trust_arguments(p)
     p.add_argument("--max-concurrent", type=int, default=1, help="jobs running at once (default 1; more wait queued)")
 
 
@@ -229,7 +230,7 @@ under the server's data roots; relative paths are relative to the first root."""
 
 
 def build_server(data_roots: list[str], state_dir: str, allow_scripts: bool = False, max_concurrent: int = 1,
-                 jobs=None):
+                 jobs=None, allow_private_urls: bool = False, max_image_pixels: int | None = None):
     """The MCP server (an ``MCPServer``/``FastMCP``) over the given JobManager, or one of its own created on
     first use; ``server.close_jobs()`` closes the latter."""
     import functools
@@ -251,7 +252,9 @@ def build_server(data_roots: list[str], state_dir: str, allow_scripts: bool = Fa
             if state["jobs"] is None:
                 from .jobs import JobManager
                 state["jobs"] = state["own"] = JobManager(state_dir, data_roots, max_concurrent=max_concurrent,
-                                                          allow_scripts=allow_scripts)
+                                                          allow_scripts=allow_scripts,
+                                                          allow_private_urls=allow_private_urls,
+                                                          max_image_pixels=max_image_pixels)
             return state["jobs"]
 
     try:
@@ -365,7 +368,8 @@ def build_server(data_roots: list[str], state_dir: str, allow_scripts: bool = Fa
         fields are cut to max_chars characters (0: no limit). Use it to find the text field and the other
         fields, and to check what the data looks like."""
         full = manager().check_input(path, "path")
-        rows = core.preview(full, n=max(0, n), text_key=text_key, format=format, **(reader_params or {}))
+        with manager().trusted():
+            rows = core.preview(full, n=max(0, n), text_key=text_key, format=format, **(reader_params or {}))
         return {"path": path, "count": len(rows), "rows": _shorten(_jsonable(rows), max(0, max_chars))}
 
     @tool(error_path="process")
@@ -377,7 +381,8 @@ def build_server(data_roots: list[str], state_dir: str, allow_scripts: bool = Fa
         Answers the rows that come out (with their __stats__) and, per op, rows in / out, the removed rows
         with their reason and the rejected rows with the error. Nothing is written to disk."""
         chain = [{p: {}} if isinstance(p, str) else p for p in process]
-        res = core.apply_ops(rows, chain, text_key=text_key, allow_scripts=allow_scripts)
+        with manager().trusted():
+            res = core.apply_ops(rows, chain, text_key=text_key, allow_scripts=allow_scripts)
         return _shorten(_jsonable(res), max(0, max_chars))
 
     # ---- jobs
@@ -547,7 +552,8 @@ def cmd_mcp(args) -> int:
     os.makedirs(state_dir, exist_ok=True)
     import threading
     threading.Thread(target=_warm_up, name="gristmill-mcp-warm-up", daemon=True).start()
-    server = build_server(roots, state_dir, allow_scripts=args.allow_scripts, max_concurrent=args.max_concurrent)
+    server = build_server(roots, state_dir, allow_scripts=args.allow_scripts, max_concurrent=args.max_concurrent,
+                          allow_private_urls=args.allow_private_urls, max_image_pixels=args.max_image_pixels)
     try:
         if args.transport == "stdio":
             server.run("stdio")

@@ -23,7 +23,18 @@ def add_arguments(p) -> None:
     p.add_argument("--state-dir", default=None,
                    help=f"where jobs are kept (default: {DEFAULT_STATE_DIR} in the first data root)")
     p.add_argument("--max-concurrent", type=int, default=1, help="jobs running at once (default 1)")
-    p.add_argument("--allow-scripts", action="store_true", help="allow ops that run user Python code")
+    add_trust_arguments(p)
+
+
+def add_trust_arguments(p) -> None:
+    """The switches that widen what requests may reach (docs/security.md), shared by serve and mcp."""
+    p.add_argument("--allow-scripts", action="store_true",
+                   help="allow ops that run user Python code and models' own code (trust_remote_code)")
+    p.add_argument("--allow-private-urls", action="store_true",
+                   help="let downloads reach loopback, link-local and private addresses (default: public only)")
+    p.add_argument("--max-image-pixels", type=int, default=None, metavar="N",
+                   help="decoded pixels per image or video frame (default 40,000,000; "
+                        "$GRISTMILL_MAX_IMAGE_PIXELS)")
 
 
 def _is_loopback(host: str) -> bool:
@@ -81,7 +92,8 @@ def cmd_serve(args) -> int:
         print(f"error: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
         return 2
     port = sock.getsockname()[1]
-    manager = JobManager(state, roots, max_concurrent=args.max_concurrent, allow_scripts=args.allow_scripts)
+    manager = JobManager(state, roots, max_concurrent=args.max_concurrent, allow_scripts=args.allow_scripts,
+                         allow_private_urls=args.allow_private_urls, max_image_pixels=args.max_image_pixels)
     try:
         hosts = None if token else ["127.0.0.1", "localhost", "::1", args.host]
         app = create_app(manager, token=token, allow_scripts=args.allow_scripts, allowed_hosts=hosts)
