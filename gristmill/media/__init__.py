@@ -16,6 +16,7 @@ from typing import BinaryIO
 import pyarrow as pa
 
 from ..core import columns as C
+from ..core import trust
 
 _ENV_PREFIX = "_DJ_SPECIAL_TOKEN_"
 
@@ -86,22 +87,36 @@ def describe(value) -> str:
     return f"<{len(value)} bytes>" if isinstance(value, (bytes, bytearray, memoryview)) else str(value)
 
 
+def check_item(value, what: str = "media file"):
+    """``value`` unchanged when the trust policy in force lets it be opened: bytes always; a path string
+    only inside the service's data roots (``trust.Refused`` otherwise, before anything, its existence
+    included, is looked at). Every place that opens a row's media item calls this first; the CLI's open
+    policy lets every path through."""
+    if isinstance(value, str):
+        trust.check_read(value, what)
+    return value
+
+
 def open_media(value) -> BinaryIO | str:
     """Something a decoder opens: the path itself for a path string, a binary file object for bytes.
-    A path that does not exist raises ``FileNotFoundError`` naming it."""
+    A path that does not exist raises ``FileNotFoundError`` naming it; one the trust policy does not let
+    be read (outside the service's data roots) ``trust.Refused``."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return io.BytesIO(bytes(value))
     if not isinstance(value, str):
         raise TypeError(f"media item must be a path or bytes, not {type(value).__name__}")
+    check_item(value)
     if not os.path.isfile(value):
         raise FileNotFoundError(f"media file not found: {value}")
     return value
 
 
 def media_size(value) -> int:
-    """Bytes of a media item: the file's size, or the length of the bytes."""
+    """Bytes of a media item: the file's size, or the length of the bytes (``trust.Refused`` for a path
+    the policy does not let be read)."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return len(value)
+    check_item(value)
     try:
         return os.path.getsize(value)
     except OSError as e:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 
-from . import describe, open_media
+from . import check_item, describe, open_media
 
 # Decoded bytes held at most (GRISTMILL_IMAGE_CACHE_MB, default 512): a batch of 1000 images of
 # 512x512 RGB fits; larger images are decoded again by later ops of the chain rather than held.
@@ -54,6 +54,7 @@ _derived = _Cache(32 << 20)
 
 
 def _key(value):
+    check_item(value)  # trust: a path outside the service's roots is refused before its stat or a cached hit
     if isinstance(value, (bytes, bytearray, memoryview)):
         return ("b", bytes(value))  # bytes hash once and compare exactly
     try:
