@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
+from ..core import trust
 from . import describe, open_media
 from ._av import av_error, open_av
 
@@ -132,8 +133,11 @@ def produced_path(source, op_name: str, params: dict, save_dir: str | None, ext:
     under the current directory — never next to the input (Data-Juicer's default writes into the
     input's directory; gristmill leaves input directories untouched). The name is Data-Juicer's
     ``<stem>__dj_hash_#<hash>#<ext>`` with a deterministic hash of the source (its path, or its bytes)
-    and the op's params, so reruns give the same names and distinct sources never collide."""
+    and the op's params, so reruns give the same names and distinct sources never collide. Under the
+    service's trust policy the directory must lie in its data roots (a relative ``save_dir`` or the
+    server's working directory is refused: ``trust.Refused``)."""
     if save_dir:
+        trust.check_write(save_dir, f"{op_name}.save_dir")
         d = os.path.abspath(save_dir)
     elif os.environ.get("DJ_PRODUCED_DATA_DIR"):
         d = os.path.join(os.path.abspath(os.environ["DJ_PRODUCED_DATA_DIR"]), op_name)
@@ -150,7 +154,7 @@ def produced_path(source, op_name: str, params: dict, save_dir: str | None, ext:
     out = os.path.join(d, f"{stem}__dj_hash_#{h.hexdigest()}#{ext or sext}")
     if not isinstance(source, (bytes, bytearray, memoryview)) and os.path.abspath(source) == out:
         raise ValueError(f"{op_name}: output would overwrite its input {source}")
-    return out
+    return trust.check_write(out, f"{op_name}: produced file")
 
 
 def add_suffix(path: str, suffix: str) -> str:
@@ -177,7 +181,9 @@ def as_file(value, suffix: str = ".mp4"):
 
 def run_ffmpeg(args: list[str], out: str, what) -> str:
     """Run ``ffmpeg -y <args> <tmp>`` and rename the result to ``out`` (a half-written file is never
-    left under the final name). Raises ``ValueError`` with ffmpeg's last error lines on failure."""
+    left under the final name). Raises ``ValueError`` with ffmpeg's last error lines on failure, and
+    ``trust.Refused`` (before ffmpeg starts) when the policy does not let ``out`` be written."""
+    trust.check_write(out, "produced file")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     stem, ext = os.path.splitext(out)
     tmp = f"{stem}.tmp{os.getpid()}{ext}"
