@@ -36,6 +36,10 @@ def cmd_run(args) -> int:
             con.print("[red]error:[/red] downloads failed (rerun to retry; `download.on_failure: continue` "
                       "processes what was downloaded)", highlight=False)
             return 1
+    if recipe.tokenize_only():  # a tokenize section with its own sources: nothing to filter or export
+        con.print(f"[bold]{recipe.project_name}[/bold]: tokenize only, np={cfg.np}, work dir {cfg.work_dir}",
+                  highlight=False)
+        return tokenize_export(recipe, None, cfg, con)
     log = lambda m: con.print(f"  {m}", highlight=False)  # noqa: E731
     if recipe.sources:
         from .engine.multisource import run_sources
@@ -227,6 +231,7 @@ def cmd_head(args) -> int:
     # op): the text is required only when a --text-key other than the default is asked for
     text_optional = args.text_key == D.TEXT_KEY
     try:
+        check_format(args.path, args.format)
         rows = Dataset.load(args.path, text_key=args.text_key, format=args.format,
                             **params).head(args.n, text_optional=text_optional)
     except (FileNotFoundError, ValueError) as e:
@@ -239,6 +244,34 @@ def cmd_head(args) -> int:
             r[args.text_key] = r[args.text_key][: args.width] + "…"
         print(json.dumps(r, ensure_ascii=False, default=str))
     return 0
+
+
+# formats that read each other's files (a JSON Lines file named .json and the reverse)
+_SAME_FORMAT = ({"json", "jsonl"},)
+
+
+def check_format(path: str, fmt: str | None) -> None:
+    """ValueError when ``--format fmt`` names another format than the one the input's files are (by their
+    extension): reading Parquet as JSONL or JSONL as CSV gives garbage or nothing. Files whose extension
+    names no format, or plain text (.txt), can be read as any format."""
+    if not fmt:
+        return
+    import glob
+    from .io.base import reader_for
+    try:
+        asked = reader_for(path, fmt).name
+    except ValueError:
+        return  # an unknown --format: the reader says so
+    files = [path] if os.path.isfile(path) else [f for f in sorted(glob.glob(path))[:100] if os.path.isfile(f)]
+    for f in files:
+        try:
+            found = reader_for(f).name
+        except ValueError:
+            continue
+        if found in (asked, "txt") or any({found, asked} <= s for s in _SAME_FORMAT):
+            continue
+        raise ValueError(f"--format {asked} does not match {f}: its extension says {found}; drop --format (the "
+                         f"{found} reader is picked from the extension) or give a {asked} file")
 
 
 def cmd_analyze(args) -> int:
@@ -260,6 +293,7 @@ def cmd_analyze(args) -> int:
             percentiles = recipe.percentiles
         else:
             ops, percentiles = [], []
+            check_format(args.target, args.format)
             params = {"txt_mode": args.txt_mode} if args.txt_mode else {}
             for kv in args.reader_param:
                 key, _, value = kv.partition("=")
@@ -338,6 +372,8 @@ def cmd_split(args) -> int:
         params[key] = value
     try:
         opts = ReadOptions(text_key=args.text_key, params=tuple(sorted(check_reader_params(params).items())))
+        for path in args.paths:
+            check_format(path, args.format)
         comp = compression_of(args.compression)
         names = part_names(args.output, args.n, comp, args.prefix)
         shards = plan_dataset(list(args.paths), opts, args.format)
@@ -402,15 +438,28 @@ def _tokenize_job(args) -> tuple[dict, int, str, str, str | None]:
         raise RecipeError(f"cannot read recipe {args.recipe!r}: {e.strerror}") from None
     except yaml.YAMLError as e:
         raise RecipeError(f"{args.recipe}: invalid YAML: {e}") from None
-    if not isinstance(raw, dict) or "tokenize" not in raw:  # the file is a tokenize section
+    if not isinstance(raw, dict) or "tokenize" not in raw:  # the file is a tokenize section, or a recipe without one
+        if not raw or (isinstance(raw, dict) and "tokenizer" not in raw and _recipe_keys(raw)):
+            raise RecipeError(f"{args.recipe}: no `tokenize:` section (add one to tokenize the recipe's export, "
+                              f"see docs/tokenize.md)")
         preflight(raw, f"{args.recipe}: tokenize")
         return raw, args.np or 1, args.work_dir or ".gristmill-work-tokenize", args.engine or "local", args.address
     recipe, _, _ = load_recipe(args.recipe, {"allow_scripts": True})
+    if not recipe.tokenize:
+        raise RecipeError(f"{args.recipe}: the `tokenize:` section is empty (see docs/tokenize.md)")
     check_tokenize_section(recipe, args.recipe)
     cfg = run_config(recipe, np=args.np, work_dir=args.work_dir, progress=False, engine=args.engine,
                      address=args.address)
     return (_export_section(recipe, _exported_files(recipe, cfg.work_dir)), cfg.np, cfg.work_dir, cfg.engine,
             cfg.engine_address)
+
+
+def _recipe_keys(raw: dict) -> list[str]:
+    """The keys of ``raw`` that only a recipe has (not a tokenize section): it is a recipe, not a section."""
+    from .recipe import DJ_IGNORED, Recipe
+    from .tokenize.config import TokenizeConfig
+    return [k for k in raw if (k in Recipe.model_fields or k in DJ_IGNORED or k == "dataset")
+            and k not in TokenizeConfig.model_fields]
 
 
 def _exported_files(recipe, work_dir: str):
@@ -476,6 +525,9 @@ def check_tokenize_section(recipe, source: str) -> None:
                                                   for s in recipe.sources]}
             preflight(section, f"{source}: tokenize", inputs, pending=export)
             return
+        if recipe.tokenize_only():
+            preflight(recipe.tokenize, f"{source}: tokenize")
+            return
         inputs = [p for _, p in parse_weighted(recipe.dataset_path)] + export
         preflight(_export_section(recipe, None), f"{source}: tokenize", inputs, pending=export)
     except (ValueError, FileNotFoundError) as e:
@@ -517,7 +569,9 @@ def tokenize_export(recipe, done, cfg, con) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
     p = argparse.ArgumentParser(prog="gristmill", description="Raw corpora → training-ready data.")
+    p.add_argument("--version", action="version", version=f"gristmill {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run a YAML recipe")
     r.add_argument("recipe")

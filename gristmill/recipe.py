@@ -149,9 +149,13 @@ class Recipe(BaseModel):
             dup = sorted({n for n in names if names.count(n) > 1})
             if dup:
                 raise ValueError(f"sources: the name {dup[0]!r} is used twice (names must be unique)")
-        elif self.dataset_path is None:
+        elif self.dataset_path is None and not tokenize_inputs(self.tokenize):
             raise ValueError("a recipe needs `dataset_path`, `sources` or Data-Juicer's `dataset`")
         return self
+
+    def tokenize_only(self) -> bool:
+        """A recipe that is a `tokenize:` section with its own inputs: no dataset, no ops, no export."""
+        return self.dataset_path is None and self.sources is None
 
     def media_keys(self) -> dict:
         """The multimodal keys the recipe set (Data-Juicer's image_key, ...): for the readers."""
@@ -205,6 +209,12 @@ class RecipeError(ValueError):
     pass
 
 
+def tokenize_inputs(section) -> bool:
+    """Whether a `tokenize:` section names its own inputs (`sources` or `dataset_path`)."""
+    return isinstance(section, dict) and (section.get("sources") is not None
+                                          or section.get("dataset_path") is not None)
+
+
 def load_recipe(path: str, overrides: dict | None = None) -> tuple[Recipe, list, list[str]]:
     """Parse and validate a recipe file; returns (recipe, ops, warnings)."""
     try:
@@ -240,8 +250,14 @@ def parse_recipe(raw: dict, source: str = "recipe") -> tuple[Recipe, list, list[
     if unknown:
         raise RecipeError("; ".join(f"{source}: unknown key {k!r}{closest(k, fields)}" for k in unknown))
     if data.get("dataset_path") is None and data.get("sources") is None:
-        raise RecipeError(f"{source}: dataset_path: Field required (or several inputs as `sources:`, or "
-                          f"Data-Juicer's `dataset:`)")
+        if not tokenize_inputs(data.get("tokenize")):
+            raise RecipeError(f"{source}: dataset_path: Field required (or several inputs as `sources:`, or "
+                              f"Data-Juicer's `dataset:`; or a `tokenize:` section with its own `sources`)")
+        # a tokenize-only recipe: its tokenize section reads its own sources; nothing else has an input
+        given = [k for k in ("process", "export_path") if data.get(k)]
+        if given:
+            raise RecipeError(f"{source}: {given[0]} needs an input: give `dataset_path` or `sources` (the "
+                              f"`tokenize:` section's own sources feed only the tokenize step)")
     try:
         recipe = Recipe(**data)
     except ValidationError as e:
@@ -263,6 +279,9 @@ def parse_recipe(raw: dict, source: str = "recipe") -> tuple[Recipe, list, list[
                                   if os.path.isfile(source) else os.getcwd())
         except (ImportError, OSError, ValueError, SyntaxError) as e:
             raise RecipeError(f"{source}: custom_operator_paths: {e}") from None
+    if recipe.export_path is None and not recipe.tokenize_only():
+        warnings.append("no export_path: the kept rows are not written out (only the work dir's report, "
+                        "rejects and removed samples); set export_path to a .jsonl/.parquet file or a directory")
     if recipe.export_extra_args:
         warnings.append(f"export_extra_args has no effect here (the export format follows export_path's "
                         f"extension): {', '.join(sorted(recipe.export_extra_args))}")
@@ -342,6 +361,9 @@ def run_config(recipe: Recipe, np: int | None = None, work_dir: str | None = Non
     wd = work_dir or recipe.work_dir
     if wd is None:
         out = recipe.export_path or os.path.join("outputs", recipe.project_name)
+        if recipe.tokenize_only():  # beside the token output
+            out = recipe.tokenize.get("output") or recipe.tokenize.get("export_path") or out
+            out = out if isinstance(out, str) else os.path.join("outputs", recipe.project_name)
         wd = os.path.join(os.path.dirname(os.path.abspath(out)), f".gristmill-work-{recipe.project_name}")
     reader_params = _extract_dir(dict(recipe.reader_params), wd)
     if recipe.txt_mode != "file":
