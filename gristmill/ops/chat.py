@@ -29,6 +29,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from ..core import columns as C
+from ..core import trust
 from ..registry import register
 from .base import Mapper, Params
 
@@ -67,8 +68,9 @@ class ChatTemplateMapper(Mapper):
     class Params(Params):
         template: str = Field("chatml", description="chatml (alias qwen), llama3, custom (see message_format), or "
                                                     "tokenizer: the Jinja chat_template of `tokenizer`.")
-        tokenizer: str | None = Field(None, description="template tokenizer: a tokenizer directory (or its "
-                                                        "tokenizer_config.json) whose chat_template renders the rows.")
+        tokenizer: str | None = trust.path_param(
+            "model", None, description="template tokenizer: a tokenizer directory (or its "
+                                       "tokenizer_config.json) whose chat_template renders the rows.")
         template_name: str | None = Field(None, description="template tokenizer: which of several named "
                                                             "chat templates (default 'default').")
         drop_last_end: bool = Field(False, description="Leave out the last turn's end token (and the whitespace "

@@ -8,6 +8,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from ..core import columns as C
+from ..core import trust
 from ..registry import register
 from .base import Mapper, Params
 
@@ -53,7 +54,7 @@ class PythonFileMapper(_ScriptMapper):
     """Apply a function from a Python file to each sample (or batch, with ``batched``)."""
 
     class Params(Params):
-        file_path: str = Field("", description="Python file defining the function.")
+        file_path: str = trust.path_param("read", "", description="Python file defining the function.")
         function_name: str = Field("process_single", description="Name of the function to call.")
         batched: bool = Field(False, description="The function takes and returns a dict of lists.")
 

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from pydantic import Field
 
 from ...core import columns as C
+from ...core import trust
 from ...registry import register
 from ..base import Deduplicator, Params
 from . import _resolve as R
@@ -76,13 +77,15 @@ class DocumentMinhashDeduplicator(Deduplicator):
                                                 "sets against jaccard_threshold, and cluster without chaining: "
                                                 "every removed row is that similar to the row kept for it.")
         seed: int = Field(42, description="Seed of the permutations.")
-        save_signatures_path: str | None = Field(
-            None, description="Write the LSH band keys of the rows this op keeps to this Parquet file, for a "
-                              "later run's reference_signatures_path (incremental dedup).")
-        reference_signatures_path: str | list[str] | None = Field(
-            None, description="Signature file(s) of earlier runs (their save_signatures_path): rows that are "
-                              "near-duplicates of an earlier run's kept rows are removed too, as if the earlier "
-                              "rows came first in this dataset. Hashing params must match the earlier run's.")
+        save_signatures_path: str | None = trust.path_param(
+            "write", None,
+            description="Write the LSH band keys of the rows this op keeps to this Parquet file, for a later run's "
+                        "reference_signatures_path (incremental dedup).")
+        reference_signatures_path: str | list[str] | None = trust.path_param(
+            "read", None,
+            description="Signature file(s) of earlier runs (their save_signatures_path): rows that are "
+                        "near-duplicates of an earlier run's kept rows are removed too, as if the earlier rows came "
+                        "first in this dataset. Hashing params must match the earlier run's.")
 
     def __init__(self, **params):
         super().__init__(**params)

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from ...core import trust
 from ...media.image import load_rgb
 from ...media.paths import digest
 from ...registry import register
@@ -27,9 +28,10 @@ def pil_filter(blur_type: str, radius: float):
 class BlurParams(ImageParams):
     blur_type: Literal["mean", "box", "gaussian"] = Field("gaussian", description="Blur kernel.")
     radius: float = Field(2, ge=0, description="Kernel radius (box, gaussian).")
-    save_dir: str | None = Field(None, description="Directory for the new images (default: Data-Juicer's "
-                                                   "__dj__produced_data__/<op> beside each source, or "
-                                                   "$DJ_PRODUCED_DATA_DIR/<op>).")
+    save_dir: str | None = trust.path_param(
+        "write", None, description="Directory for the new images (default: Data-Juicer's "
+                                   "__dj__produced_data__/<op> beside each source, or "
+                                   "$DJ_PRODUCED_DATA_DIR/<op>).")
 
 
 @register("image_blur_mapper")

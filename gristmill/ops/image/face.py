@@ -10,6 +10,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from ...core import columns as C
+from ...core import trust
 from ...media.image import load_rgb
 from ...registry import register
 from ..base import Mapper
@@ -19,8 +20,9 @@ from .blur import BlurParams, pil_filter
 
 
 class DetectorParams(ImageParams):
-    cv_classifier: str = Field("", description="OpenCV cascade XML (default: haarcascade_frontalface_alt.xml "
-                                               "from the opencv wheel).")
+    cv_classifier: str = trust.path_param(
+        "model", "", description="OpenCV cascade XML (default: haarcascade_frontalface_alt.xml "
+                                 "from the opencv wheel).")
     scaleFactor: float = Field(1.1, gt=1, description="detectMultiScale: image pyramid scale step.")
     minNeighbors: int = Field(3, ge=0, description="detectMultiScale: neighbours a detection needs.")
     minSize: tuple[int, int] | None = Field(None, description="detectMultiScale: smallest face (w, h).")

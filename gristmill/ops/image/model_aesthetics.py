@@ -18,6 +18,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from ...core import columns as C
+from ...core import trust
 from ...media import inference as inf
 from ...registry import register
 from ._common import ImageRangeFilter, flatten, list_array
@@ -129,7 +130,8 @@ class ImageAestheticsFilter(ImageRangeFilter):
     version = 1
 
     class Params(ModelParams):
-        hf_scorer_model: str = Field("", description=f"Aesthetics predictor: a local directory, or a Hugging Face "
+        hf_scorer_model: str = trust.path_param(
+            "model", "", description=f"Aesthetics predictor: a local directory, or a Hugging Face "
                                      f"repo id in the model store; empty: {DEFAULT_SCORER}.")
         min_score: float = Field(0.5, description="Minimum aesthetics score to keep a sample.")
         max_score: float = Field(1.0, description="Maximum aesthetics score to keep a sample.")

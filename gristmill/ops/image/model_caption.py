@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from pydantic import Field
 
 from ...core import columns as C
+from ...core import trust
 from ...media import EOC_TOKEN, IMAGE_TOKEN, SPECIAL_TOKENS, media_values
 from ...media import inference as inf
 from ...registry import register
@@ -96,8 +97,9 @@ class ImageCaptioningMapper(Mapper):
     version = 1
 
     class Params(ImageParams):
-        hf_img2seq: str = Field("Salesforce/blip2-opt-2.7b", description="Image-to-text model: a local directory, "
-                                "or a Hugging Face repo id in the model store.")
+        hf_img2seq: str = trust.path_param(
+            "model", "Salesforce/blip2-opt-2.7b", description="Image-to-text model: a local directory, "
+                                                              "or a Hugging Face repo id in the model store.")
         trust_remote_code: bool = Field(False, description="Let transformers run code shipped with the model.")
         caption_num: int = Field(1, ge=1, description="Candidate captions generated per image.")
         keep_candidate_mode: Literal["random_any", "similar_one_simhash", "all"] = Field(

@@ -14,6 +14,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from ...core import columns as C
+from ...core import trust
 from ...media import inference as inf
 from ...registry import register
 from ._common import ImageRangeFilter, flatten, list_array
@@ -78,8 +79,9 @@ class ImageNSFWFilter(_ClassifierFilter):
     ranges = (("image_nsfw_score", "min_score", "max_score"),)
 
     class Params(ModelParams):
-        hf_nsfw_model: str = Field("Falconsai/nsfw_image_detection", description="NSFW image classifier: a "
-                                   "local directory, or a Hugging Face repo id in the model store.")
+        hf_nsfw_model: str = trust.path_param(
+            "model", "Falconsai/nsfw_image_detection",
+            description="NSFW image classifier: a local directory, or a Hugging Face repo id in the model store.")
         min_score: float = Field(0.0, description="Minimum NSFW probability to keep a sample.")
         max_score: float = Field(0.5, description="Maximum NSFW probability to keep a sample.")
 
@@ -93,6 +95,8 @@ class ImageWatermarkFilter(_ClassifierFilter):
     ranges = (("image_watermark_prob", None, "prob_threshold"),)
 
     class Params(ModelParams):
-        hf_watermark_model: str = Field("amrul-hzz/watermark_detector", description="Watermark image "
-                                        "classifier: a local directory, or a Hugging Face repo id in the model store.")
+        hf_watermark_model: str = trust.path_param(
+            "model", "amrul-hzz/watermark_detector",
+            description="Watermark image classifier: a local directory, or a Hugging Face repo id in the model "
+                        "store.")
         prob_threshold: float = Field(0.8, description="Keep images whose watermark probability is at most this.")

@@ -16,6 +16,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from ...core import columns as C
+from ...core import trust
 from ...media import EOC_TOKEN, IMAGE_TOKEN, SPECIAL_TOKENS, describe
 from ...media import inference as inf
 from ...registry import register
@@ -30,8 +31,10 @@ class ModelParams(AnyOrAllParams):
 
 
 class ClipParams(ModelParams):
-    hf_clip: str = Field("openai/clip-vit-base-patch32", description="CLIP model: a local directory, or a "
-                         "Hugging Face repo id in the model store (gristmill models add NAME DIR).")
+    hf_clip: str = trust.path_param(
+        "model", "openai/clip-vit-base-patch32",
+        description="CLIP model: a local directory, or a Hugging Face repo id in the model store (gristmill models "
+                    "add NAME DIR).")
     min_score: float = Field(0.1, description="Minimum similarity to keep a sample.")
     max_score: float = Field(1.0, description="Maximum similarity to keep a sample.")
 

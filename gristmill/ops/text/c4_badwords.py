@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from pydantic import Field
 
 from ...core import columns as C
+from ...core import trust
 from ...registry import register
 from ..base import Filter, Params
 from .dj_filters import load_words
@@ -88,8 +89,9 @@ class C4BadWordsFilter(Filter):
         default_language: str = Field("en", description="Language of documents without one.")
         language_key: str | None = Field(None, description="Field holding the language (default: stats.lang, "
                                                            "language, metadata.language).")
-        badwords_dir: str | None = Field(None, description="Directory of per-language lists (LDNOOBW layout: a "
-                                                           "file per language code); default: shipped lists.")
+        badwords_dir: str | None = trust.path_param(
+            "read", None, description="Directory of per-language lists (LDNOOBW layout: a "
+                                      "file per language code); default: shipped lists.")
 
     stats_keys = ("c4_badwords",)
 

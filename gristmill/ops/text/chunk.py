@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from pydantic import Field, model_validator
 
 from ...core import columns as C
+from ...core import trust
 from ...registry import register
 from ..base import Mapper, Params
 from .basic import _to_re2
@@ -70,8 +71,9 @@ class TextChunkMapper(Mapper):
         split_pattern: str | None = Field(r"\n\n", description="Split at this regex; with max_len, preferred "
                                                                "cut point inside each window.")
         overlap_len: int = Field(0, ge=0, description="Overlap of consecutive chunks cut without the pattern.")
-        tokenizer: str | None = Field(None, description="Path of a tokenizer.json (or its directory) to count "
-                                                        "tokens; never downloaded.")
+        tokenizer: str | None = trust.path_param(
+            "model", None, description="Path of a tokenizer.json (or its directory) to count "
+                                       "tokens; never downloaded.")
         trust_remote_code: bool = Field(False, description="Accepted for Data-Juicer recipes; unused.")
 
         @model_validator(mode="after")

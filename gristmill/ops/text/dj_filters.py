@@ -20,6 +20,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from ...core import columns as C
+from ...core import trust
 from ...registry import register
 from ..base import Filter, Params, RangeFilter
 from . import charclass as cc
@@ -66,9 +67,10 @@ class AlphanumericFilter(RangeFilter):
         tokenization: bool = Field(False, description="Count letters per token instead of per character.")
         min_ratio: float = Field(0.25, description="Minimum ratio.")
         max_ratio: float = Field(sys.maxsize, description="Maximum ratio.")
-        hf_tokenizer: str = Field(DJ_TOKENIZER, description="With tokenization: a tokenizer.json path (or "
-                                  "a directory holding one), or a Hugging Face name found in the model store "
-                                  "(Data-Juicer's default name; never downloaded).")
+        hf_tokenizer: str = trust.path_param(
+            "model", DJ_TOKENIZER,
+            description="With tokenization: a tokenizer.json path (or a directory holding one), or a Hugging Face "
+                        "name found in the model store (Data-Juicer's default name; never downloaded).")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -424,7 +426,8 @@ class StopWordsFilter(_ListFilter):
     class Params(_ListParams):
         min_ratio: float = Field(0.3, description="Minimum stop-word ratio.")
         max_ratio: float = Field(1.0, description="Maximum stop-word ratio.")
-        stopwords_dir: str | None = Field(None, description="Directory of *stopwords*.json lists (default: shipped).")
+        stopwords_dir: str | None = trust.path_param(
+            "read", None, description="Directory of *stopwords*.json lists (default: shipped).")
 
 
 @register("flagged_words_filter")
@@ -438,7 +441,8 @@ class FlaggedWordsFilter(_ListFilter):
     class Params(_ListParams):
         min_ratio: float = Field(0.0, description="Minimum flagged-word ratio.")
         max_ratio: float = Field(0.045, description="Maximum flagged-word ratio.")
-        flagged_words_dir: str | None = Field(None, description="Directory of *flagged_words*.json lists.")
+        flagged_words_dir: str | None = trust.path_param(
+            "read", None, description="Directory of *flagged_words*.json lists.")
 
 
 # -- tokenizer / model based ------------------------------------------------------------------------
@@ -482,7 +486,8 @@ class TokenNumFilter(RangeFilter):
     lo_param, hi_param = "min_num", "max_num"
 
     class Params(Params):
-        hf_tokenizer: str = Field(..., description="Path to a tokenizer.json (or .json.gz, or a directory).")
+        hf_tokenizer: str = trust.path_param(
+            "model", ..., description="Path to a tokenizer.json (or .json.gz, or a directory).")
         min_num: int = Field(10, description="Minimum number of tokens.")
         max_num: int = Field(sys.maxsize, description="Maximum number of tokens.")
 
@@ -509,10 +514,12 @@ class PerplexityFilter(RangeFilter):
                                             "when model_path is not given.")
         min_ppl: float = Field(0, description="Minimum perplexity.")
         max_ppl: float = Field(1500, description="Maximum perplexity.")
-        model_path: str | None = Field(None, description="KenLM model (.arpa or .binary); default: {lang}.arpa.bin "
-                                                         "from the model store.")
-        sp_model_path: str | None = Field(None, description="sentencepiece model used to split words (default: "
-                                                            "{lang}.sp.model from the store, with a store model).")
+        model_path: str | None = trust.path_param(
+            "model", None, description="KenLM model (.arpa or .binary); default: {lang}.arpa.bin "
+                                       "from the model store.")
+        sp_model_path: str | None = trust.path_param(
+            "model", None, description="sentencepiece model used to split words (default: "
+                                       "{lang}.sp.model from the store, with a store model).")
 
     def __init__(self, **params):
         super().__init__(**params)

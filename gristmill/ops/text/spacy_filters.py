@@ -17,6 +17,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from ...core import columns as C
+from ...core import trust
 from ...media import SPECIAL_TOKENS
 from ...registry import register
 from ..base import Filter, Params
@@ -49,8 +50,9 @@ def _clean(text: str) -> str:
 class _SpacyFilter(Filter):
     class Params(Params):
         lang: str = Field("en", description="Language of the texts: en or zh.")
-        spacy_model: str | None = Field(None, description="spaCy pipeline package to load (default: the first "
-                                                          "installed of the language's candidates).")
+        spacy_model: str | None = trust.path_param(
+            "model", None, description="spaCy pipeline package to load (default: the first "
+                                       "installed of the language's candidates).")
 
     def __init__(self, **params):
         super().__init__(**params)

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 from pydantic import Field
 
 from ...core import columns as C
+from ...core import trust
 from ...registry import register
 from ..base import Filter, Params
 from .dj_filters import load_words
@@ -126,15 +127,19 @@ class URLFilter(Filter):
         soft_banned_words: list[str] | None = Field(None, description="Extra soft-banned URL words.")
         use_integrated_lists: bool = Field(True, description="Add the shipped default banned words (single-word "
                                                              "English LDNOOBW-derived entries).")
-        blocklist_dir: str | None = Field(None, description="UT1-style directory: every '*/domains' and '*/urls' "
-                                                            "file below it is read (e.g. UT1 'adult').")
-        domains_file: str | None = Field(None, description="File of block-listed domains, one a line.")
-        urls_file: str | None = Field(None, description="File of block-listed URLs, one a line.")
-        banned_words_file: str | None = Field(None, description="File of banned URL words.")
-        banned_subwords_file: str | None = Field(None, description="File of banned sub-words.")
-        soft_banned_words_file: str | None = Field(None, description="File of soft-banned URL words.")
-        suffix_list_file: str | None = Field(None, description="Public Suffix List file (default: the snapshot "
-                                                               "shipped by the tld package).")
+        blocklist_dir: str | None = trust.path_param(
+            "read", None, description="UT1-style directory: every '*/domains' and '*/urls' "
+                                      "file below it is read (e.g. UT1 'adult').")
+        domains_file: str | None = trust.path_param(
+            "read", None, description="File of block-listed domains, one a line.")
+        urls_file: str | None = trust.path_param("read", None, description="File of block-listed URLs, one a line.")
+        banned_words_file: str | None = trust.path_param("read", None, description="File of banned URL words.")
+        banned_subwords_file: str | None = trust.path_param("read", None, description="File of banned sub-words.")
+        soft_banned_words_file: str | None = trust.path_param(
+            "read", None, description="File of soft-banned URL words.")
+        suffix_list_file: str | None = trust.path_param(
+            "read", None, description="Public Suffix List file (default: the snapshot "
+                                      "shipped by the tld package).")
         lowercase_url_words: bool = Field(False, description="Lower-case URL words before matching banned words "
                                                              "(datatrove does not, so 'Sex' escapes 'sex').")
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
+from ...core import trust
 from ...media import VIDEO_KEY
 from ...media.video import ffmpeg_filter, produced_path
 from ...registry import register
@@ -21,8 +22,9 @@ class FFmpegParams(Params):
     global_args: list[str] | None = Field(None, description="Extra global ffmpeg arguments, e.g. [-v, quiet].")
     capture_stderr: bool = Field(True, description="Accepted for Data-Juicer recipes (stderr is always captured).")
     overwrite_output: bool = Field(True, description="Accepted for Data-Juicer recipes (outputs are replaced atomically).")
-    save_dir: str | None = Field(None, description="Directory for the outputs (default: $DJ_PRODUCED_DATA_DIR/<op> "
-                                                   "or ./__dj__produced_data__/<op>).")
+    save_dir: str | None = trust.path_param(
+        "write", None, description="Directory for the outputs (default: $DJ_PRODUCED_DATA_DIR/<op> "
+                                   "or ./__dj__produced_data__/<op>).")
 
 
 def wrapped(op, key: str, suffix: str):

@@ -23,6 +23,7 @@ import pyarrow as pa
 from pydantic import Field, PositiveInt, model_validator
 
 from ...core import columns as C
+from ...core import trust
 from ...media import EOC_TOKEN, VIDEO_KEY, VIDEO_TOKEN, media_values
 from ...media.frames import segment_frames
 from ...media.video import open_video, probe_duration, _fail
@@ -91,7 +92,8 @@ class VideoExtractFramesMapper(Mapper):
         frame_num: PositiveInt = Field(3, description="Frames per video for uniform sampling.")
         duration: float = Field(0, ge=0, description="Seconds per segment: > 0 samples each segment on its own (the tail "
                                 "after the last whole segment is not sampled); 0: the whole video.")
-        frame_dir: str | None = Field(None, description="Directory for the frame files (required for path output).")
+        frame_dir: str | None = trust.path_param(
+            "write", None, description="Directory for the frame files (required for path output).")
         frame_key: str | None = Field(None, description="Deprecated name of frame_field.")
         frame_field: str = Field("video_frames", description="Field for the frames.")
         legacy_split_by_text_token: bool = Field(True, description="Only the videos the text's video tokens name.")

@@ -16,6 +16,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from ...core import columns as C
+from ...core import trust
 from ...media import EOC_TOKEN, VIDEO_TOKEN
 from ...media.frames import iter_key_frames, uniform_frames
 from ...registry import register
@@ -32,8 +33,10 @@ class VideoFramesTextSimilarityFilter(ClipOp, MediaRangeFilter):
     version = 1
 
     class Params(VideoParams):
-        hf_clip: str = Field("openai/clip-vit-base-patch32", description="CLIP model: a local directory, or a "
-                             "Hugging Face repo id in the model store (gristmill models add NAME DIR).")
+        hf_clip: str = trust.path_param(
+            "model", "openai/clip-vit-base-patch32",
+            description="CLIP model: a local directory, or a Hugging Face repo id in the model store (gristmill "
+                        "models add NAME DIR).")
         trust_remote_code: bool = Field(False, description="Let transformers run code shipped with the model.")
         min_score: float = Field(0.1, description="Minimum similarity to keep a sample.")
         max_score: float = Field(1.0, description="Maximum similarity to keep a sample.")

@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
+from ...core import trust
 from ...media import VIDEO_KEY
 from ...media.video import ffmpeg_filter, probe, produced_path
 from ...registry import register
@@ -22,8 +23,9 @@ QUIET = ("-nostdin", "-v", "quiet", "-y")
 
 class _ResizeParams(Params):
     video_key: str = Field(VIDEO_KEY, description="Field holding each sample's list of videos (paths or bytes).")
-    save_dir: str | None = Field(None, description="Directory for resized videos (default: $DJ_PRODUCED_DATA_DIR/"
-                                                   "<op> or ./__dj__produced_data__/<op>).")
+    save_dir: str | None = trust.path_param(
+        "write", None, description="Directory for resized videos (default: $DJ_PRODUCED_DATA_DIR/"
+                                   "<op> or ./__dj__produced_data__/<op>).")
 
 
 def target_resolution(w: int, h: int, p) -> tuple[int, int] | None:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import Field, NonNegativeFloat, NonNegativeInt
 
+from ...core import trust
 from ...media import VIDEO_KEY, VIDEO_TOKEN, describe, media_values
 from ...media.video import add_suffix, as_file, open_video, produced_path
 from ...registry import register
@@ -41,8 +42,9 @@ class VideoSplitBySceneMapper(Mapper):
         threshold: NonNegativeFloat = Field(27.0, description="Detector threshold.")
         min_scene_len: NonNegativeInt = Field(15, description="Minimum scene length in frames.")
         show_progress: bool = Field(False, description="Show PySceneDetect's progress bar.")
-        save_dir: str | None = Field(None, description="Directory for the clips (default: $DJ_PRODUCED_DATA_DIR/<op> "
-                                                       "or ./__dj__produced_data__/<op>).")
+        save_dir: str | None = trust.path_param(
+            "write", None, description="Directory for the clips (default: $DJ_PRODUCED_DATA_DIR/<op> "
+                                       "or ./__dj__produced_data__/<op>).")
         save_field: str | None = Field(None, description="Field for the clips (default: the video key).")
         ffmpeg_extra_args: str = Field("-movflags frag_keyframe+empty_moov",
                                        description="ffmpeg arguments for each clip (PySceneDetect's arg_override).")

@@ -13,6 +13,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
+from ...core import trust
 from ...media import VIDEO_KEY, media_values
 from ...media.video import add_suffix, as_file, cut_clip, keyframe_times, probe, produced_path
 from ...registry import register
@@ -23,8 +24,9 @@ from ._expand import build_rows, legacy_chunks, read_bytes
 class SplitParams(Params):
     video_key: str = Field(VIDEO_KEY, description="Field holding each sample's list of videos (paths or bytes).")
     keep_original_sample: bool = Field(True, description="Keep the original sample next to the one with the clips.")
-    save_dir: str | None = Field(None, description="Directory for the clips (default: $DJ_PRODUCED_DATA_DIR/<op> "
-                                                   "or ./__dj__produced_data__/<op>; never the input's directory).")
+    save_dir: str | None = trust.path_param(
+        "write", None, description="Directory for the clips (default: $DJ_PRODUCED_DATA_DIR/<op> "
+                                   "or ./__dj__produced_data__/<op>; never the input's directory).")
     video_backend: Literal["ffmpeg", "av"] = Field("ffmpeg", description="Duration rule of the reader "
                                                    "(Data-Juicer's backend); clips are always cut with ffmpeg.")
     ffmpeg_extra_args: str = Field("", description="Extra ffmpeg output arguments for each clip.")
