@@ -8,12 +8,22 @@ A rerun therefore skips finished files, resumes a ``.part`` with a ``Range`` req
 server ignores ranges. Connection drops, timeouts, short bodies, 408/425/429 and 5xx are retried with
 exponential backoff (``Retry-After`` honoured); other HTTP errors fail the file at once with a clear message.
 Standard library only (urllib), one thread per concurrent download.
+
+Under the service's trust policy (``core/trust.py``) every fetch goes through :func:`open_url`: http(s)
+only (``file://`` refused), and unless ``--allow-private-urls`` no connection to a loopback, link-local,
+private or reserved address. The address is checked where the socket connects (the one the connection
+uses, so a DNS answer that changes between a check and the connect, DNS rebinding, gains nothing), every
+redirect hop is checked again, and environment proxies are not used (a proxy would fetch what the check
+refused). The CLI's open policy fetches as before.
 """
 from __future__ import annotations
 
 import base64
+import functools
 import gzip
 import hashlib
+import http.client
+import ipaddress
 import json
 import os
 import random
@@ -31,6 +41,8 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
+
+from ..core import trust
 
 CC_BASE_URL = "https://data.commoncrawl.org/"
 RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
@@ -87,8 +99,11 @@ def read_list(path: str, what: str = "list") -> list[str]:
     """Non-empty, non-comment lines of a (possibly gzipped) list file; DownloadError when it is unreadable."""
     opener = gzip.open if path.endswith(".gz") else open
     try:
+        trust.check_read(path, f"{what} file")
         with opener(path, "rt", encoding="utf-8") as f:
             return [ln.strip() for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
+    except trust.Refused as e:
+        raise DownloadError(str(e)) from None
     except FileNotFoundError:
         raise DownloadError(f"{what} file {path!r} not found") from None
     except (OSError, EOFError, UnicodeDecodeError) as e:
@@ -110,6 +125,8 @@ def url_problem(url: str, allow_file_urls: bool = False) -> str | None:
         return f"invalid URL ({e}): fix or remove it in the list"
     scheme = parts.scheme.lower()
     if scheme == "file":
+        if trust.current().roots is not None:
+            return "file:// URLs copy local files: not allowed on this server"
         if not allow_file_urls:
             return "file:// URLs copy local files: allow them with --allow-file-urls (recipe: " \
                    "download.allow_file_urls: true)"
@@ -119,6 +136,9 @@ def url_problem(url: str, allow_file_urls: bool = False) -> str | None:
     host = parts.hostname or ""
     if not host or port == 0:
         return "invalid URL (no host, or port 0): fix or remove it in the list"
+    why = _private_literal(url, host)
+    if why:
+        return why
     if ":" in host:  # an IPv6 literal
         return None
     try:
@@ -127,6 +147,25 @@ def url_problem(url: str, allow_file_urls: bool = False) -> str | None:
         ascii_host = ""
     if not ascii_host or not all(_LABEL.match(lb) for lb in ascii_host.rstrip(".").split(".")):
         return f"invalid host name {host!r}: fix or remove it in the list"
+    return None
+
+
+def _private_literal(url: str, host: str) -> str | None:
+    """Under a policy without private URLs, why a URL whose host is an address literal or ``localhost``
+    is refused (known before any fetch, so a recipe is refused when it is validated; names are checked
+    when they are fetched, see ``open_url``)."""
+    pol = trust.current()
+    if pol.allow_private_urls:
+        return None
+    try:
+        ipaddress.ip_address(host.strip("[]").split("%")[0])
+    except ValueError:
+        if host.lower().rstrip(".") != "localhost" and not host.lower().endswith(".localhost"):
+            return None
+    try:
+        trust.check_url(url, "url", pol)
+    except trust.Refused as e:
+        return str(e).removeprefix("url: ")
     return None
 
 
@@ -224,11 +263,119 @@ def _header_digests(headers) -> dict[str, str]:
     return out
 
 
+# -- the trust policy's URL guard -----------------------------------------------------------------------
+
+def _ip_url(ip: str, port) -> str:
+    return f"http://[{ip}]:{port}/" if ":" in ip else f"http://{ip}:{port}/"
+
+
+def _guarded_create_connection(policy: trust.Policy):
+    """``socket.create_connection`` that resolves the host once, checks every address against ``policy``
+    (``trust.Refused`` naming the host and address) and connects to a checked address itself: nothing is
+    resolved again between the check and the connect."""
+    def create(address, timeout=socket._GLOBAL_DEFAULT_TIMEOUT, source_address=None, *args, **kw):
+        host, port = address[0], address[1]
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except (socket.gaierror, UnicodeError) as e:
+            raise OSError(f"cannot resolve {host!r}: {e}") from None
+        addrs = []
+        for info in infos:
+            ip = info[4][0].split("%")[0]
+            trust.check_url(_ip_url(ip, port), f"connection to {host}:{port}", policy)
+            if ip not in addrs:
+                addrs.append(ip)
+        err: OSError | None = None
+        for ip in addrs:
+            try:
+                return socket.create_connection((ip, port), timeout, source_address)
+            except OSError as e:
+                err = e
+        raise err or OSError(f"cannot connect to {host!r}: no address")
+    return create
+
+
+class _GuardedHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, *args, policy: trust.Policy, **kw):
+        super().__init__(*args, **kw)
+        self._create_connection = _guarded_create_connection(policy)
+
+
+class _GuardedHTTPSConnection(http.client.HTTPSConnection):  # TLS still verifies the host name
+    def __init__(self, *args, policy: trust.Policy, **kw):
+        super().__init__(*args, **kw)
+        self._create_connection = _guarded_create_connection(policy)
+
+
+class _GuardedHTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, policy: trust.Policy):
+        super().__init__()
+        self.policy = policy
+
+    def http_open(self, req):
+        return self.do_open(functools.partial(_GuardedHTTPConnection, policy=self.policy), req)
+
+
+class _GuardedHTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, policy: trust.Policy):
+        super().__init__()
+        self.policy = policy
+
+    def https_open(self, req):
+        return self.do_open(functools.partial(_GuardedHTTPSConnection, policy=self.policy), req,
+                            context=self._context)
+
+
+class _GuardedRedirectHandler(urllib.request.HTTPRedirectHandler):
+    """Each redirect hop is checked like the first URL (scheme and host) before it is followed."""
+
+    def __init__(self, policy: trust.Policy):
+        self.policy = policy
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        try:
+            trust.check_url(newurl, f"redirect from {req.full_url[:200]}", self.policy)
+        except trust.Refused:
+            fp.close()
+            raise
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _guarded_opener(policy: trust.Policy) -> urllib.request.OpenerDirector:
+    """http(s) only (no file, ftp or data handlers), no proxies, connections and redirects checked."""
+    op = urllib.request.OpenerDirector()
+    for h in (urllib.request.UnknownHandler(), urllib.request.HTTPDefaultErrorHandler(),
+              urllib.request.HTTPErrorProcessor(), _GuardedRedirectHandler(policy),
+              _GuardedHTTPHandler(policy), _GuardedHTTPSHandler(policy)):
+        op.add_handler(h)
+    return op
+
+
+def open_url(req, timeout: float, policy: trust.Policy | None = None):
+    """``urllib.request.urlopen(req, timeout=timeout)`` under the trust policy (``policy``, else the one
+    in force): the open policy opens anything as urllib does; a restricted one allows http(s) to the
+    addresses it allows, checked at the connect and at every redirect. ``trust.Refused`` (a
+    PermissionError, never wrapped in a URLError) when it does not; urllib's errors otherwise."""
+    pol = policy or trust.current()
+    if pol.roots is None and pol.allow_private_urls:
+        return urllib.request.urlopen(req, timeout=timeout)
+    url = req.full_url if isinstance(req, urllib.request.Request) else str(req)
+    trust.check_url(url, "url", pol)
+    try:
+        return _guarded_opener(pol).open(req, timeout=timeout)
+    except urllib.error.URLError as e:
+        if isinstance(getattr(e, "reason", None), trust.Refused):
+            raise e.reason from None
+        raise
+
+
 # -- one file -------------------------------------------------------------------------------------
 
 class _Downloader:
     def __init__(self, retries: int, backoff: float, timeout: float, checksums: dict[str, str],
-                 etag_md5: bool, headers: dict[str, str] | None, progress: Callable | None):
+                 etag_md5: bool, headers: dict[str, str] | None, progress: Callable | None,
+                 policy: trust.Policy | None = None):
+        self.policy = policy or trust.current()  # read here: the fetches run in threads
         self.retries, self.backoff, self.timeout = retries, backoff, timeout
         self.checksums, self.etag_md5 = checksums, etag_md5
         self.headers = {"User-Agent": USER_AGENT, **(headers or {})}
@@ -247,6 +394,11 @@ class _Downloader:
     def fetch(self, url: str, dest: str) -> FileResult:
         t0 = time.monotonic()
         res = FileResult(url=url, path=dest, status="downloaded")
+        try:
+            trust.check_write(dest, "download destination", self.policy)  # a link in out_dir pointing out
+        except trust.Refused as e:
+            res.status, res.error = "failed", str(e)
+            return res
         if os.path.isfile(dest):
             res.status, res.size = "skipped", os.path.getsize(dest)
             return res
@@ -299,7 +451,9 @@ class _Downloader:
             hdrs["If-Range"] = validator
         req = urllib.request.Request(url, headers=hdrs)
         try:
-            resp = urllib.request.urlopen(req, timeout=self.timeout)
+            resp = open_url(req, self.timeout, self.policy)
+        except trust.Refused as e:  # the policy's answer: not worth a retry
+            raise DownloadError(str(e)) from None
         except urllib.error.HTTPError as e:
             e.close()
             if e.code == 416 and have and meta.get("total") == have:
@@ -462,12 +616,20 @@ def download(urls_or_paths_file: str | list[str], out_dir: str, base_url: str | 
     t0 = time.monotonic()
     pairs = planned(urls_or_paths_file, out_dir, base_url, limit, allow_file_urls)
     sums = checksums if isinstance(checksums, dict) else (load_checksums(checksums) if checksums else {})
-    d = _Downloader(retries, backoff, timeout, sums, etag_md5, headers, progress)
+    try:
+        trust.check_write(out_dir, "download.out_dir")
+    except trust.Refused as e:
+        raise DownloadError(str(e)) from None
+    d = _Downloader(retries, backoff, timeout, sums, etag_md5, headers, progress, trust.current())
     _make_dirs(out_dir)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         results = list(pool.map(lambda p: d.fetch(*p), pairs))
     report = DownloadReport(files=results, seconds=time.monotonic() - t0)
     path = report_path or os.path.join(out_dir, "download-report.json")
+    try:
+        trust.check_write(path, "download report")
+    except trust.Refused as e:
+        raise DownloadError(str(e)) from None
     tmp = path + ".tmp"
     with _local(path):
         with open(tmp, "w") as f:

@@ -5,7 +5,8 @@ UTF-8 (invalid bytes replaced), joined with ``separator`` (Data-Juicer's op, par
 Members over ``max_file_size`` are skipped; once the next member would take the total over
 ``max_total_size`` the rest is skipped (0 disables either limit). Where Data-Juicer logs and writes an
 empty text (unreadable archive, unsupported extension), gristmill raises so that the row goes to rejects
-with the error: nothing is silently emptied. One archive read per row (I/O bound)."""
+with the error: nothing is silently emptied. One archive read per row (I/O bound). Under the service's
+trust policy an archive outside its data roots is refused (that row's reject) before it is opened."""
 from __future__ import annotations
 
 import tarfile
@@ -15,6 +16,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from ...core import columns as C
+from ...core import trust
 from ...registry import register
 from ..base import Mapper, Params
 
@@ -78,5 +80,7 @@ class LatexMergeTexMapper(Mapper):
         for path in paths.to_pylist():
             if not isinstance(path, str):
                 raise ValueError(f"{self.name}: {p.compressed_file_key} is {path!r}, not an archive path")
+            # the archive must lie in the service's data roots (trust.Refused: this row's reject, no read)
+            trust.check_read(path, f"{self.name}: {p.compressed_file_key}")
             out.append(p.separator.join(tex_contents(path, p.max_file_size or 0, p.max_total_size or 0)))
         return C.set_column(batch, self.text_key, pa.array(out, pa.string()))

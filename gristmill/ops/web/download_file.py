@@ -10,13 +10,17 @@ into ``save_dir`` and/or their bytes into ``save_field`` (Data-Juicer's op, para
   timeout, unsupported scheme such as s3://) leaves the URL in place and null bytes, as in Data-Juicer,
   and is logged; the row is kept.
 Downloads of a batch run ``max_concurrent`` at a time in threads (standard library HTTP); the output does
-not depend on their order. Nothing is downloaded unless a recipe uses this op."""
+not depend on their order. Nothing is downloaded unless a recipe uses this op.
+
+Under the service's trust policy (``core/trust.py``) a local path outside the data roots, a ``save_dir``
+file outside them (a link pointing out) or a URL the policy refuses (not http(s); a loopback, private or
+link-local address, redirects included, unless ``--allow-private-urls``) makes the row a reject naming
+the reason: nothing is read or fetched for it (not the kept-row-with-null-bytes of a failed download)."""
 from __future__ import annotations
 
 import logging
 import os
 import tempfile
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlparse
 
@@ -24,17 +28,19 @@ import pyarrow as pa
 from pydantic import Field
 
 from ...core import columns as C
+from ...core import trust
 from ...registry import register
+from ...web.download import open_url
 from ..base import Mapper, Params
 
 log = logging.getLogger(__name__)
 REMOTE = ("http://", "https://", "s3://", "gs://", "hdfs://")
 
 
-def _fetch(url: str, timeout: float) -> bytes:
+def _fetch(url: str, timeout: float, policy: trust.Policy | None = None) -> bytes:
     if not url.lower().startswith(("http://", "https://")):
         raise ValueError(f"unsupported scheme: {url}")
-    with urllib.request.urlopen(url, timeout=timeout) as r:  # raises HTTPError for 4xx/5xx
+    with open_url(url, timeout, policy) as r:  # HTTPError for 4xx/5xx; trust.Refused for a refused address
         return r.read()
 
 
@@ -66,29 +72,36 @@ class DownloadFileMapper(Mapper):
         p = self.params
         self.save_field = p.save_field or (None if p.save_dir else "image_bytes")
 
-    def _one(self, url, want_bytes: bool):
-        """(local path or the URL, bytes or None) of one entry."""
+    def _one(self, url, want_bytes: bool, policy: trust.Policy):
+        """(local path or the URL, bytes or None) of one entry; trust.Refused when ``policy`` does not let
+        it be read or fetched (this runs in a thread: the policy is passed, not looked up)."""
         p = self.params
         try:
             if not isinstance(url, str):
                 raise ValueError(f"not a URL or path: {url!r}")
             if not url.lower().startswith(REMOTE):
+                trust.check_read(url, f"{self.name}: {p.download_field}", policy)
                 if want_bytes:
                     with open(url, "rb") as f:
                         return url, f.read()
                 return url, None
             if not p.save_dir and not want_bytes:
                 return url, None
+            trust.check_url(url, f"{self.name}: {p.download_field}", policy)
             path = os.path.join(p.save_dir, os.path.basename(urlparse(url).path)) if p.save_dir else None
+            if path:
+                trust.check_write(path, f"{self.name}: save_dir file", policy)
             if path and os.path.exists(path):
                 if want_bytes:
                     with open(path, "rb") as f:
                         return path, f.read()
                 return path, None
-            data = _fetch(url, p.timeout)
+            data = _fetch(url, p.timeout, policy)
             if path:
                 _save(path, data)
             return path or url, data if want_bytes else None
+        except trust.Refused:
+            raise  # the policy's refusal: this row's reject, not a kept row
         except Exception as e:  # noqa: BLE001 - Data-Juicer keeps the row with the URL and no bytes
             log.warning("download_file_mapper: %s failed: %s", url, e)
             return url, None
@@ -114,10 +127,12 @@ class DownloadFileMapper(Mapper):
                     have = old[i][j] if isinstance(u, list) and isinstance(old[i], list) and len(old[i]) == len(u) \
                         else (old[i] if not isinstance(u, list) else None)
                 jobs.append((i, j if isinstance(u, list) else -1, url, bool(sf) and not have, have))
+        policy = trust.current()
         if p.save_dir:
+            trust.check_write(p.save_dir, f"{self.name}.save_dir", policy)
             os.makedirs(p.save_dir, exist_ok=True)
         with ThreadPoolExecutor(p.max_concurrent) as ex:
-            results = list(ex.map(lambda job: self._one(job[2], job[3]), jobs))
+            results = list(ex.map(lambda job: self._one(job[2], job[3], policy), jobs))
         paths = [list(u) if isinstance(u, list) else u for u in urls]
         data = [[None] * len(u) if isinstance(u, list) else None for u in urls]
         for (i, j, _, want, have), (path, content) in zip(jobs, results):
