@@ -11,6 +11,11 @@ by many rows is stored once. A source changed since an earlier run gets a new na
 referenced, is removed at the end of the run). Bytes values stay bytes,
 URLs stay URLs. This module is the one place for that logic; the engine calls ``media_batch`` on each
 batch before it is written.
+
+Under the service's trust policy (``core/trust.py``) a media file is copied, linked or embedded only from
+inside the data roots (after symlinks): a row naming a file outside them raises ``trust.Refused`` before the
+file is looked at, and in a run that row goes to the rejects under ``export_media`` (so a job cannot copy
+files from elsewhere into its export).
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ import sys
 import pyarrow as pa
 
 from ..core import columns as C
+from ..core import trust
 from ..media import MEDIA_KEYS
 
 MODES = ("copy", "link")  # what the stand-alone command does
@@ -90,7 +96,9 @@ def _inside(path: str, directory: str) -> bool:
 def place(source: str, export_dir: str, mode: str = "link", subdir: str = "media") -> str:
     """Copy or hard-link ``source`` into ``export_dir`` (once); its new relative path. A hard link falls back to a copy across file systems. Raises FileNotFoundError for a
     missing source, ValueError when the source sits in the export's directory or inside its media directory
-    (media are never written beside or among their inputs)."""
+    (media are never written beside or among their inputs), and ``trust.Refused`` for a source the trust
+    policy does not let be read (before anything else)."""
+    trust.check_read(source, "export_media: media file")
     if not os.path.isfile(source):
         raise FileNotFoundError(f"media file not found: {source}")
     rel = media_target(source, subdir)
@@ -119,7 +127,9 @@ def place(source: str, export_dir: str, mode: str = "link", subdir: str = "media
 
 
 def read_media(source: str) -> bytes:
-    """A media file's bytes (``export_media: bytes``); FileNotFoundError naming it when missing."""
+    """A media file's bytes (``export_media: bytes``); FileNotFoundError naming it when missing,
+    ``trust.Refused`` when the trust policy does not let it be read."""
+    trust.check_read(source, "export_media: media file")
     try:
         with open(source, "rb") as f:
             return f.read()

@@ -20,6 +20,7 @@ import re
 import tarfile
 
 from ..core import columns as C
+from ..core import trust
 from ..core.accounting import Reject
 from . import _media as M
 from .base import Reader, register_reader, with_ids
@@ -40,6 +41,8 @@ def extract_dir(shard_source: str, opts) -> str | None:
         return None
     if given is True or str(given).lower() == "true":
         raise ValueError("extract_media: true needs the run's work dir (set by the recipe); give a directory")
+    # under the service's trust policy the directory must lie in its data roots (trust.Refused otherwise)
+    trust.check_write(str(given), "reader_params.extract_media")
     root = os.path.realpath(str(given))
     src_dir = os.path.dirname(os.path.realpath(shard_source))
     if root == src_dir or root.startswith(src_dir + os.sep):
@@ -61,6 +64,7 @@ def extract_path(directory: str, key: str, ext: str) -> str:
 
 def write_member(path: str, data: bytes) -> str:
     """Write ``data`` to ``path`` unless it already holds exactly that (a rerun writes nothing); atomic."""
+    trust.check_write(path, "reader_params.extract_media file")  # a link in the directory pointing out
     try:
         if os.path.getsize(path) == len(data):
             with open(path, "rb") as f:
