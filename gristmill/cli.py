@@ -199,16 +199,29 @@ def cmd_ops(args) -> int:
     if args.json:
         print(json.dumps({n: describe(c) for n, c in ops.items()}, indent=2, default=str))
         return 0
+    from rich.console import Console
+    from rich.markup import escape  # docs hold brackets ([min_len, max_len]) that are not markup
     from rich.table import Table
-    t = Table(title=f"{len(ops)} ops")
-    for col in ("op", "kind", "params", "summary"):
-        t.add_column(col)
+    from .opsdoc import default_text, summary
+    # a terminal's width, or COLUMNS when set (a pipe without it: 200)
+    con = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit() else 200)
+    with_params = con.width >= 160  # narrower: names and summaries (`gristmill ops NAME` has the params)
+    from rich import box
+    t = Table(title=f"{len(ops)} ops" + ("" if with_params else " (params: gristmill ops NAME)"),
+              box=box.SIMPLE_HEAD)
+    t.add_column("op", no_wrap=True, min_width=max(map(len, ops), default=2))
+    t.add_column("kind", no_wrap=True)
+    if with_params:
+        t.add_column("params", ratio=1)
+    t.add_column("summary", ratio=1 if with_params else None)
     for n, c in ops.items():
         d = describe(c)
-        params = ", ".join(f"{p['name']}={p['default']!r}" for p in d["params"] if p["name"] != "text_key")
-        t.add_row(n, d["kind"], params, (d["doc"].split("\n")[0] if d["doc"] else ""))
-    from rich.console import Console
-    Console(width=None if sys.stdout.isatty() else 200).print(t)
+        row = [n, d["kind"]]
+        if with_params:
+            row.append(escape(", ".join(f"{p['name']}={default_text(p['default'])}" for p in d["params"]
+                                        if p["name"] != "text_key")))
+        t.add_row(*row, escape(summary(d["doc"]).replace("``", "`")))
+    con.print(t)
     return 0
 
 

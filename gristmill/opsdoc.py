@@ -54,6 +54,28 @@ def _no_limit(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) == sys.maxsize
 
 
+_ABBREVIATIONS = ("e.g", "i.e", "etc", "vs", "cf", "approx", "incl")
+
+
+def summary(doc: str) -> str:
+    """The first sentence of an op's docstring, whole, on one line (``gristmill ops``): its first paragraph
+    up to the first full stop that ends a sentence (not one of "e.g.", nor inside parentheses or code)."""
+    import re
+    para = " ".join((doc or "").strip().split("\n\n", 1)[0].split())
+    for m in re.finditer(r"\.(?=\s|$)", para):
+        head = para[:m.start()]
+        word = head.rsplit(" ", 1)[-1].lstrip("(").lower()
+        if word in _ABBREVIATIONS or head.count("(") > head.count(")") or head.count("`") % 2:
+            continue
+        return para[:m.end()]
+    return para
+
+
+def default_text(v) -> str:
+    """A param's default as a recipe would write it, Data-Juicer's ``sys.maxsize`` as "no limit"."""
+    return "no limit" if _no_limit(v) else _yaml(v)
+
+
 def _plain(v):
     """Defaults as YAML-safe data (tuples as lists)."""
     if isinstance(v, (list, tuple)):
