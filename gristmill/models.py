@@ -57,11 +57,21 @@ def _candidates(name: str) -> list[str]:
     return [name, name[:-len(".bin")]] if name.endswith(".arpa.bin") else [name]
 
 
+def _plain_name(name: str) -> bool:
+    """A file name of the store itself: one path component, not hidden (``{lang}.arpa.bin`` built from a
+    request's ``lang`` never climbs out of the store)."""
+    return (isinstance(name, str) and bool(name) and not name.startswith(".")
+            and not any(c in name for c in ("/", "\\", "\x00")))
+
+
 def find(name: str) -> Path | None:
-    """The store's file for ``name`` (``X.arpa.bin`` falls back to ``X.arpa``), or None."""
+    """The store's file for ``name`` (``X.arpa.bin`` falls back to ``X.arpa``), or None; a name that is a
+    path (a separator, a leading dot) is never looked up."""
     d = store_dir()
     if is_hf_dir_name(name):
         return d / name if (d / name).is_dir() else None
+    if not _plain_name(name):
+        return None
     for n in _candidates(name):
         p = d / n
         if p.is_file():

@@ -4,6 +4,10 @@
   ``save_pretrained`` wrote) or a Hugging Face repo id (``openai/clip-vit-base-patch32``) that must be in the
   model store (``gristmill models add openai/clip-vit-base-patch32 DIR``). Nothing is downloaded: an op
   declares the store names it needs (``store_names``), so a missing one stops the recipe before any work.
+- Under the service's trust policy (``core/trust.py``) a local model directory must lie in its data roots
+  (``check_ref`` at build time, ``model_dir`` again at load time), and ``trust_remote_code`` reaches
+  transformers only through ``trust.remote_code_allowed`` (False unless asked for; refused without
+  ``--allow-scripts``): every loader passes it explicitly.
 - ``device: auto`` is CUDA when torch sees a GPU, else the CPU.
 - Inference runs over all the images of a batch at once, in chunks of ``batch_size`` (``chunks``).
 
@@ -15,6 +19,7 @@ import os
 import re
 
 from .. import models as store
+from ..core import trust
 
 _PATHLIKE = re.compile(r"^(?:[/~.]|[A-Za-z]:[\\/])")
 
@@ -32,6 +37,7 @@ def store_names(ref: str) -> list[str]:
 def check_ref(ref: str, param: str) -> None:
     """Refuse, before any work starts, a model param that names neither a local directory nor a store entry."""
     if is_local(ref):
+        trust.check_read(ref, param)  # before looking: outside the roots says nothing about what is there
         path = os.path.expanduser(ref)
         if not os.path.isfile(os.path.join(path, "config.json")):
             raise ValueError(f"{param}: {ref} is not a model directory (no config.json there); give a directory "
@@ -47,8 +53,11 @@ def check_ref(ref: str, param: str) -> None:
 
 
 def model_dir(ref: str) -> str:
-    """The local directory of model ``ref`` (a path, or a repo id looked up in the store)."""
-    return os.path.expanduser(ref) if is_local(ref) else store.resolve(ref)
+    """The local directory of model ``ref`` (a path, or a repo id looked up in the store); a path is checked
+    against the trust policy again here, for a ref that did not come through an op's declared params."""
+    if is_local(ref):
+        return os.path.expanduser(trust.check_read(ref, "model"))
+    return store.resolve(ref)
 
 
 def model_threads() -> int | None:
@@ -74,14 +83,16 @@ def _quiet_transformers() -> None:
 
 def load_hf(ref: str, device: str, trust_remote_code: bool = False, model_class=None):
     """(model, processor) from a model directory, as Data-Juicer builds them: ``AutoProcessor`` and the
-    class the config names (``architectures[0]``) unless ``model_class`` is given; eval mode, on ``device``."""
+    class the config names (``architectures[0]``) unless ``model_class`` is given; eval mode, on ``device``.
+    ``trust_remote_code`` goes through the trust policy (refused without ``--allow-scripts``) and is always
+    passed to transformers explicitly."""
     import torch
     import transformers
     _quiet_transformers()
     if model_threads():
         torch.set_num_threads(model_threads())
+    kw = {"local_files_only": True, "trust_remote_code": trust.remote_code_allowed(trust_remote_code)}
     path = model_dir(ref)
-    kw = {"local_files_only": True, "trust_remote_code": trust_remote_code}
     processor = transformers.AutoProcessor.from_pretrained(path, **kw)
     if model_class is None:
         config = transformers.AutoConfig.from_pretrained(path, **kw)

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..core import columns as C
+from ..core import trust
 from ..core.defaults import TEXT_KEY
 from ..core.accounting import REASON
 
@@ -121,6 +122,9 @@ class Op:
 
     def __init__(self, **params: Any):
         self.params = self.Params(**params)
+        # under the service's trust policy: declared path params inside its roots, no model code; here, before
+        # a subclass's __init__ opens any of them (word lists, tokenizers, model dirs)
+        trust.check_op_params(self.name or type(self).__name__, self.params)
         self.text_key = self.params.text_key or TEXT_KEY
         self._explicit_text_key = self.params.text_key is not None
         self.position = 0  # index in the recipe, set by the plan

@@ -99,16 +99,18 @@ def predictor_class(path: str, name: str):
 
 
 class Scorer:
-    def __init__(self, ref: str, device: str, batch_size: int):
+    def __init__(self, ref: str, device: str, batch_size: int, trust_remote_code: bool = False):
         import torch
         from transformers import CLIPImageProcessor
         inf._quiet_transformers()
         if inf.model_threads():
             torch.set_num_threads(inf.model_threads())
+        # the classes are ours, so no model code runs; the switch still goes through the policy, explicitly
+        kw = {"local_files_only": True, "trust_remote_code": trust.remote_code_allowed(trust_remote_code)}
         path = inf.model_dir(ref)
         cls = predictor_class(path, ref)
-        self.model = cls.from_pretrained(path, local_files_only=True).eval().to(inf.pick_device(device))
-        self.processor = CLIPImageProcessor.from_pretrained(path, local_files_only=True)
+        self.model = cls.from_pretrained(path, **kw).eval().to(inf.pick_device(device))
+        self.processor = CLIPImageProcessor.from_pretrained(path, **kw)
         self.batch_size = batch_size
 
     def scores(self, images: list, load=None) -> np.ndarray:
@@ -153,7 +155,7 @@ class ImageAestheticsFilter(ImageRangeFilter):
         uniq = list(dict.fromkeys(v for r in rows for v in r))
         scores: dict = {}
         if uniq:
-            model = self.resource("model", lambda: Scorer(self.ref, p.device, p.batch_size))
+            model = self.resource("model", lambda: Scorer(self.ref, p.device, p.batch_size, p.trust_remote_code))
             div = 10.0 if "aesthetics-predictor" in self.ref else 1.0
             scores = dict(zip(uniq, (model.scores(uniq, rgb) / div).tolist()))
         flat, offsets = flatten([[scores[v] for v in r] for r in rows])
