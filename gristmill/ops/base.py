@@ -472,14 +472,53 @@ def _floats(values) -> np.ndarray:
     return np.asarray(values, dtype=float)
 
 
+def no_bound(v) -> bool:
+    """Whether a range bound is open: None, or Data-Juicer's sentinels (±sys.maxsize, its float, ±inf),
+    which a reason never shows as a number."""
+    if v is None or isinstance(v, bool):
+        return v is None
+    try:
+        return abs(float(v)) >= 9223372036854775807  # sys.maxsize on 64-bit; 2**63 as a float; inf
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def range_text(lo, hi) -> str:
+    """``[lo, hi]`` as a reason writes it: an open side reads "no lower bound" / "no upper bound"."""
+    return f"[{'no lower bound' if no_bound(lo) else lo}, {'no upper bound' if no_bound(hi) else hi}]"
+
+
+def bound_reason(label: str, lo, hi, value: float) -> str:
+    """Why one value is outside [lo, hi]: ``"label < lo"`` / ``"label > hi"``; past an open side (an
+    infinite stat against Data-Juicer's sys.maxsize) it says so in words, never the sentinel's digits."""
+    if value != value:  # NaN, a null stat
+        return f"{label} out of range"
+    if lo is not None and value < float(lo):
+        return f"{label} < {lo}" if not no_bound(lo) else \
+            f"{label} {'is infinite' if math.isinf(value) else 'too small'} (no lower bound)"
+    if hi is not None and value > float(hi):
+        return f"{label} > {hi}" if not no_bound(hi) else \
+            f"{label} {'is infinite' if math.isinf(value) else 'too large'} (no upper bound)"
+    return f"{label} out of range"
+
+
 def range_reason(values, lo, hi, label: str):
-    """Vectorised reason categories for a [lo, hi] range filter: ``"label < lo"`` / ``"label > hi"``."""
+    """Vectorised reason categories for a [lo, hi] range filter: ``"label < lo"`` / ``"label > hi"``
+    (``bound_reason``'s words past an open side)."""
     v = _floats(values)
     out = np.full(len(v), f"{label} out of range", dtype=object)
-    if lo is not None:
-        out[v < lo] = f"{label} < {lo}"
-    if hi is not None:
-        out[v > hi] = f"{label} > {hi}"
+    with np.errstate(invalid="ignore"):
+        sides = [(v < lo if lo is not None else None, lo), (v > hi if hi is not None else None, hi)]
+    for past, bound in sides:
+        if past is None or not past.any():
+            continue
+        if not no_bound(bound):
+            out[past] = bound_reason(label, lo, hi, float(v[past][0]))
+            continue
+        for inf in (True, False):  # words, not the sentinel: infinite, or finite but past it
+            m = past & (np.isinf(v) == inf)
+            if m.any():
+                out[m] = bound_reason(label, lo, hi, float(v[m][0]))
     return out
 
 

@@ -12,7 +12,7 @@ from pydantic import Field
 from ..core import columns as C
 from ..core.defaults import SEED
 from ..registry import register
-from .base import Filter, Params, Selector, in_range
+from .base import Filter, Params, Selector, in_range, range_text
 
 
 def _field(batch: pa.RecordBatch, key: str, op: str) -> pa.Array:
@@ -88,7 +88,7 @@ class SpecifiedNumericFieldFilter(Filter):
         return in_range(arr, self.params.min_value, self.params.max_value)
 
     def reason(self, removed):
-        return f"{self.params.field_key} not a number in [{self.params.min_value}, {self.params.max_value}]"
+        return f"{self.params.field_key} not a number in {range_text(self.params.min_value, self.params.max_value)}"
 
 
 # -- selectors ------------------------------------------------------------------------------------

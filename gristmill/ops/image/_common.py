@@ -18,7 +18,7 @@ from pydantic import Field, field_validator
 
 from ...core import columns as C
 from ...media import IMAGE_BYTES_KEY, IMAGE_KEY, media_size, media_values
-from ..base import Filter, Params
+from ..base import Filter, Params, bound_reason, no_bound
 
 
 class ImageParams(Params):
@@ -126,6 +126,8 @@ class MediaRangeFilter(Filter):
                 if not m[bad]:
                     low = self.bound(lo) is not None and v[bad] < float(self.bound(lo))
                     text = f"{stat} < {getattr(self.params, lo)}" if low else f"{stat} > {getattr(self.params, hi)}"
+                    if no_bound(self.bound(lo) if low else self.bound(hi)):  # words, not sys.maxsize's digits
+                        text = bound_reason(stat, self.bound(lo), self.bound(hi), float(v[bad]))
                     break
             out.append(text)
         return out
