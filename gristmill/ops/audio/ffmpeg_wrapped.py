@@ -9,7 +9,7 @@ from ...media import AUDIO_KEY
 from ...registry import register
 from ..base import Mapper
 from ..video._replace import replace_items
-from ..video.ffmpeg_wrapped import FFmpegParams, wrapped
+from ..video.ffmpeg_wrapped import FFmpegParams, require_ffmpeg, wrapped
 
 
 @register("audio_ffmpeg_wrapped_mapper")
@@ -18,6 +18,11 @@ class AudioFFmpegWrappedMapper(Mapper):
 
     class Params(FFmpegParams):
         audio_key: str = Field(AUDIO_KEY, description="Field holding each sample's list of audios (paths or bytes).")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        if self.params.filter_name is not None:  # without a filter nothing runs
+            require_ffmpeg(self.name)
 
     def process_batch(self, batch):
         if self.params.filter_name is None:

@@ -27,6 +27,18 @@ class FFmpegParams(Params):
                                    "or ./__dj__produced_data__/<op>).")
 
 
+FFMPEG_INSTALL = "apt-get install ffmpeg, brew install ffmpeg, or conda install -c conda-forge ffmpeg"
+
+
+def require_ffmpeg(op_name: str) -> None:
+    """ValueError (a recipe error, before any work) when the ``ffmpeg`` program is not on PATH: without it
+    every row would fail, one reject at a time."""
+    import shutil
+    if shutil.which("ffmpeg") is None:
+        raise ValueError(f"{op_name} runs the ffmpeg program, which is not on PATH: install it "
+                         f"({FFMPEG_INSTALL})")
+
+
 def wrapped(op, key: str, suffix: str):
     p = op.params
     cfg = p.model_dump(exclude={"save_dir", "text_key"})
@@ -43,6 +55,11 @@ class VideoFFmpegWrappedMapper(Mapper):
 
     class Params(FFmpegParams):
         video_key: str = Field(VIDEO_KEY, description="Field holding each sample's list of videos (paths or bytes).")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        if self.params.filter_name is not None:  # without a filter nothing runs
+            require_ffmpeg(self.name)
 
     def process_batch(self, batch):
         if self.params.filter_name is None:
