@@ -7,6 +7,9 @@ process within a moment and leaves the work dir resumable (unfinished shards hav
 Workers ignore SIGINT and SIGTERM: a Ctrl-C (or a ``kill`` of the process group) reaches every process, and
 only the parent decides what to do (a worker dying first would surface as a broken pool, not an interrupt).
 Its workers are not daemonic, so an op may start processes of its own (e.g. a per-page timeout watchdog).
+The trust policy in force where the pool is made (``core/trust.py``: the service's, set with
+``trust.active`` for an in-process run) is the workers' too: the initializer sets ``GRISTMILL_TRUST`` in
+each worker (and so in whatever it starts) before any task runs.
 """
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ import signal
 import threading
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Callable, Iterable, Iterator
+
+from ..core import trust
 
 _QUEUE = None
 
@@ -35,9 +40,11 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _init_worker(queue, parent: int) -> None:
+def _init_worker(queue, parent: int, policy: str | None = None) -> None:
     global _QUEUE
     _die_with_parent(parent)
+    if policy is not None:  # the parent's trust policy (trust.current() reads the variable)
+        os.environ[trust.ENV] = policy
     for s in _SIGNALS:
         signal.signal(s, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)  # blocked since spawn (see map_unordered)
@@ -56,8 +63,10 @@ class WorkerPool:
     def __init__(self, np: int):
         ctx = mp.get_context("spawn")
         self.queue = ctx.Queue()
+        pol = trust.current()  # the caller's policy, contextvar or environment: the workers keep it
         self._ex = ProcessPoolExecutor(np, mp_context=ctx, initializer=_init_worker,
-                                       initargs=(self.queue, os.getpid()))
+                                       initargs=(self.queue, os.getpid(),
+                                                 trust.to_env(pol) if pol != trust.Policy() else None))
 
     def map_unordered(self, fn: Callable, items: Iterable, on_progress: Callable[[int, int], None]) -> Iterator:
         """Run ``fn(item)`` for every item; the first exception (a worker's, or BrokenProcessPool when a worker
