@@ -1,0 +1,65 @@
+"""A recipe parsed once into the plan every face runs: download → sources (each its own chain) or one
+dataset → the shared chain → export → tokenize. Parsing checks everything that can be checked before any
+work (keys, ops, params, the tokenize section and its tokenizer); a problem is a ``PipelineError``."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import PipelineError
+
+
+@dataclass
+class Plan:
+    recipe: object
+    """The validated ``recipe.Recipe``."""
+    ops: list
+    """The shared chain's ops (a source's own ops live on ``recipe._source_ops``)."""
+    cfg: object
+    """The ``engine.config.RunConfig`` of the run (work dir, np, engine, export)."""
+    source: str = "recipe"
+    """Where the recipe came from, for messages: its file, or ``recipe`` for a posted mapping."""
+    warnings: list[str] = field(default_factory=list)
+    max_reject_ratio: float = 0.0
+
+    @property
+    def stages(self) -> list[str]:
+        """The stages this plan runs, in order (for progress and docs)."""
+        r = self.recipe
+        out = ["download"] if r.download else []
+        if not r.tokenize_only():
+            out += ["sources" if r.sources else "process", "export"]
+        return out + (["tokenize"] if r.tokenize else [])
+
+    def describe(self) -> str:
+        """One line: what runs where (the CLI's header line)."""
+        r, cfg = self.recipe, self.cfg
+        if r.tokenize_only():
+            return f"{r.project_name}: tokenize only, np={cfg.np}, work dir {cfg.work_dir}"
+        what = f"{len(r.sources)} sources, {len(self.ops)} shared ops" if r.sources else f"{len(self.ops)} ops"
+        return f"{r.project_name}: {what}, np={cfg.np}, work dir {cfg.work_dir}"
+
+
+def plan_recipe(recipe, *, source: str | None = None, np: int | None = None, work_dir: str | None = None,
+                engine: str | None = None, address: str | None = None, progress: bool = True,
+                allow_scripts: bool = False, max_reject_ratio: float | None = None) -> Plan:
+    """The plan of ``recipe`` (a YAML file's path, or a mapping as parsed YAML). ``allow_scripts`` is
+    ``--allow-scripts`` (as the recipe's own ``allow_scripts: true``); the other arguments override the
+    recipe's settings as the CLI's options do. PipelineError (status 2) for anything wrong with it."""
+    from ..recipe import RecipeError, load_recipe, parse_recipe, run_config
+    from .tokenize_step import check_section
+    overrides = {"allow_scripts": True} if allow_scripts else None
+    try:
+        if isinstance(recipe, dict):
+            raw = dict(recipe)
+            raw.update(overrides or {})
+            source = source or "recipe"
+            r, ops, warnings = parse_recipe(raw, source=source)
+        else:
+            source = source or str(recipe)
+            r, ops, warnings = load_recipe(str(recipe), overrides)
+        check_section(r, source)
+    except (RecipeError, FileNotFoundError, ValueError) as e:
+        raise PipelineError.refused(e) from None
+    cfg = run_config(r, np=np, work_dir=work_dir, progress=progress, engine=engine, address=address)
+    ratio = r.max_reject_ratio if max_reject_ratio is None else max_reject_ratio
+    return Plan(recipe=r, ops=ops, cfg=cfg, source=source, warnings=list(warnings), max_reject_ratio=ratio)

@@ -1,0 +1,131 @@
+"""``run(plan)``: the one executor of a plan, for every face. Stages in order — download, the dataset (or
+each source, then the shared chain), the reject budget, tokenize — with the engine's report, the token
+report and a structured error as the result. Faces render it; none re-runs or re-parses anything."""
+from __future__ import annotations
+
+import errno
+from dataclasses import dataclass
+from typing import Callable
+
+from .errors import FAILED, REFUSED, SIGINT, PipelineError
+from .plan import Plan
+
+
+class Observer:
+    """What a face hears of a run (each method a no-op here): log lines, and each stage's result as soon as
+    it exists — the CLI prints the report table before the tokenize stage starts."""
+
+    def log(self, message: str) -> None:
+        pass
+
+    def report(self, report: dict) -> None:
+        pass
+
+    def tokens(self, report: dict, html: str | None) -> None:
+        pass
+
+
+@dataclass
+class Result:
+    status: int
+    """0 done; 1 failed (a stage failed, or the reject budget); 2 refused before work; 130 / 143 interrupted."""
+    report: dict | None = None
+    tokens: dict | None = None
+    tokens_html: str | None = None
+    error: PipelineError | None = None
+
+    def to_dict(self) -> dict:
+        """JSON-ready: status, the error, and where the reports are (a job's ``result.json``)."""
+        rep = self.report or {}
+        return {"status": self.status, "error": self.error.to_dict() if self.error else None,
+                "rows_read": rep.get("rows_read"), "rows_out": rep.get("rows_out"),
+                "exported_files": rep.get("exported_files"), "report_html": rep.get("report_html"),
+                "tokens": (self.tokens or {}).get("outputs") if self.tokens else None,
+                "tokens_html": self.tokens_html}
+
+
+def run(plan: Plan, observer: Observer | None = None) -> Result:
+    """Run ``plan``; never raises for a problem of the data or the recipe (it is the result's error), only
+    for bugs."""
+    obs = observer or Observer()
+    r, cfg = plan.recipe, plan.cfg
+    resume = f"rerun the same command to resume (work dir {cfg.work_dir})"
+    if r.download:
+        from ..web.download import run_download_stage
+        status, ok = guarded(lambda: run_download_stage(r.download, obs.log), resume)
+        if status:
+            return Result(status, error=ok)
+        if not ok:
+            return Result(FAILED, error=PipelineError(
+                "downloads failed", hint="rerun to retry; `download.on_failure: continue` processes what was "
+                                         "downloaded", status=FAILED))
+    report = None
+    if not r.tokenize_only():
+        status, report = guarded(lambda: _process(plan, obs.log), resume)
+        if status:
+            return Result(status, error=report)
+        obs.report(report)
+        verdict = reject_verdict(report, plan.max_reject_ratio)
+        if verdict:
+            return Result(FAILED, report, error=PipelineError(verdict, status=FAILED))
+    if not r.tokenize:
+        return Result(0, report)
+    from .tokenize_step import export_section, run_section
+    status, out = guarded(lambda: run_section(export_section(r, report), cfg, obs.log), resume)
+    if status:
+        return Result(status, report, error=out)
+    tokens, html = out
+    obs.tokens(tokens, html)
+    return Result(0, report, tokens, html)
+
+
+def _process(plan: Plan, log: Callable[[str], None]) -> dict:
+    r, cfg = plan.recipe, plan.cfg
+    if r.sources:
+        from ..engine.multisource import run_sources
+        from ..recipe import source_configs
+        return run_sources(cfg, source_configs(r, cfg), plan.ops, log=log)
+    from ..engine.base import create_engine
+    return create_engine(cfg, log=log).run(plan.ops)
+
+
+def guarded(fn, resume: str) -> tuple[int, object]:
+    """``(0, fn())``, or ``(status, PipelineError)``: 2 for a stage refused before it started, 1 for a
+    failure while running, 130 / 143 for SIGINT / SIGTERM (the work dir stays resumable)."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from ..engine.interrupt import Interrupted, signals_raise
+    from ..engine.lock import WorkDirBusy
+    try:
+        with signals_raise():
+            return 0, fn()
+    except (Interrupted, KeyboardInterrupt) as e:
+        status = e.exit_status if isinstance(e, Interrupted) else SIGINT
+        return status, PipelineError(f"interrupted ({e or 'SIGINT'})", hint=resume, status=status)
+    except (WorkDirBusy, FileNotFoundError, ValueError, PermissionError) as e:
+        return REFUSED, PipelineError(str(e), status=REFUSED)
+    except BrokenProcessPool:
+        return FAILED, PipelineError("a worker process died (killed, or out of memory?)", hint=resume, status=FAILED)
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
+                           errno.EISDIR, errno.EIO):
+            raise
+        where = f": {e.filename}" if e.filename else ""
+        return FAILED, PipelineError(f"{e.strerror}{where}", hint=f"fix that and {resume}", status=FAILED)
+
+
+def reject_verdict(report: dict, max_ratio: float) -> str | None:
+    """Why a finished run failed its reject budget (None if it did not): every row rejected, or more than
+    ``max_ratio`` of the rows read; names the top reasons. Records a reader skipped by the user's own options
+    (e.g. WARC content types not asked for) are not errors and count on neither side."""
+    rows = sum(o["rows_in"] for o in report["ops"] if o["op"] == "read") or report["rows_read"]
+    reasons = [r for r in report.get("reject_reasons", []) if not r.get("policy_skip")]
+    skipped = report.get("rejects", 0) - sum(r["count"] for r in reasons)  # by the reader's own options
+    rows, rejected = rows - skipped, report.get("rejects", 0) - skipped
+    if not rows or not rejected or (rejected < rows and rejected / rows <= max_ratio):
+        return None
+    top = "; ".join(f"{r['count']:,} × {r['op']} {r['error_type']} ({r['example']})"
+                    for r in reasons[:5])
+    what = "every row was rejected" if rejected >= rows else \
+        f"{rejected:,} of {rows:,} rows rejected ({rejected / rows:.1%} > max_reject_ratio {max_ratio})"
+    return f"{what}; top reasons: {top}; see {report.get('rejects_file')}"

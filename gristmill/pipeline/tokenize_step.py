@@ -1,0 +1,106 @@
+"""The pipeline's last stage: a recipe's `tokenize:` section over what the run exported (or over its own
+sources, for a tokenize-only recipe), checked before any work and run on the same engine settings."""
+from __future__ import annotations
+
+import json
+import os
+
+
+def check_section(recipe, source: str) -> None:
+    """Validate a recipe's `tokenize:` section, its tokenizer, special tokens and sources before the run
+    starts (a typo fails now, not after the filtering): RecipeError, one line per problem."""
+    if not recipe.tokenize:
+        return
+    from ..io.planner import parse_weighted
+    from ..recipe import RecipeError
+    from ..tokenize.run import preflight
+    export = [recipe.export_path] if recipe.export_path else []
+    try:
+        if recipe.sources:
+            check_mixable(recipe)
+            inputs = [p for s in recipe.sources for p in ([s.path] if isinstance(s.path, str) else s.path)] + export
+            section = recipe.tokenize
+            if section.get("sources") is None and section.get("dataset_path") is None:
+                # the run writes each source's files; before it, the sources' own paths stand for them
+                section = {**section, "sources": [{"path": s.path, "name": s.name, "weight": s.weight}
+                                                  for s in recipe.sources]}
+            preflight(section, f"{source}: tokenize", inputs, pending=export)
+            return
+        if recipe.tokenize_only():
+            preflight(recipe.tokenize, f"{source}: tokenize")
+            return
+        inputs = [p for _, p in parse_weighted(recipe.dataset_path)] + export
+        preflight(export_section(recipe, None), f"{source}: tokenize", inputs, pending=export)
+    except (ValueError, FileNotFoundError) as e:
+        raise RecipeError(str(e)) from None
+
+
+def check_mixable(recipe) -> None:
+    """Weights that differ need the rows of each source apart at the end: a grouper in the shared process
+    merges rows of several sources, so that combination is refused before the run."""
+    from ..ops.base import Grouper
+    from ..recipe import RecipeError, build_ops
+    weights = {s.weight for s in recipe.sources}
+    if weights == {1.0} or recipe.tokenize.get("sources") is not None:
+        return
+    groupers = [o.name for o in build_ops(recipe.process, True) if isinstance(o, Grouper)]
+    if groupers:
+        raise RecipeError(f"tokenize: the source weights need each source's rows apart, but the shared process's "
+                          f"{groupers[0]} merges rows across sources; move it into the sources' own process, or "
+                          f"drop the weights")
+
+
+def export_section(recipe, done) -> dict:
+    """The recipe's tokenize section reading what the run wrote: ``done`` is the run's report (or its
+    exported files; None before the run). A multi-source run's sources are mixed by their weights from
+    their own files; a section naming its own sources keeps them; a tokenize-only recipe's section is
+    its own."""
+    from ..tokenize.config import with_export, with_sources
+    if recipe.tokenize_only():
+        return recipe.tokenize
+    if recipe.sources and isinstance(done, dict):
+        return with_sources(recipe.tokenize, mixture(recipe, done), recipe.export_path, done.get("exported_files"))
+    if isinstance(done, dict):
+        done = done.get("exported_files")
+    return with_export(recipe.tokenize, recipe.export_path, done)
+
+
+def mixture(recipe, report: dict) -> list[dict] | None:
+    """[{name, weight, paths}] of a multi-source run's output, or None when its rows no longer split by
+    source (a grouper in the shared process) and no weights ask for it."""
+    files = report.get("source_files")
+    if files is None:
+        return None
+    rows = {s["name"]: s.get("rows_out") for s in report.get("sources") or []}
+    # a source left with no rows has no tokens to give its share: it is left out of the mixture
+    return [{"name": s.name, "weight": s.weight, "paths": (files.get(s.name) or []) if rows.get(s.name) != 0 else []}
+            for s in recipe.sources]
+
+
+def exported_files(recipe, work_dir: str):
+    """What the recipe's last run wrote for the tokenize step (its report.json): the exported files, or for
+    a multi-source recipe the report itself (per source files); None when the section names its own sources."""
+    from ..recipe import RecipeError
+    if recipe.tokenize.get("sources") is not None or recipe.tokenize.get("dataset_path") is not None:
+        return None
+    try:
+        with open(os.path.join(work_dir, "report.json")) as f:
+            report = json.load(f)
+    except (OSError, ValueError):
+        report = {}
+    if recipe.sources and report.get("sources") is not None and report.get("export_path") == recipe.export_path:
+        return report
+    if report.get("export_path") == recipe.export_path and report.get("exported_files"):
+        return report["exported_files"]
+    raise RecipeError(f"no export of this recipe in {work_dir} (report.json): run `gristmill run` on it first, or "
+                      f"give the tokenize section `sources`")
+
+
+def run_section(section: dict, cfg, log) -> tuple[dict, str | None]:
+    """Tokenize ``section`` in ``cfg``'s work dir on its engine: (token report, the run report's HTML page
+    that now shows the token stats, or None)."""
+    from ..analysis.report import add_tokens
+    from ..tokenize.run import run_tokenize
+    rep = run_tokenize(section, np=cfg.np, work_dir=cfg.work_dir, progress=cfg.progress, engine=cfg.engine,
+                       address=cfg.engine_address, log=log)
+    return rep, add_tokens(cfg.work_dir, rep["stats"])
