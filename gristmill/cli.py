@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -54,9 +55,11 @@ def cmd_run(args) -> int:
         status, report = run_guarded(lambda: create_engine(cfg, log=log).run(ops), cfg.work_dir, con)
     if report is None:
         return status
-    print_report(report, con)
     max_ratio = recipe.max_reject_ratio if args.max_reject_ratio is None else args.max_reject_ratio
     verdict = reject_verdict(report, max_ratio)
+    if verdict and not report.get("rows_out"):
+        drop_empty_export(report)  # a failed run publishes no empty export
+    print_report(report, con)
     if verdict:
         con.print(f"[red]error:[/red] {verdict}", highlight=False)
         return 1
@@ -94,6 +97,24 @@ def run_guarded(fn, work_dir: str, con) -> tuple[int, object]:
         where = f": {e.filename}" if e.filename else ""
         con.print(f"[red]error:[/red] {e.strerror}{where}; fix that and {resume}", highlight=False)
         return 1, None
+
+
+def drop_empty_export(report: dict) -> None:
+    """Remove the files of a failed run's export that holds no row (every row rejected): a consumer would
+    take an empty file for a result. The work dir keeps everything, so the rerun that fixes the cause
+    writes the export again; ``report["exported_files"]`` becomes [] (report.json is left as written)."""
+    files = report.get("exported_files") or []
+    for f in files:
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+            os.unlink(f)
+    export = report.get("export_path")
+    if files and export and os.path.isdir(export):  # an HF datasets directory: its metadata, then itself if empty
+        for meta in ("dataset_info.json", "state.json"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(export, meta))
+        with contextlib.suppress(OSError):
+            os.rmdir(export)
+    report["exported_files"] = []
 
 
 def reject_verdict(report: dict, max_ratio: float) -> str | None:
