@@ -509,6 +509,9 @@ class JobManager:
     def _command(self, kind: str, job_dir: str, r: dict, a: dict) -> list[str]:
         recipe = os.path.join(job_dir, "recipe.yaml")
         work = os.path.join(job_dir, "work")
+        if kind == "run":  # the pipeline itself (service/worker.py): errors come back in JOB/result.json
+            cmd = [sys.executable, "-m", "gristmill.service.worker", job_dir]
+            return cmd + ["--allow-scripts"] if self.allow_scripts and r.get("allow_scripts") else cmd
         cmd = [sys.executable, "-m", "gristmill.cli", kind, recipe, "--work-dir", work, "--no-progress"]
         if self.allow_scripts and r.get("allow_scripts"):
             cmd.append("--allow-scripts")
@@ -614,7 +617,7 @@ class JobManager:
 
     def _start(self, row) -> None:
         job_dir = row["job_dir"]
-        for name in ("exit_code", "progress.json"):
+        for name in ("exit_code", "progress.json", "result.json"):
             try:
                 os.unlink(os.path.join(job_dir, name))
             except OSError:
@@ -670,7 +673,9 @@ class JobManager:
                 if code is None or code < 0 or code == 137 else None
         else:
             state = "failed"
-            error = _last_error(os.path.join(row["job_dir"], "log.txt")) or f"exit status {code}"
+            from .worker import read_error
+            error = (read_error(row["job_dir"]) or _last_error(os.path.join(row["job_dir"], "log.txt"))
+                     or f"exit status {code}")
         progress = _read_json(os.path.join(row["job_dir"], "progress.json"))
         with self._lock:
             self._db.execute(
