@@ -45,7 +45,7 @@ def root(tmp_path_factory):
     (r / "img").mkdir()
     Image.new("RGB", (16, 16), (200, 30, 30)).save(r / "img" / "a.png")
     (r / "data").mkdir()
-    (r / "data" / "rows.jsonl").write_text(json.dumps({"text": "a red square", "images": [str(r / "img" / "a.png")]})
+    (r / "data" / "rows.jsonl").write_text(json.dumps({"text": TEXT, "images": [str(r / "img" / "a.png")]})
                                            + "\n")
     return r
 
@@ -58,8 +58,11 @@ def _outside(root):
     return (root / "link-out").resolve()
 
 
+TEXT = "<__dj__image> a red square <|__dj__eoc|>"  # the image token pairs the image with the text: the model loads
+
+
 def _rows(root):
-    return [{"text": "a red square", "images": [str(root / "img" / "a.png")]}]
+    return [{"text": TEXT, "images": [str(root / "img" / "a.png")]}]
 
 
 def _clip(root, **kw):
