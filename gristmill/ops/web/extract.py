@@ -33,9 +33,42 @@ DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {
 }
 
 
+# Elements whose text keeps its line breaks when a browser renders it; everywhere else a run of whitespace,
+# newlines included, is one space. trafilatura's own extraction collapses it too, but its fallback
+# extractors (readability, jusText: taken for many real pages) keep the source's newlines, so a paragraph
+# wrapped at 80 columns in the HTML came out as many short lines, which line rules (C4's terminal
+# punctuation, Gopher's and FineWeb's line ratios) then cut or count one by one.
+_PRE = frozenset({"pre", "textarea", "code", "listing", "plaintext", "xmp", "script", "style"})
+_SPACE = re.compile(r"[ \t\n\r\f]+")
+
+
+def render_whitespace(tree):
+    """Collapse source line breaks in an lxml HTML tree as a browser renders them (outside ``_PRE``
+    elements): text and tails with a newline get each whitespace run turned into one space. In place;
+    an explicit stack, so a deeply nested page does not hit the recursion limit."""
+    stack = [(tree, False)]
+    while stack:
+        el, pre = stack.pop()
+        pre = pre or (isinstance(el.tag, str) and el.tag in _PRE)
+        if not pre and el.text and "\n" in el.text:
+            el.text = _SPACE.sub(" ", el.text)
+        for child in el:
+            if not pre and child.tail and "\n" in child.tail:
+                child.tail = _SPACE.sub(" ", child.tail)
+            stack.append((child, pre))
+    return tree
+
+
 def _trafilatura(html: str, options: dict) -> str:
+    """trafilatura on the page parsed as trafilatura parses it, with its source line breaks rendered as
+    spaces first (``render_whitespace``): a wrapped paragraph stays one line, <br> and block elements
+    still break lines."""
     import trafilatura
-    return trafilatura.extract(html, **options) or ""
+    from trafilatura.utils import load_html
+    tree = load_html(html)
+    if tree is None:  # what trafilatura.extract does with a page it cannot parse
+        return ""
+    return trafilatura.extract(render_whitespace(tree), **options) or ""
 
 
 _HTMLTree = _extract_plain_text = None  # imported on first use
@@ -74,7 +107,10 @@ def _justext(html: str, options: dict) -> str:
     opts = dict(options)
     stop = justext_stoplist(opts.pop("stoplist", "all"))
     paragraphs = justext.justext(html, stop, **opts)
-    return "\n\n".join(p.text for p in paragraphs if not p.is_boilerplate)
+    # jusText keeps a newline where a whitespace run in the source had one (a <br> is a space to it): a
+    # paragraph wrapped in the HTML source stays one line, as a browser shows it (a <pre> block's lines are
+    # joined too: jusText has no notion of preformatted text)
+    return "\n\n".join(p.text.replace("\n", " ") for p in paragraphs if not p.is_boilerplate)
 
 
 EXTRACTORS = {"trafilatura": _trafilatura, "resiliparse": _resiliparse, "justext": _justext}
