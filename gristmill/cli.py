@@ -234,7 +234,7 @@ def cmd_ops(args) -> int:
     t.add_column("kind", no_wrap=True)
     if with_params:
         t.add_column("params", ratio=1)
-    t.add_column("summary", ratio=1 if with_params else None)
+    t.add_column("summary", ratio=1 if with_params else None, overflow="fold")  # a long word folds, never cut
     for n, c in ops.items():
         d = describe(c)
         row = [n, d["kind"]]
