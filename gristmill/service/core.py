@@ -9,6 +9,87 @@ from typing import Any
 
 MAX_ROWS = 1000  # rows accepted by apply_ops / returned by preview
 MAX_CHAIN = 20  # ops in one apply_ops call
+MAX_ROWS_CHARS = 8_000_000  # characters (strings) and values (anything else) in the rows of one apply_ops call
+MAX_OUTPUT_CHARS = 4 * MAX_ROWS_CHARS  # the same, in what one apply_ops call answers (rows out and removed)
+MAX_YAML = 1_000_000  # characters of a recipe given as YAML text (checked before parsing)
+MAX_VALUES = 200_000  # values (keys included) in one posted recipe
+MAX_DEPTH = 64  # nesting of lists and mappings in one posted recipe
+MAX_STORED_RECIPE = 2_000_000  # bytes of a job's recipe.yaml (its YAML once the paths are resolved)
+
+
+class TooLarge(ValueError):
+    """A request over one of the limits above (the REST API's 413)."""
+
+
+def load_yaml(text: str):
+    """A recipe's YAML text → Python data, within the limits: at most MAX_YAML characters (checked before
+    anything is parsed), MAX_VALUES values and MAX_DEPTH levels (counted on the parser's events, before any
+    object is built); aliases (``*name``, ``<<: *name``) are refused, since a few of them repeat a value
+    thousands of times. TooLarge past a limit, ValueError for an alias, yaml.YAMLError for bad YAML."""
+    import yaml
+    if not isinstance(text, str):
+        raise TypeError(f"YAML text must be a string, got {type(text).__name__}")
+    if len(text) > MAX_YAML:
+        raise TooLarge(f"the recipe's YAML is {len(text):,} characters, over the limit of {MAX_YAML:,}")
+    loader = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
+    values = depth = 0
+    for ev in yaml.parse(text, Loader=loader):
+        if isinstance(ev, yaml.AliasEvent):
+            m = ev.start_mark
+            raise ValueError(f"YAML aliases are not accepted (*{ev.anchor} at line {m.line + 1}, column "
+                             f"{m.column + 1}): write the value out")
+        if isinstance(ev, (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            values += 1
+            if values > MAX_VALUES:
+                raise TooLarge(f"the recipe holds more than {MAX_VALUES:,} values")
+            if not isinstance(ev, yaml.ScalarEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise TooLarge(f"the recipe nests lists and mappings deeper than {MAX_DEPTH} levels")
+        elif isinstance(ev, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            depth -= 1
+    return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader (CSafeLoader or SafeLoader)
+
+
+def check_size(obj, max_values: int = MAX_VALUES, max_depth: int = MAX_DEPTH) -> None:
+    """TooLarge when parsed data (a posted recipe) holds more than ``max_values`` values (keys included) or
+    nests deeper than ``max_depth``; one pass without recursion."""
+    stack, n = [(obj, 0)], 0
+    while stack:
+        x, d = stack.pop()
+        n += 1
+        if n > max_values:
+            raise TooLarge(f"the recipe holds more than {max_values:,} values")
+        if isinstance(x, (dict, list)):
+            if d >= max_depth:
+                raise TooLarge(f"the recipe nests lists and mappings deeper than {max_depth} levels")
+            if isinstance(x, dict):
+                n += len(x)
+                stack.extend((v, d + 1) for v in x.values())
+            else:
+                stack.extend((v, d + 1) for v in x)
+
+
+def _chars(obj, limit: int) -> int:
+    """Characters in the strings of ``obj`` plus one per other value (a cheap measure of its memory), counted
+    up to just past ``limit``."""
+    stack, n = [obj], 0
+    while stack and n <= limit:
+        x = stack.pop()
+        if isinstance(x, str):
+            n += len(x) + 1
+        elif isinstance(x, dict):
+            n += len(x)
+            stack.extend(x.keys())
+            stack.extend(x.values())
+        elif isinstance(x, (list, tuple)):
+            n += 1
+            stack.extend(x)
+        elif isinstance(x, (bytes, bytearray)):
+            n += len(x) + 1
+        else:
+            n += 1
+    return n
 
 
 def list_ops(query: str | None = None, kind: str | None = None) -> list[dict]:
@@ -55,19 +136,13 @@ def validate_recipe(raw: Any, allow_scripts: bool = False) -> dict:
     if not isinstance(raw, dict):
         return {"ok": False, "errors": [{"path": "", "message": "a recipe is a mapping of settings"}],
                 "warnings": [], "ops": []}
-    if raw.get("sources") is not None or raw.get("dataset") is not None:
-        # the job manager checks dataset_path against the server's allowed roots, not yet these inputs
-        key = "sources" if raw.get("sources") is not None else "dataset"
-        return {"ok": False, "warnings": [], "ops": [], "errors": [
-            {"path": key, "message": f"recipes with `{key}:` are not run by the server yet (its paths are not "
-                                     f"checked against the allowed roots); run them with `gristmill run`"}]}
     if raw.get("allow_scripts") and not allow_scripts:
         return {"ok": False, "warnings": [], "ops": [], "errors": [
             {"path": "allow_scripts", "message": "script ops are not allowed on this server"}]}
     try:
         recipe, ops, warnings = parse_recipe(dict(raw), source="recipe")
-        from ..cli import check_tokenize_section
-        check_tokenize_section(recipe, "recipe")
+        from ..pipeline.tokenize_step import check_section
+        check_section(recipe, "recipe")
     except (RecipeError, ValueError, FileNotFoundError) as e:
         errors = []
         for part in re.split(r"\n|; (?=recipe: )", str(e)):
@@ -95,10 +170,11 @@ def preview(path: str, n: int = 5, text_key: str = "text", format: str | None = 
 def apply_ops(rows: list[dict], process: list, text_key: str = "text", allow_scripts: bool = False) -> dict:
     """Apply a short chain (``process`` as in a recipe) to posted rows, in memory: the rows out, and per op
     rows in / out, removed rows with their reason, and rejected rows with the error. Row-local chains run
-    through the fused executor directly; a chain with a global op (dedup…) runs as a small run."""
-    from ..core import columns as C
-    from ..core.accounting import REASON
-    from ..core.fused import FusedOp
+    through the fused executor directly; a chain with a global op (dedup…) runs as a small run.
+
+    A row whose text is not a string (nor null) is a reject of the first op ("WrongFieldType", as a reader
+    rejects it in a run), not an error of the call; with no ops, the top-level ``rejected``. Bounded: at most
+    MAX_ROWS rows, MAX_ROWS_CHARS characters in them, MAX_OUTPUT_CHARS in the answer (TooLarge)."""
     from ..recipe import build_ops
     if len(rows) > MAX_ROWS:
         raise ValueError(f"at most {MAX_ROWS} rows per call (got {len(rows)})")
@@ -106,11 +182,39 @@ def apply_ops(rows: list[dict], process: list, text_key: str = "text", allow_scr
         raise ValueError(f"at most {MAX_CHAIN} ops per call (got {len(process)})")
     if not all(isinstance(r, dict) for r in rows):
         raise ValueError("rows must be JSON objects")
+    if _chars(rows, MAX_ROWS_CHARS) > MAX_ROWS_CHARS:
+        raise TooLarge(f"the rows hold more than {MAX_ROWS_CHARS:,} characters: post fewer or shorter rows")
     ops = build_ops(process, allow_scripts, "process")
     for i, op in enumerate(ops):
         op.position = i
         op.bind_text_key(text_key)
     rows = [dict(r, id=r.get("id", f"row:{i}")) for i, r in enumerate(rows)]
+    bad = [{"error_type": "WrongFieldType", "row": r,
+            "message": f"text field {text_key!r} is {_json_type(r[text_key])}, expected a string"}
+           for r in rows if r.get(text_key) is not None and not isinstance(r[text_key], str)]
+    if bad:
+        rows = [r for r in rows if r.get(text_key) is None or isinstance(r[text_key], str)]
+    res = _apply(rows, ops, text_key)
+    if bad and res["ops"]:  # the first op got them and could not take them
+        first = res["ops"][0]
+        first["rows_in"] += len(bad)
+        first["rejected"] = bad + first["rejected"]
+    elif bad:
+        res["rejected"] = bad
+    if _chars([res["rows"], [o.get("removed") for o in res["ops"]]], MAX_OUTPUT_CHARS) > MAX_OUTPUT_CHARS:
+        raise TooLarge(f"the ops' output holds more than {MAX_OUTPUT_CHARS:,} characters: post fewer rows")
+    return res
+
+
+def _json_type(v) -> str:
+    return {bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "an object"}.get(
+        type(v), type(v).__name__)
+
+
+def _apply(rows: list[dict], ops: list, text_key: str) -> dict:
+    from ..core import columns as C
+    from ..core.accounting import REASON
+    from ..core.fused import FusedOp
     if not rows:
         return {"rows": [], "ops": [{"op": o.name, "position": o.position, "rows_in": 0, "rows_out": 0,
                                      "removed": [], "rejected": []} for o in ops]}

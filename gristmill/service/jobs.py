@@ -165,16 +165,23 @@ class JobManager:
         if kind == "analyze":
             self._check_analyze_args(analyze_args)
         from .core import validate_recipe
-        with self.trusted():
-            v = validate_recipe(dict(recipe), allow_scripts=self.allow_scripts)
+        with self.trusted():  # the recipe as it will run: its paths absolute, inside the roots
+            v = validate_recipe(dict(r), allow_scripts=self.allow_scripts)
         if not v["ok"]:
             raise RecipeInvalid(v["errors"], v["warnings"])
         if not r.get("download"):
-            self._check_exists(r["dataset_path"])
-        os.makedirs(work)
+            for spec in self._inputs(r):
+                self._check_exists(spec)
         import yaml
+
+        from .core import MAX_STORED_RECIPE, TooLarge
+        text = yaml.safe_dump(r, sort_keys=False, allow_unicode=True)  # bounded before anything is written
+        if len(text.encode("utf-8")) > MAX_STORED_RECIPE:
+            raise TooLarge(f"the recipe is {len(text.encode('utf-8')):,} bytes as YAML, over the limit of "
+                           f"{MAX_STORED_RECIPE:,}")
+        os.makedirs(work)
         with open(os.path.join(job_dir, "recipe.yaml"), "w", encoding="utf-8") as f:
-            yaml.safe_dump(r, f, sort_keys=False, allow_unicode=True)
+            f.write(text)
         open(os.path.join(job_dir, "log.txt"), "a").close()
         cmd = self._command(kind, job_dir, r, analyze_args)
         with self._lock:
@@ -347,7 +354,7 @@ class JobManager:
         if isinstance(recipe, dict):
             try:
                 self.check_scripts(recipe)
-                self.prepare_recipe(recipe, "run", os.path.join(self.jobs_dir, "validate"), "validate")
+                recipe = self.prepare_recipe(recipe, "run", os.path.join(self.jobs_dir, "validate"), "validate")
             except PermissionError as e:
                 return {"ok": False, "errors": [located(str(e))], "warnings": [], "ops": []}
             except (ValueError, TypeError) as e:
@@ -419,11 +426,20 @@ class JobManager:
         job's, the default export JOB/out/NAME.jsonl."""
         r = dict(recipe)
         self.check_op_paths(r.get("process"))
-        r["dataset_path"] = map_dataset_path(r.get("dataset_path"), lambda p: self.check_input(p, "dataset_path"))
+        if r.get("dataset_path") is not None:
+            r["dataset_path"] = map_dataset_path(r["dataset_path"], lambda p: self.check_input(p, "dataset_path"))
+        if isinstance(r.get("sources"), list):
+            r["sources"] = [self._prepare_source(s, i) for i, s in enumerate(r["sources"])]
+        if isinstance(r.get("dataset"), dict) and isinstance(r["dataset"].get("configs"), list):
+            r["dataset"] = dict(r["dataset"], configs=[
+                dict(c, path=self.check_input(c["path"], f"dataset.configs[{i}].path"))
+                if isinstance(c, dict) and isinstance(c.get("path"), str) else c
+                for i, c in enumerate(r["dataset"]["configs"])])
         if kind == "run":
+            tokenize_only = r.get("tokenize") and all(r.get(k) is None for k in ("dataset_path", "sources", "dataset"))
             if r.get("export_path"):
                 r["export_path"] = self.check_output(r["export_path"])
-            else:
+            elif not tokenize_only:  # a tokenize-only recipe exports nothing: its output is the token files
                 r["export_path"] = os.path.join(job_dir, "out", f"{_safe_name(name)}.jsonl")
         elif r.get("export_path"):
             r["export_path"] = self.check_output(r["export_path"])
@@ -433,6 +449,30 @@ class JobManager:
         if isinstance(r.get("download"), dict):
             r["download"] = self._prepare_download(dict(r["download"]))
         return r
+
+    def _prepare_source(self, s, i: int):
+        """One entry of ``sources:`` with its path(s) checked and made absolute, its own ops' paths checked."""
+        if not isinstance(s, dict):
+            return s
+        s = dict(s)
+        at = f"sources[{i}]"
+        if isinstance(s.get("path"), list):
+            s["path"] = [self.check_input(p, f"{at}.path") for p in s["path"]]
+        elif s.get("path") is not None:
+            s["path"] = self.check_input(s["path"], f"{at}.path")
+        self.check_op_paths(s.get("process"), f"{at}.process")
+        return s
+
+    @staticmethod
+    def _inputs(r: dict) -> list:
+        """The input specs a recipe reads (dataset_path, each source's path, Data-Juicer's dataset configs)."""
+        out = [r["dataset_path"]] if r.get("dataset_path") is not None else []
+        for s in r.get("sources") or []:
+            if isinstance(s, dict) and s.get("path") is not None:
+                out += s["path"] if isinstance(s["path"], list) else [s["path"]]
+        if isinstance(r.get("dataset"), dict):
+            out += [c["path"] for c in r["dataset"].get("configs") or [] if isinstance(c, dict) and c.get("path")]
+        return out
 
     def _check_exists(self, spec) -> None:
         from ..io.planner import expand, parse_weighted
