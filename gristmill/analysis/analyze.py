@@ -69,6 +69,11 @@ def analyze(cfg, filters: list, *, what_if: list[str] = (), k: float = 3.0, perc
     filters = [f for f in filters if isinstance(f, Filter)]
     if not filters:
         raise ValueError("nothing to analyze: no filter ops (give a recipe with filters, or --ops NAME ...)")
+    from .thresholds import check_what_if
+    for i, f in enumerate(filters):  # the positions the plan gives them (what-if may name a filter by it)
+        f.position = i
+    if what_if:  # a bad change is refused before anything runs
+        check_what_if(filters, list(what_if))
     out = analysis_dir(cfg.work_dir)
     acfg = replace(cfg, work_dir=out, export_path=os.path.join(out, STATS_FILE), keep_stats_in_res_ds=True,
                    export_shard_size=0, keep_traces=0, correlate=True, report_kind="analyze", keep_removed=False)

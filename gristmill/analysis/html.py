@@ -14,10 +14,10 @@ import html
 import math
 import os
 import re
-import tempfile
 
 from gristmill.analysis import plots
 
+TMP_PREFIX = ".gm-tmp-"  # io.writers.TMP: a killed run's temp files are found and removed by it
 TEXT_LIMIT = 2000  # characters of a sample text shown in a table cell
 DIFF_INPUT_LIMIT = 20000  # characters of each side that a trace diff looks at
 DIFF_OUTPUT_LIMIT = 6000  # characters of diff shown per row
@@ -231,7 +231,11 @@ def _stat_legend(st: dict) -> str:
                 total = sum(float(v or 0) for v in vals)
             except (TypeError, ValueError):
                 continue
-            keys.append(_swatch(colour, f"{k} {esc(plots.num(total))}"))
+            unit = f" {st['unit']}" if isinstance(st.get("unit"), str) else ""
+            keys.append(_swatch(colour, f"{k} {esc(plots.num(total))}{esc(unit)}"))
+    note = below_note(h.get("below"))
+    if note:
+        keys.append(f'<span class="key below">{esc(note)}</span>')
     th, sg = st.get("thresholds"), st.get("suggestion")
     if isinstance(th, dict) and (th.get("min") is not None or th.get("max") is not None):
         keys.append(_swatch(plots.THRESHOLD, "threshold", "line"))
@@ -240,6 +244,23 @@ def _stat_legend(st: dict) -> str:
     if isinstance(st.get("box"), dict):
         keys.append('<span class="key">box: quartiles, median (red), mean (◇), whiskers</span>')
     return "".join(keys)
+
+
+def below_note(low) -> str:
+    """The legend's words for the values under a histogram's first edge (counted in its first bar): on a
+    log axis, the zeros it cannot draw."""
+    if not isinstance(low, dict):
+        return ""
+    rows, zeros, edge = plots._f(low.get("rows")) or 0, plots._f(low.get("zeros")) or 0, plots._f(low.get("edge"))
+    if not rows:
+        return ""
+    unit = str(low.get("unit") or "rows")
+    if zeros and zeros >= rows:
+        return f"{plots.num(rows)} {unit} at 0 (not on the log axis): counted in the first bar"
+    out = f"{plots.num(rows)} {unit} below {plots.num(edge)}"
+    if zeros:
+        out += f" ({plots.num(zeros)} at 0)"
+    return out + ": counted in the first bar"
 
 
 def _stats(page: _Page, stats: list) -> None:
@@ -253,6 +274,8 @@ def _stats(page: _Page, stats: list) -> None:
         head = f'<h3 id="{a}">{esc(name)}'
         if st.get("op"):
             head += f' <span class="by">by {op_name(st)}</span>'
+        if isinstance(st.get("unit"), str):
+            head += f' <span class="by">(one value per item; counted in {esc(st["unit"])})</span>'
         head += "</h3>"
         summ = st.get("summary") or {}
         rows = [[esc(k), N(summ[k])] for k in _STAT_KEYS if k in summ]
@@ -382,6 +405,23 @@ def _stats_cell(st) -> str:
     return "<br>".join(f"{esc(k)} = {fmt(v)}" for k, v in st.items())
 
 
+_DATA_URI = re.compile(r"data:image/(?:png|jpeg|webp|gif);base64,[A-Za-z0-9+/]+=*")
+THUMB_LIMIT = 16_000  # characters of one thumbnail's data: URI drawn (a bigger one is left out)
+
+
+def _thumbs_cell(thumbs) -> str:
+    """A removed sample's media thumbnails: inline data: images only (the CSP allows nothing else)."""
+    out = []
+    for t in thumbs if isinstance(thumbs, list) else []:
+        src = t.get("src") if isinstance(t, dict) else None
+        if not isinstance(src, str) or len(src) > THUMB_LIMIT or not _DATA_URI.fullmatch(src):
+            continue
+        size = "".join(f' {k}="{_int(t.get(k))}"' for k in ("width", "height") if _int(t.get(k)))
+        name = esc(f"{t.get('kind') or 'media'}: {t.get('name') or ''}")
+        out.append(f'<img class="thumb" src="{src}"{size} alt="{name}" title="{name}">')
+    return f'<div class="thumbs">{"".join(out)}</div>' if out else _EMPTY
+
+
 def _removed(page: _Page, groups: list) -> None:
     parts, sub = [], []
     for g in groups:
@@ -391,12 +431,15 @@ def _removed(page: _Page, groups: list) -> None:
         sub.append((a, str(g.get("op"))))
         rows = [r for r in (g.get("rows") or []) if isinstance(r, dict)]
         total = g.get("total_removed")
-        trs = [[("nw", esc(r.get("reason"))), f'<code>{clip(r.get("id"), 200)}</code>',
-                f'<div class="snip">{clip(r.get("text")) or _EMPTY}</div>', ("nw", _stats_cell(r.get("stats")))]
+        media = any(r.get("thumbs") for r in rows)
+        trs = [[("nw", esc(r.get("reason"))), f'<code>{clip(r.get("id"), 200)}</code>']
+               + ([_thumbs_cell(r.get("thumbs"))] if media else [])
+               + [f'<div class="snip">{clip(r.get("text")) or _EMPTY}</div>', ("nw", _stats_cell(r.get("stats")))]
                for r in rows]
+        head = ["reason", "id"] + (["media"] if media else []) + ["text", "stats"]
         opened = "" if parts else " open"
         parts.append(f'<details id="{a}"{opened}><summary>{op_name(g)} — {fmt(total)} removed, '
-                     f'{len(rows):,} shown</summary>{table(["reason", "id", "text", "stats"], trs)}</details>')
+                     f'{len(rows):,} shown</summary>{table(head, trs)}</details>')
     page.add("Removed samples", '<p class="meta">One block per op; type in the filter box above to '
              "search every table.</p>" + "".join(parts), sub, anchor="removed")
 
@@ -414,13 +457,25 @@ def _elide(s: str, head: bool, tail: bool) -> str:
     return f'{esc(a)}<span class="elide">… {gap:,} unchanged chars …</span>{esc(b)}'
 
 
-def diff_html(before, after) -> str:
-    """A word-level before/after diff (CJK characters count as words) as `<del>`/`<ins>` markup."""
+def diff_html(before, after, offset: int = 0, lengths: tuple | None = None) -> str:
+    """A word-level before/after diff (CJK characters count as words) as `<del>`/`<ins>` markup.
+
+    Long texts are diffed in a window around the region where they differ (a change after the first
+    thousands of characters is shown, never "(no change)"). `offset`: where the given texts start in
+    the whole ones (a window the report model already cut), `lengths`: the whole texts' lengths."""
+    from .model import change_window
     a, b = "" if before is None else str(before), "" if after is None else str(after)
-    note = ""
     if len(a) > DIFF_INPUT_LIMIT or len(b) > DIFF_INPUT_LIMIT:
-        note = f'<span class="more">… (diff of the first {DIFF_INPUT_LIMIT:,} chars)</span>'
-        a, b = a[:DIFF_INPUT_LIMIT], b[:DIFF_INPUT_LIMIT]
+        if lengths is None:
+            lengths = (len(a), len(b))
+        cut, a, b = change_window(a, b, DIFF_INPUT_LIMIT, KEEP_CONTEXT)
+        offset += cut
+    head = f'<span class="elide">… {offset:,} unchanged chars …</span>' if offset else ""
+    note = ""
+    if lengths:
+        left = max(int(lengths[0] or 0) - offset - len(a), int(lengths[1] or 0) - offset - len(b), 0)
+        if left:
+            note = f'<span class="more">… (+{left:,} chars not shown)</span>'
     ta, tb = _TOKEN.findall(a), _TOKEN.findall(b)
     ops = difflib.SequenceMatcher(None, ta, tb, autojunk=False).get_opcodes()
     out, shown = [], 0
@@ -442,8 +497,23 @@ def diff_html(before, after) -> str:
             out.append(f"<ins>{clip(s, 1000)}</ins>")
             shown += min(len(s), 1000)
     if not any(t != "equal" for t, *_ in ops):
-        out.append('<span class="meta"> (no change)</span>')
-    return f'<div class="diff">{"".join(out)}{note}</div>'
+        out.append('<span class="meta"> (no change)</span>' if not note else
+                   '<span class="meta"> (no change in the part shown)</span>')
+    return f'<div class="diff">{head}{"".join(out)}{note}</div>'
+
+
+def _int(v) -> int:
+    try:
+        return max(0, int(v or 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _lengths(r: dict) -> tuple | None:
+    """A trace row's whole texts' lengths, when the model cut its texts."""
+    if r.get("before_len") is None and r.get("after_len") is None:
+        return None
+    return _int(r.get("before_len")), _int(r.get("after_len"))
 
 
 def _traces(page: _Page, traces: list) -> None:
@@ -454,7 +524,8 @@ def _traces(page: _Page, traces: list) -> None:
         a = page.anchor(f"trace-{t.get('op')}-{t.get('position')}")
         sub.append((a, str(t.get("op"))))
         rows = [r for r in (t.get("rows") or []) if isinstance(r, dict)]
-        trs = [[f'<code>{clip(r.get("id"), 200)}</code>', diff_html(r.get("before"), r.get("after"))]
+        trs = [[f'<code>{clip(r.get("id"), 200)}</code>', diff_html(r.get("before"), r.get("after"),
+                                                                   _int(r.get("offset")), _lengths(r))]
                for r in rows]
         opened = "" if parts else " open"
         parts.append(f'<details id="{a}"{opened}><summary>{op_name(t)} — {fmt(t.get("changed"))} rows '
@@ -465,16 +536,28 @@ def _traces(page: _Page, traces: list) -> None:
 
 
 def _what_if(page: _Page, rows: list) -> None:
+    rows = [r for r in rows if isinstance(r, dict)]
+    several = any(r.get("combined") or r.get("kept_alone") is not None for r in rows)
     trs = []
     for r in rows:
-        if not isinstance(r, dict):
+        if r.get("combined"):
+            changes = "<br>".join(f"<code>{esc(c)}</code>" for c in (r.get("changes") or []))
+            trs.append([f"<b>{esc(r.get('param') or 'all changes together')}</b>", changes or "–",
+                        N(r.get("removed_before")), N(r.get("removed_after")),
+                        ("num", _delta(r.get("removed_before"), r.get("removed_after"))),
+                        N(None if several else r.get("kept_after"))] + ([N(r.get("kept_after"))] if several else []))
             continue
         trs.append([f'<code>{esc(r.get("param"))}</code>', ("num", f'{fmt(r.get("from"))} → {fmt(r.get("to"))}'),
                     N(r.get("removed_before")), N(r.get("removed_after")),
-                    ("num", _delta(r.get("removed_before"), r.get("removed_after"))), N(r.get("kept_after"))])
-    page.add("What if", table(["param", "from → to", "removed (from)", "removed (to)", "Δ removed",
-                               "kept (to)"],
-                              trs), anchor="what-if")
+                    ("num", _delta(r.get("removed_before"), r.get("removed_after"))),
+                    N(r.get("kept_alone") if several else r.get("kept_after"))]
+                   + ([N(r.get("kept_after"))] if several else []))
+    head = ["param", "from → to", "removed (from)", "removed (to)", "Δ removed"]
+    head += ["kept: this change alone", "kept: all changes"] if several else ["kept (to)"]
+    note = ('<p class="meta">Each change alone (removed: by its filter; kept: by every filter, only this '
+            "change made), then all of them together (removed and kept by every filter).</p>"
+            if several else "")
+    page.add("What if", note + table(head, trs), anchor="what-if")
 
 
 def _suggestions(page: _Page, rows: list) -> None:
@@ -530,11 +613,19 @@ def render_report(model: dict) -> str:
 
 
 def write_report_html(model: dict, path: str) -> None:
-    """Render and write atomically: a temp file next to `path`, then `os.replace`."""
+    """Render and write atomically: a temp file next to `path`, then `os.replace`. The file gets the mode
+    every other output of a run gets (0666 less the umask, as ``open()`` creates files), not mkstemp's 0600."""
+    import secrets
     text = render_report(model)
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html.tmp", dir=d)
+    while True:
+        tmp = os.path.join(d, f"{TMP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}-report.html")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+            break
+        except FileExistsError:
+            continue
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
@@ -581,6 +672,8 @@ table.data td.num{text-align:right;font-variant-numeric:tabular-nums;white-space
 table.kv td:first-child{color:var(--mute)}
 td code,td .val{overflow-wrap:anywhere}
 td.nw{white-space:nowrap}
+.thumbs{display:flex;flex-wrap:wrap;gap:4px;max-width:380px}
+img.thumb{display:block;max-width:120px;max-height:120px;border:1px solid var(--line);border-radius:3px;background:#fff}
 .snip{max-height:11em;overflow:auto;white-space:pre-wrap;overflow-wrap:anywhere;min-width:260px;max-width:640px;font-size:12px}
 .more,.elide{color:var(--mute);font-style:italic;background:#f0f0f0;border-radius:3px;padding:0 3px}
 .diff{white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px;max-width:960px;max-height:18em;overflow:auto}

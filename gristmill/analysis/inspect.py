@@ -21,7 +21,8 @@ The --where expression language
 Python syntax, parsed with `ast` (never run by Python) into column operations over Arrow batches.
 
 Fields
-  text, id, reason                  a top-level field
+  text, id, reason                  a top-level field (in a WORK/removed/NN-op.jsonl file, a field
+                                    the record lacks is read from its row: text, stats.num_words)
   __stats__.num_words               a nested field (struct or JSON object), at any depth, e.g.
                                     row.__stats__.num_words in a WORK/removed/NN-op.jsonl file
   stats.num_words, meta.lang        shorthands for __stats__.* / __meta__.* (Data-Juicer's
@@ -241,6 +242,13 @@ _MISSING = object()
 
 def _lookup(row: dict, key: str):
     """A dotted field of a row dict (``stats.x`` / ``meta.x`` shorthands, Data-Juicer aliases)."""
+    v = _lookup_in(row, key)
+    if v is _MISSING and isinstance(row.get("row"), dict) and "reason" in row:  # a removed-samples record
+        v = _lookup_in(row["row"], key)
+    return v
+
+
+def _lookup_in(row: dict, key: str):
     from ..core import columns as C
     if key in row:
         return row[key]

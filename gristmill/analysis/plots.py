@@ -271,7 +271,7 @@ def stat_chart(stat: dict) -> Figure | None:
         if removed.any():
             ax.stairs(total, edges, baseline=kept, fill=True, color=REMOVED)
         ax.stairs(total, edges, color="#555555", linewidth=0.5)
-        ax.set_ylabel("rows")
+        ax.set_ylabel(label(stat.get("unit") or "rows", 20))
         ticks = MaxNLocator(nbins=5, integer=True).tick_values(0, top)
         ax.set_yticks([t for t in ticks if 0 <= t <= top])
         ax.yaxis.set_major_formatter(_COUNT_FMT)
@@ -280,6 +280,13 @@ def stat_chart(stat: dict) -> Figure | None:
         if log:
             ax.set_xscale("log")
             ax.xaxis.set_minor_locator(NullLocator())
+        low = stat.get("hist", {}).get("below") if isinstance(stat.get("hist"), dict) else None
+        n_low = _f(low.get("rows")) if isinstance(low, dict) else None
+        if n_low:  # values under the first edge (a log axis' zeros) sit in the first bar: say so on it
+            zeros = _f(low.get("zeros")) or 0
+            text = f"{num(n_low)} at 0" if zeros >= n_low else f"{num(n_low)} < {num(edges[0])}"
+            ax.annotate(text, (float(edges[0]), float(total[0])), xytext=(2, 3), textcoords="offset points",
+                        fontsize=LABEL_SIZE, color="#333333", ha="left", va="bottom")
     if box is not None:
         # the box lives under the bars, in a strip of negative "rows"
         pos, width = (-0.11 * top, 0.1 * top) if hist is not None else (0.0, 0.6)

@@ -64,6 +64,25 @@ def numeric(arr) -> np.ndarray | None:
     return pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False)
 
 
+def numeric_items(arr) -> np.ndarray | None:
+    """A list stat column (one value per image, video or audio of a row: the media filters' stats) as the
+    float64 values of all its items, nulls as NaN; None when it is not a list of numbers."""
+    if arr is None:
+        return None
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    t = arr.type
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)):
+        return None
+    v = t.value_type
+    if not (pa.types.is_integer(v) or pa.types.is_floating(v) or pa.types.is_boolean(v) or pa.types.is_null(v)):
+        return None
+    flat = pc.list_flatten(arr)
+    if not len(flat):
+        return np.zeros(0)
+    return pc.cast(flat, pa.float64()).to_numpy(zero_copy_only=False)
+
+
 def keep_mask(flt: Filter, batch: pa.RecordBatch) -> np.ndarray:
     """The filter's keep decision as a numpy bool array (nulls: not kept)."""
     m = flt.keep(batch)
@@ -134,6 +153,7 @@ class Profile:
     traces: dict = field(default_factory=dict)  # mapper pos -> [{"id", "before", "after"}]
     corr: CoMoments | None = None
     shards: int = 0
+    items: set = field(default_factory=set)  # (pos, stat) of list stats: sketches hold one value per item
 
     def merge(self, o: "Profile", trace_n: int) -> None:
         for mine, theirs in ((self.kept, o.kept), (self.removed, o.removed)):
@@ -155,6 +175,7 @@ class Profile:
         for pos, rows in o.traces.items():
             have = self.traces.setdefault(pos, [])
             have.extend(rows[: max(0, trace_n - len(have))])
+        self.items |= o.items
         if o.corr is not None:
             if self.corr is None:
                 self.corr = o.corr
@@ -205,6 +226,10 @@ class ShardProfile:
                     continue
                 v = numeric(arr)
                 key = (pos, s)
+                if v is None:
+                    v = numeric_items(arr)
+                    if v is not None:
+                        self.p.items.add(key)
                 if v is not None:
                     store.setdefault(key, StatSketch()).update(v)
                 elif _is_text(arr.type):
@@ -296,7 +321,7 @@ def _dump(p: Profile) -> dict:
         return {k: ("num" if isinstance(v, StatSketch) else "cat", v.to_bytes()) for k, v in d.items()}
     return {"kept": sk(p.kept), "removed": sk(p.removed), "after": p.after, "before": p.before,
             "changed": p.changed, "traces": p.traces, "shards": p.shards,
-            "corr": p.corr.to_bytes() if p.corr is not None else None}
+            "corr": p.corr.to_bytes() if p.corr is not None else None, "items": sorted(p.items)}
 
 
 def load(path: str) -> Profile:
@@ -308,7 +333,8 @@ def load(path: str) -> Profile:
         return {k: _KINDS[kind].from_bytes(b) for k, (kind, b) in m.items()}
     return Profile(kept=sk(d["kept"]), removed=sk(d["removed"]), after=d["after"], before=d["before"],
                    changed=d["changed"], traces=d["traces"], shards=d["shards"],
-                   corr=CoMoments.from_bytes(d["corr"]) if d["corr"] is not None else None)
+                   corr=CoMoments.from_bytes(d["corr"]) if d["corr"] is not None else None,
+                   items={tuple(k) for k in d.get("items", ())})
 
 
 def merge_files(paths: list[str | None], trace_n: int) -> tuple[Profile, int]:

@@ -217,6 +217,18 @@ class StatSketch:
         inner = self._finite_quantiles(np.clip((qs - a) / (1 - a - b), 0.0, 1.0))
         return np.where(qs < a, -np.inf, np.where(qs > 1 - b, np.inf, inner))
 
+    def below(self, x: float) -> int:
+        """How many values are < ``x`` (-inf included; digest mode: within RANK_ERROR)."""
+        if not self._n:
+            return self._ninf if x > -np.inf else 0
+        if self.exact:
+            return int(np.sum(self._values() < x)) + self._ninf
+        if x <= self._lo:
+            return self._ninf
+        if x > self._hi:
+            return self._ninf + self._n
+        return int(round(float(self._digest.cdf_vec(np.array([x], np.float64))[0]) * self._n)) + self._ninf
+
     def histogram(self, edges) -> np.ndarray:
         """Counts per bin as `np.histogram(values, edges)`, out-of-range values in the end bins.
 

@@ -65,50 +65,104 @@ def parse_change(spec: str, filters: list) -> tuple[int, str, object]:
     fields = type(filters[i].params).model_fields
     if param not in fields:
         raise ValueError(f"--what-if {spec!r}: {name} has no param {param!r}{closest(param, list(fields))}")
-    return i, param, yaml.safe_load(rhs)
+    if not rhs.strip():
+        raise ValueError(f"--what-if {spec!r}: no value after '=' (e.g. {name}.{param}=100)")
+    try:
+        value = yaml.safe_load(rhs)
+    except yaml.YAMLError as e:
+        raise ValueError(f"--what-if {spec!r}: cannot read the value {rhs.strip()!r} "
+                         f"({str(e).splitlines()[0]})") from None
+    return i, param, value
+
+
+def _changed_op(f, params: dict):
+    """``f`` rebuilt with ``params`` changed (pydantic checks the values: OpError, a ValueError, names the
+    param and the value)."""
+    from ..registry import create_op
+    op = create_op(f.name, {**f.params.model_dump(exclude_unset=True), **params}, f"--what-if {f.name}")
+    op.text_key, op.position = f.text_key, f.position
+    return op
+
+
+def check_what_if(filters: list, specs: list[str]) -> list[tuple[int, str, object, object, object]]:
+    """Every ``OP.PARAM=VALUE`` parsed and its filter rebuilt, alone and with the other changes to the same
+    filter, before anything is computed: a bad spec (no such op or param, a value the param does not take)
+    raises ValueError with one line naming it. Returns (filter index, param, value, the filter with this
+    change alone, the filter with all its changes) per spec."""
+    changes = [parse_change(s, filters) for s in specs]
+    together: dict[int, dict] = {}
+    for i, param, value in changes:
+        together.setdefault(i, {})[param] = value
+    out, built = [], {}
+    for spec, (i, param, value) in zip(specs, changes):
+        try:
+            alone = _changed_op(filters[i], {param: value})
+            if i not in built:
+                built[i] = alone if len(together[i]) == 1 else _changed_op(filters[i], together[i])
+        except ValueError as e:
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise ValueError(f"--what-if {spec!r}: {msg.removeprefix(f'--what-if {filters[i].name}.')}") from None
+        out.append((i, param, value, alone, built[i]))
+    return out
 
 
 def what_if(filters: list, specs: list[str], batches) -> list[dict]:
-    """For each ``OP.PARAM=VALUE``: rows that filter removes on its own before and after the change, and
-    rows the whole chain of filters keeps before and after (all changes applied together), over the stats
-    batches of an analysis. Filters are evaluated on the cached stats only: nothing is recomputed."""
-    from ..registry import create_op
-    changes = [parse_change(s, filters) for s in specs]
-    changed = list(filters)
-    new_params: dict[int, dict] = {}
-    for i, param, value in changes:
-        new_params.setdefault(i, {})[param] = value
-    for i, ps in new_params.items():
-        f = filters[i]
-        op = create_op(f.name, {**f.params.model_dump(exclude_unset=True), **ps}, f"--what-if {f.name}")
-        op.text_key, op.position = f.text_key, f.position
-        changed[i] = op
+    """For each ``OP.PARAM=VALUE``: rows that filter removes on its own before and after the change (this
+    change alone), rows the whole chain of filters keeps before and after all the changes together
+    (``kept_after``) and, with several changes, with this change alone (``kept_alone``); then, with several
+    changes, one more row (``"combined": true``) for all of them together: rows the chain removes and
+    keeps before and after. Evaluated over the stats batches of an analysis, by the filters' own ``keep``
+    on the cached stats only: nothing is recomputed."""
+    checked = check_what_if(filters, specs)
     from .profile import keep_mask
+    several = len(checked) > 1
+    together = {i: op for i, _, _, _, op in checked}
     alone_before = np.zeros(len(filters), np.int64)
-    alone_after = np.zeros(len(filters), np.int64)
+    alone_after = np.zeros(len(checked), np.int64)
+    chain_alone = np.zeros(len(checked), np.int64)
     kept_before = kept_after = rows = 0
     for b in batches:
         n = b.num_rows
         rows += n
-        all_before, all_after = np.ones(n, bool), np.ones(n, bool)
-        for i, f in enumerate(filters):
-            try:
-                m0 = keep_mask(f, b)
-                m1 = keep_mask(changed[i], b) if changed[i] is not f else m0
-            except (KeyError, TypeError, AttributeError) as e:
-                raise ValueError(f"--what-if: {f.name} cannot be re-evaluated from cached stats ({e})") from None
-            alone_before[i] += n - int(m0.sum())
-            alone_after[i] += n - int(m1.sum())
-            all_before &= m0
-            all_after &= m1
+        try:
+            m0 = [keep_mask(f, b) for f in filters]
+            m_all = {i: keep_mask(op, b) for i, op in together.items()}
+            m_one = [keep_mask(alone, b) if alone is not together[i] else m_all[i]
+                     for i, _, _, alone, _ in checked]
+        except (KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"--what-if: a filter cannot be re-evaluated from cached stats ({e})") from None
+        all_before = np.logical_and.reduce(m0) if m0 else np.ones(n, bool)
+        all_after = np.logical_and.reduce([m_all.get(i, m) for i, m in enumerate(m0)]) if m0 else np.ones(n, bool)
+        for i, m in enumerate(m0):
+            alone_before[i] += n - int(m.sum())
+        for c, (i, *_rest) in enumerate(checked):
+            alone_after[c] += n - int(m_one[c].sum())
+            if several:
+                chain_alone[c] += int(np.logical_and.reduce([m_one[c] if j == i else m
+                                                             for j, m in enumerate(m0)]).sum())
         kept_before += int(all_before.sum())
         kept_after += int(all_after.sum())
     out = []
-    for i, param, value in changes:
+    for c, (i, param, value, _, _) in enumerate(checked):
         f = filters[i]
-        out.append({"param": f"{f.name}.{param}", "position": f.position,
-                    "from": open_bound(getattr(f.params, param)) if isinstance(getattr(f.params, param), (int, float))
-                    else getattr(f.params, param), "to": value,
-                    "removed_before": int(alone_before[i]), "removed_after": int(alone_after[i]),
+        cur = getattr(f.params, param)
+        row = {"param": f"{f.name}.{param}", "position": f.position,
+               "from": open_bound(cur) if isinstance(cur, (int, float)) else cur, "to": value,
+               "removed_before": int(alone_before[i]), "removed_after": int(alone_after[c]),
+               "kept_before": kept_before, "kept_after": kept_after, "rows": rows}
+        if several:
+            row["kept_alone"] = int(chain_alone[c])
+        out.append(row)
+    if several:
+        out.append({"param": "all changes together", "combined": True, "position": None,
+                    "changes": [f"{filters[i].name}.{p}={_show(v)}" for i, p, v, _, _ in checked],
+                    "from": None, "to": None,
+                    "removed_before": rows - kept_before, "removed_after": rows - kept_after,
                     "kept_before": kept_before, "kept_after": kept_after, "rows": rows})
     return out
+
+
+def _show(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return "null" if v is None else str(v)

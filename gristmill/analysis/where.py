@@ -47,7 +47,7 @@ class Ctx:
     def field(self, key: str) -> pa.Array:
         arr = self.cache.get(key)
         if arr is None:
-            arr = C.get_field(self.batch, key)
+            arr = C.get_field(self.batch, resolve_key(self.batch, key))
             if arr is None:  # not in this batch (another batch may have it): missing values
                 arr = pa.nulls(self.n)
             if isinstance(arr, pa.ChunkedArray):
@@ -537,9 +537,37 @@ def _canonical_head(batch: pa.RecordBatch, head: str) -> str:
     return head
 
 
+REMOVED_RECORD = ("op", "reason", "row")  # the fields of a WORK/removed/NN-op.jsonl record
+
+
+def is_removed_records(batch: pa.RecordBatch) -> bool:
+    """Whether ``batch`` holds removed-sample records (``{"op", "position", "reason", "row": {...}}``)."""
+    names = batch.schema.names
+    return all(n in names for n in REMOVED_RECORD)
+
+
+def resolve_key(batch: pa.RecordBatch, key: str) -> str:
+    """``key`` as ``columns.get_field`` should read it: itself, or in a removed-samples file, where the row
+    sits under ``row``, ``row.KEY`` for a field the record does not have itself (``text``, ``stats.x``,
+    ``meta.lang``, the shorthands a dataset's rows take)."""
+    if not is_removed_records(batch) or _has(batch, key):
+        return key
+    parts = key.split(".")
+    head = C.ALIASES.get(parts[0], parts[0])
+    for cand in (f"row.{key}", ".".join(["row", {"stats": C.STATS, "meta": C.META}.get(head, head), *parts[1:]])):
+        if _has(batch, cand):
+            return cand
+    return key
+
+
 def has_field(batch: pa.RecordBatch, key: str) -> bool:
     """Whether ``key`` (dotted, as :func:`columns.get_field` takes it) names a field of ``batch``: a column,
-    a nested struct field, or a key that some row's raw JSON value has."""
+    a nested struct field, or a key that some row's raw JSON value has (in a removed-samples file, also a
+    field of the removed rows: see :func:`resolve_key`)."""
+    return _has(batch, resolve_key(batch, key))
+
+
+def _has(batch: pa.RecordBatch, key: str) -> bool:
     if key in batch.schema.names:
         return True
     if C.get_field(batch, key) is None:
@@ -592,6 +620,8 @@ def field_paths(batch: pa.RecordBatch, rows: int = 200) -> list[str]:
         elif pa.types.is_struct(f.type):
             walk_type(f.name, f.type)
     names = set(batch.schema.names)
+    if is_removed_records(batch):  # the removed rows' own fields, as the shorthands read them
+        out += [p[len("row."):] for p in out if p.startswith("row.") and p[len("row."):].split(".")[0] not in names]
     for p in list(out):
         for full, short in ((C.STATS, "stats"), (C.META, "meta")):
             if p.startswith(full + ".") and short not in names:
