@@ -310,7 +310,7 @@ def check_format(path: str, fmt: str | None) -> None:
 
 def cmd_analyze(args) -> int:
     """Compute the filters' stats over a dataset without removing anything (see gristmill/analysis/analyze.py)."""
-    from .analysis.analyze import DEFAULT_OPS, analyze, parse_ops
+    from .analysis.analyze import DEFAULT_OPS, analyze, check_what_if, default_work_dir, parse_ops
     from .engine.config import RunConfig
     from .recipe import RecipeError, load_recipe, run_config
     con = _console()
@@ -333,7 +333,7 @@ def cmd_analyze(args) -> int:
                 key, _, value = kv.partition("=")
                 params[key] = value
             name = os.path.basename(os.path.normpath(args.target)).split(".")[0] or "dataset"
-            cfg = RunConfig(dataset_path=args.target, work_dir=args.work_dir or f".gristmill-analyze-{name}",
+            cfg = RunConfig(dataset_path=args.target, work_dir=args.work_dir or default_work_dir(args.target),
                             np=args.np or 1, text_key=args.text_key, input_format=args.format,
                             reader_params=params, progress=not args.no_progress, engine=args.engine or "local",
                             engine_address=args.address, project_name=name)
@@ -343,6 +343,7 @@ def cmd_analyze(args) -> int:
         elif not any(isinstance(o, Filter) for o in ops):
             ops = parse_ops(list(DEFAULT_OPS))
             con.print(f"no filters given: analysing the default stats ({', '.join(DEFAULT_OPS)})", highlight=False)
+        check_what_if(ops, args.what_if)  # bad changes refused before the analysis runs
     except (RecipeError, FileNotFoundError, ValueError) as e:
         from rich.markup import escape
         con.print(f"[red]error:[/red] {escape(str(e))}", highlight=False)
@@ -377,9 +378,14 @@ def print_analysis(res: dict, con) -> None:
             s.add_row(x["op"], x["param"], x["stat"], _fmt(x["current"]), _fmt(x["suggested"]))
         con.print(s)
     for w in model.get("what_if") or []:
+        if w.get("combined"):
+            con.print(f"what if all {len(w.get('changes') or [])} changes together: all filters keep "
+                      f"{w['kept_after']:,} of {w['rows']:,} (was {w['kept_before']:,})", highlight=False)
+            continue
+        kept = w["kept_alone"] if w.get("kept_alone") is not None else w["kept_after"]  # (this change alone)
         con.print(f"what if {w['param']} {_fmt(w['from'])} → {_fmt(w['to'])}: it removes {w['removed_after']:,} rows "
                   f"alone (was {w['removed_before']:,}, {w['removed_after'] - w['removed_before']:+,}); all filters "
-                  f"keep {w['kept_after']:,} of {w['rows']:,} (was {w['kept_before']:,})", highlight=False)
+                  f"keep {kept:,} of {w['rows']:,} (was {w['kept_before']:,})", highlight=False)
     con.print(f"overall: {res['overall']}\nstats:   {res['stats']}\nreport:  {res['html']}", highlight=False)
 
 

@@ -51,6 +51,41 @@ def parse_ops(specs: list[str], allow_scripts: bool = False) -> list:
     return build_ops(process, allow_scripts, "--ops")
 
 
+def check_what_if(ops: list, what_if) -> None:
+    """Refuse bad ``--what-if`` changes (no such filter or param, a value the param does not take) with a
+    one-line ValueError, before the analysis runs. Numbers the filters as the analysis' plan will (a change
+    may name a filter by its position)."""
+    from .thresholds import check_what_if as check
+    filters = [f for f in ops if isinstance(f, Filter)]
+    for i, f in enumerate(filters):
+        f.position = i
+    if what_if:
+        check(filters, list(what_if))
+
+
+def default_work_dir(dataset_path: str) -> str:
+    """Where ``gristmill analyze PATH`` works when not given ``--work-dir``: a directory of this user's under
+    the system temp dir, one per dataset (so a rerun reuses the computed stats), never the current
+    directory. Falls back to a fresh private temp dir when the shared place is not safely this user's."""
+    import hashlib
+    import tempfile
+    name = os.path.basename(os.path.normpath(dataset_path)).split(".")[0] or "dataset"
+    name = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:60] or "dataset"
+    digest = hashlib.sha1(os.path.abspath(dataset_path).encode()).hexdigest()[:10]
+    uid = os.getuid() if hasattr(os, "getuid") else "user"
+    root = os.path.join(tempfile.gettempdir(), f"gristmill-{uid}")
+    try:
+        os.makedirs(root, mode=0o700, exist_ok=True)
+        st = os.lstat(root)
+        import stat
+        if not stat.S_ISDIR(st.st_mode) or (hasattr(os, "getuid") and st.st_uid != os.getuid()) \
+                or st.st_mode & 0o077:
+            raise PermissionError(root)
+    except OSError:
+        return tempfile.mkdtemp(prefix=f"gristmill-analyze-{name}-")
+    return os.path.join(root, "analyze", f"{name}-{digest}")
+
+
 def analysis_dir(work_dir: str) -> str:
     return os.path.join(os.path.abspath(work_dir), "analysis")
 
@@ -69,11 +104,7 @@ def analyze(cfg, filters: list, *, what_if: list[str] = (), k: float = 3.0, perc
     filters = [f for f in filters if isinstance(f, Filter)]
     if not filters:
         raise ValueError("nothing to analyze: no filter ops (give a recipe with filters, or --ops NAME ...)")
-    from .thresholds import check_what_if
-    for i, f in enumerate(filters):  # the positions the plan gives them (what-if may name a filter by it)
-        f.position = i
-    if what_if:  # a bad change is refused before anything runs
-        check_what_if(filters, list(what_if))
+    check_what_if(filters, what_if)  # a bad change is refused before anything runs
     out = analysis_dir(cfg.work_dir)
     acfg = replace(cfg, work_dir=out, export_path=os.path.join(out, STATS_FILE), keep_stats_in_res_ds=True,
                    export_shard_size=0, keep_traces=0, correlate=True, report_kind="analyze", keep_removed=False)
