@@ -3,9 +3,21 @@ posted rows, and jobs (runs and analyses) through the JobManager; the web UI's s
 
 Every answer is JSON; an error is ``{"error": "one line", "details": [...]}`` with its status code (400 bad
 input, 401 no / wrong token, 403 a path outside the data roots or a script op on a server that does not
-allow them, 404 unknown, 409 wrong job state, 413 body or rows over the limit, 415 not JSON, 422 a request
-that does not fit its schema, 500 never with a stack trace). The logic lives in service.core and
-service.jobs; this module only maps HTTP onto them."""
+allow them, or a cross-site request (Host, Origin), 404 unknown, 409 wrong job state, 413 body, recipe or
+rows over the limit, 415 not JSON, 422 a request that does not fit its schema, 500 never with a stack trace).
+The logic lives in service.core and service.jobs; this module only maps HTTP onto them.
+
+Limits before work: a body is read up to MAX_BODY bytes (MAX_RECIPE_BODY for the routes that take a recipe)
+before anything parses it; a recipe's YAML text is measured, its values and nesting counted and aliases
+refused before a Python object is built (service.core.load_yaml); a recipe given as a mapping is counted
+the same way; a job's stored recipe is bounded (core.MAX_STORED_RECIPE); /api/apply bounds the characters of
+its rows and of its answer (core.MAX_ROWS_CHARS, MAX_OUTPUT_CHARS).
+
+Cross-site requests: without a token, a state-changing request (POST, PUT, PATCH, DELETE) whose Origin is
+not the server itself (``null`` included) or that a browser marks ``Sec-Fetch-Site: cross-site`` is refused
+(403), and a POST that names a Content-Type must name JSON even without a body (415), so that neither a
+page elsewhere (form, fetch, DNS rebinding) nor a form can cancel or resume a job. With a token the Bearer
+check does it: a browser never adds an Authorization header to a request another site makes."""
 from __future__ import annotations
 
 import base64
@@ -26,7 +38,10 @@ from .jobs import JobManager, JobStateError, RecipeInvalid
 
 STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 MAX_BODY = 10 << 20  # bytes per request body
-MAX_NODES = 200_000  # values in one posted recipe (a YAML alias bomb stops here)
+MAX_RECIPE_BODY = 1 << 20  # bytes per body of the routes that take a recipe (checked before parsing)
+RECIPE_ROUTES = ("/api/recipes/validate", "/api/jobs", "/api/analyze")
+MAX_NODES = core.MAX_VALUES  # values in one posted recipe
+UNSAFE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
        "font-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
        "frame-ancestors 'self'")
@@ -112,37 +127,37 @@ def _error(status: int, error: str, details: list | None = None, headers: dict |
     return CleanJSON({"error": error, "details": details or []}, status_code=status, headers=headers)
 
 
-def _count_nodes(obj, limit: int) -> None:
-    stack, n = [obj], 0
-    while stack:
-        x = stack.pop()
-        n += 1
-        if n > limit:
-            raise ApiError(413, f"the recipe holds more than {limit:,} values")
-        if isinstance(x, dict):
-            stack.extend(x.values())
-        elif isinstance(x, list):
-            stack.extend(x)
+def _count_nodes(obj, limit: int = MAX_NODES) -> None:
+    """413 when a posted recipe holds more than ``limit`` values or nests deeper than core.MAX_DEPTH."""
+    try:
+        core.check_size(obj, limit)
+    except core.TooLarge as e:
+        raise ApiError(413, str(e)) from None
 
 
 def _recipe_of(body) -> dict:
-    """The posted recipe, from ``recipe`` or ``yaml`` (400 when neither, both, or bad YAML)."""
+    """The posted recipe, from ``recipe`` or ``yaml`` (400 when neither, both, bad YAML or an alias; 413 over
+    the limits, found before the YAML becomes objects)."""
     if (body.recipe is None) == (body.yaml is None):
         raise ApiError(400, "give the recipe as 'recipe' (a mapping) or as 'yaml' (text), not both")
     if body.recipe is not None:
+        _count_nodes(body.recipe)
         return body.recipe
     import yaml
     try:
-        raw = yaml.safe_load(body.yaml)
+        raw = core.load_yaml(body.yaml)
+    except core.TooLarge as e:
+        raise ApiError(413, str(e)) from None
     except yaml.YAMLError as e:
         msg = " ".join(str(e).split())
         raise ApiError(400, f"invalid YAML: {msg}", [{"path": "", "message": f"invalid YAML: {msg}"}]) from None
+    except ValueError as e:  # an alias
+        raise ApiError(400, str(e), [{"path": "", "message": str(e)}]) from None
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
         raise ApiError(400, "a recipe is a mapping of settings",
                        [{"path": "", "message": f"a recipe is a mapping of settings, got {type(raw).__name__}"}])
-    _count_nodes(raw, MAX_NODES)
     return raw
 
 
@@ -165,16 +180,50 @@ def _op_components() -> dict:
 
 
 # -- the app -----------------------------------------------------------------------------------------
+def _host_name(host: str) -> str:
+    """A Host header's (or an origin's host:port) name, lower case, without the port and brackets."""
+    host = host.strip().lower()
+    return host[1:host.find("]")] if host.startswith("[") else host.rsplit(":", 1)[0]
+
+
+def cross_site(method: str, headers: dict) -> str | None:
+    """Why a state-changing request comes from another site (a page elsewhere posting a form or a fetch), or
+    None: ``Sec-Fetch-Site: cross-site``, or an Origin that is not the Host it was sent to (``null``, from a
+    sandboxed frame or a file, included). Requests without these headers (curl, scripts) pass."""
+    if method not in UNSAFE_METHODS:
+        return None
+    if headers.get("sec-fetch-site", "").strip().lower() == "cross-site":
+        return "cross-site request refused (Sec-Fetch-Site: cross-site)"
+    origin = headers.get("origin")
+    if origin is None:
+        return None
+    from urllib.parse import urlsplit
+    try:
+        parts = urlsplit(origin.strip())
+        netloc = parts.netloc.lower() if parts.scheme in ("http", "https") else ""
+    except ValueError:
+        netloc = ""
+    host = headers.get("host", "").strip().lower()
+    if not netloc or netloc != host:
+        return f"cross-site request refused: Origin {origin[:200]!r} is not this server ({host[:200]!r})"
+    return None
+
+
 class Guard:
     """ASGI middleware: the Content-Security-Policy (and nosniff) header on every answer; with a token, a
-    Bearer token on everything but the UI's assets (compared in constant time); JSON bodies only, at most
-    ``max_body`` bytes (read before the app sees them)."""
+    Bearer token on everything but the UI's assets (compared in constant time); without one, the Host header
+    among ``allowed_hosts`` and state-changing requests from this site only (:func:`cross_site`); JSON
+    bodies only, at most ``max_body`` bytes (``limits``: other caps for some paths), read before the app
+    sees them. Also wraps the MCP server's streamable HTTP app (``open_paths=()``)."""
 
-    def __init__(self, app, token: str | None, max_body: int, allowed_hosts=None):
+    def __init__(self, app, token: str | None, max_body: int, allowed_hosts=None, limits: dict | None = None,
+                 open_paths=OPEN_PATHS):
         self.app = app
         self.token = token.encode() if token else None
         self.max_body = max_body
         self.hosts = {h.lower().strip("[]") for h in allowed_hosts} if allowed_hosts else None
+        self.limits = dict(limits or {})
+        self.open_paths = tuple(open_paths)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -194,12 +243,16 @@ class Guard:
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         if self.hosts is not None:  # a page on another site reaching a loopback server by DNS rebinding
-            host = headers.get("host", "").lower()
-            host = host[1:host.find("]")] if host.startswith("[") else host.rsplit(":", 1)[0]
+            host = _host_name(headers.get("host", ""))
             if host not in self.hosts:
                 return await _error(403, f"Host {host!r} not allowed: use http://127.0.0.1 or http://localhost")(
                     scope, receive, send_with_headers)
-        if self.token is not None and not (path in OPEN_PATHS or path.startswith("/static/")):
+        method = scope.get("method", "")
+        if self.token is None:  # with a token, the Bearer check below stops what another site sends
+            why = cross_site(method, headers)
+            if why:
+                return await _error(403, why)(scope, receive, send_with_headers)
+        if self.token is not None and not (path in self.open_paths or path.startswith("/static/")):
             auth = headers.get("authorization", "")
             scheme, _, given = auth.partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode("utf-8", "replace"),
@@ -207,10 +260,15 @@ class Guard:
                 resp = _error(401, "missing or wrong token: send 'Authorization: Bearer TOKEN'",
                               headers={"WWW-Authenticate": "Bearer"})
                 return await resp(scope, receive, send_with_headers)
-        if scope.get("method") in ("POST", "PUT", "PATCH"):
+        if method in ("POST", "PUT", "PATCH"):
+            limit = self.limits.get(path.rstrip("/") or "/", self.max_body)
+            ctype = headers.get("content-type", "").split(";")[0].strip().lower()
+            if ctype and ctype != "application/json":  # a form or text/plain: what another site can send
+                return await _error(415, "send the body as JSON (Content-Type: application/json)")(
+                    scope, receive, send_with_headers)
             length = headers.get("content-length")
-            if length is not None and (not length.isdigit() or int(length) > self.max_body):
-                too_big = _error(413, f"request body over {self.max_body:,} bytes")
+            if length is not None and (not length.isdigit() or int(length) > limit):
+                too_big = _error(413, f"request body over {limit:,} bytes")
                 return await too_big(scope, receive, send_with_headers)
             body, more = bytearray(), True
             while more:
@@ -219,10 +277,9 @@ class Guard:
                     return
                 body += msg.get("body", b"")
                 more = msg.get("more_body", False)
-                if len(body) > self.max_body:
-                    return await _error(413, f"request body over {self.max_body:,} bytes")(
+                if len(body) > limit:
+                    return await _error(413, f"request body over {limit:,} bytes")(
                         scope, receive, send_with_headers)
-            ctype = headers.get("content-type", "").split(";")[0].strip().lower()
             if body and ctype != "application/json":
                 return await _error(415, "send the body as JSON (Content-Type: application/json)")(
                     scope, receive, send_with_headers)
@@ -241,7 +298,7 @@ class Guard:
 
 def create_app(manager: JobManager, *, token: str | None = None, allow_scripts: bool = False,
                static_dir: str | None = STATIC_DIR, max_body: int = MAX_BODY,
-               allowed_hosts: list[str] | None = None) -> FastAPI:
+               allowed_hosts: list[str] | None = None, max_recipe_body: int = MAX_RECIPE_BODY) -> FastAPI:
     """The app. ``token``: required as a Bearer token on everything but the UI's assets; ``allowed_hosts``: the
     Host header names accepted (None: any; `gristmill serve` without a token gives the loopback names, so a web
     page elsewhere cannot reach the server through DNS rebinding)."""
@@ -370,6 +427,8 @@ def create_app(manager: JobManager, *, token: str | None = None, allow_scripts: 
                 res = core.apply_ops(body.rows, body.process, body.text_key, allow_scripts=allow_scripts)
         except PermissionError as e:
             raise ApiError(403, str(e)) from None
+        except core.TooLarge as e:
+            raise ApiError(413, str(e)) from None
         except (ValueError, TypeError, KeyError) as e:
             lines = [ln.removeprefix("process: ") for ln in _lines(e)]
             raise ApiError(400, lines[0], lines) from None
@@ -383,6 +442,8 @@ def create_app(manager: JobManager, *, token: str | None = None, allow_scripts: 
             raise ApiError(400, str(e), e.errors) from None
         except PermissionError as e:
             raise ApiError(403, str(e)) from None
+        except core.TooLarge as e:
+            raise ApiError(413, str(e)) from None
         except ValueError as e:
             raise ApiError(400, _lines(e)[0], _lines(e)) from None
 
@@ -500,5 +561,6 @@ def create_app(manager: JobManager, *, token: str | None = None, allow_scripts: 
         return app.openapi_schema
 
     app.openapi = openapi
-    app.add_middleware(Guard, token=token, max_body=max_body, allowed_hosts=allowed_hosts)
+    app.add_middleware(Guard, token=token, max_body=max_body, allowed_hosts=allowed_hosts,
+                       limits={p: min(max_body, max_recipe_body) for p in RECIPE_ROUTES})
     return app
