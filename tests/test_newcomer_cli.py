@@ -26,6 +26,20 @@ def cli(*args, cwd=None, env=None, timeout=300):
                           cwd=cwd or REPO, env=e, timeout=timeout)
 
 
+def gm(capsys, *args):
+    """``gristmill ARGS`` in this process (the subprocess start costs seconds per call): exit status, output."""
+    from types import SimpleNamespace
+
+    from gristmill.cli import main
+    capsys.readouterr()
+    try:
+        rc = main([str(a) for a in args])
+    except SystemExit as e:  # argparse's --version / usage
+        rc = e.code
+    out = capsys.readouterr()
+    return SimpleNamespace(returncode=rc, stdout=out.out, stderr=out.err)
+
+
 def write_jsonl(path: Path, rows) -> Path:
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     return path
@@ -64,13 +78,14 @@ def token_files(out: Path) -> dict[str, bytes]:
 
 # -- a tokenize-only recipe -------------------------------------------------------------------------------
 
-def test_tokenize_only_recipe_runs_and_matches_a_recipe_with_a_dataset(tmp_path, tokenizer):
+def test_tokenize_only_recipe_runs_and_matches_a_recipe_with_a_dataset(tmp_path, tokenizer, capsys, monkeypatch):
     data = corpus(tmp_path)
     section = {"tokenizer": tokenizer, "backend": "hf", "seq_len": 32, "pack": "padded", "format": "npy"}
-    env = {"GRISTMILL_CACHE": str(tmp_path / "cache")}
+    monkeypatch.setenv("GRISTMILL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)  # nothing lands in the current directory but what the recipe names
     only = write_recipe(tmp_path / "only.yaml", {"tokenize": {**section, "sources": str(data),
                                                               "output": str(tmp_path / "only")}})
-    res = cli("run", str(only), "--no-progress", cwd=tmp_path, env=env)
+    res = cli("run", str(only), "--no-progress", cwd=tmp_path, env={"GRISTMILL_CACHE": str(tmp_path / "cache")})
     assert res.returncode == 0, res.stderr
     assert "dataset_path" not in res.stderr and "warning" not in res.stderr  # nothing to export: no warning
     got = token_files(tmp_path / "only")
@@ -80,32 +95,32 @@ def test_tokenize_only_recipe_runs_and_matches_a_recipe_with_a_dataset(tmp_path,
     full = write_recipe(tmp_path / "full.yaml", {"dataset_path": str(data), "export_path": str(tmp_path / "exp.jsonl"),
                                                  "work_dir": str(tmp_path / "work"),
                                                  "tokenize": {**section, "output": str(tmp_path / "full")}})
-    res = cli("run", str(full), "--no-progress", cwd=tmp_path, env=env)
+    res = gm(capsys, "run", full, "--no-progress")
     assert res.returncode == 0, res.stderr
     assert token_files(tmp_path / "full") == got
 
     # `gristmill tokenize` on the tokenize-only recipe: the same bytes again
     again = write_recipe(tmp_path / "again.yaml", {"tokenize": {**section, "sources": str(data),
                                                                 "output": str(tmp_path / "again")}})
-    res = cli("tokenize", str(again), "--no-progress", cwd=tmp_path, env=env)
+    res = gm(capsys, "tokenize", again, "--no-progress")
     assert res.returncode == 0, res.stderr
     assert token_files(tmp_path / "again") == got
 
 
-def test_tokenize_only_recipe_with_ops_is_refused(tmp_path, tokenizer):
+def test_tokenize_only_recipe_with_ops_is_refused(tmp_path, tokenizer, capsys, monkeypatch):
     r = write_recipe(tmp_path / "r.yaml", {"process": [{"text_length_filter": {"min_len": 3}}],
                                            "tokenize": {"tokenizer": tokenizer, "sources": str(corpus(tmp_path)),
                                                         "output": str(tmp_path / "out")}})
-    res = cli("run", str(r), "--no-progress", cwd=tmp_path)
+    res = gm(capsys, "run", r, "--no-progress")
     assert res.returncode == 2 and "process needs an input" in res.stderr, res.stderr
     assert not (tmp_path / "out").exists()
 
 
-def test_tokenize_without_a_section_says_so(tmp_path):
+def test_tokenize_without_a_section_says_so(tmp_path, capsys, monkeypatch):
     r = write_recipe(tmp_path / "r.yaml", {"dataset_path": str(corpus(tmp_path)),
                                            "export_path": str(tmp_path / "out.jsonl"),
                                            "process": [{"text_length_filter": {"min_len": 3}}]})
-    res = cli("tokenize", str(r), cwd=tmp_path)
+    res = gm(capsys, "tokenize", r)
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "no `tokenize:` section" in lines[0] and str(r) in lines[0], res.stderr
@@ -119,11 +134,11 @@ def test_version():
     assert res.returncode == 0 and res.stdout.strip() == f"gristmill {gristmill.__version__}", res.stdout + res.stderr
 
 
-def test_a_recipe_without_export_path_warns_and_runs(tmp_path):
+def test_a_recipe_without_export_path_warns_and_runs(tmp_path, capsys, monkeypatch):
     data = corpus(tmp_path)
     r = write_recipe(tmp_path / "r.yaml", {"dataset_path": str(data), "work_dir": str(tmp_path / "work"),
                                            "process": [{"text_length_filter": {"min_len": 3}}]})
-    res = cli("run", str(r), "--no-progress", cwd=tmp_path)
+    res = gm(capsys, "run", r, "--no-progress")
     assert res.returncode == 0, res.stderr
     warned = [line for line in res.stderr.splitlines() if "export_path" in line]
     assert len(warned) == 1 and warned[0].startswith("warning:"), res.stderr
@@ -131,35 +146,36 @@ def test_a_recipe_without_export_path_warns_and_runs(tmp_path):
     # with an export_path: no such warning
     r = write_recipe(tmp_path / "r2.yaml", {"dataset_path": str(data), "work_dir": str(tmp_path / "work2"),
                                             "export_path": str(tmp_path / "out.jsonl")})
-    res = cli("run", str(r), "--no-progress", cwd=tmp_path)
+    res = gm(capsys, "run", r, "--no-progress")
     assert res.returncode == 0 and "export_path" not in res.stderr, res.stderr
 
 
-def test_head_format_mismatch_is_an_error(tmp_path):
+def test_head_format_mismatch_is_an_error(tmp_path, capsys, monkeypatch):
     import pyarrow as pa
     import pyarrow.parquet as pq
     pq.write_table(pa.table({"text": ["hello", "world"]}), tmp_path / "x.parquet")
     jsonl = corpus(tmp_path)
     for path, fmt, found in [(tmp_path / "x.parquet", "jsonl", "parquet"), (jsonl, "csv", "jsonl"),
                              (jsonl, "parquet", "jsonl")]:
-        res = cli("head", str(path), "--format", fmt)
+        res = gm(capsys, "head", str(path), "--format", fmt)
         assert res.returncode == 2 and res.stdout == "", (fmt, res.stdout)
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and f"--format {fmt}" in lines[0] and found in lines[0], res.stderr
     # formats that read each other's files, and a format matching the extension, still work
     for fmt in ("jsonl", "json"):
-        res = cli("head", str(jsonl), "--format", fmt, "-n", "1")
+        res = gm(capsys, "head", str(jsonl), "--format", fmt, "-n", "1")
         assert res.returncode == 0 and json.loads(res.stdout)["id"] == "0", res.stderr
-    res = cli("head", str(tmp_path / "x.parquet"), "--format", "parquet", "-n", "1")
+    res = gm(capsys, "head", str(tmp_path / "x.parquet"), "--format", "parquet", "-n", "1")
     assert res.returncode == 0 and json.loads(res.stdout)["text"] == "hello", res.stderr
 
 
 # -- gristmill ops at 100 columns -----------------------------------------------------------------------------
 
-def test_ops_table_at_100_columns_has_full_names_and_summaries():
+def test_ops_table_at_100_columns_has_full_names_and_summaries(capsys, monkeypatch):
     from gristmill.opsdoc import summary
     from gristmill.registry import all_ops, describe
-    res = cli("ops", env={"COLUMNS": "100"})
+    monkeypatch.setenv("COLUMNS", "100")
+    res = gm(capsys, "ops")
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert max(map(len, lines)) <= 100
@@ -213,14 +229,14 @@ def test_reasons_never_show_sentinel_numbers():
         assert MAXSIZE_DIGITS not in r and "inf" not in r.replace("infinite", "")
 
 
-def test_run_reasons_have_no_sentinel_digits(tmp_path):
+def test_run_reasons_have_no_sentinel_digits(tmp_path, capsys, monkeypatch):
     data = write_jsonl(tmp_path / "d.jsonl", [{"id": str(i), "text": "x", "score": v}
                                               for i, v in enumerate(["high", 0.1, 0.9])])
     r = write_recipe(tmp_path / "r.yaml", {"dataset_path": str(data), "export_path": str(tmp_path / "o.jsonl"),
                                            "work_dir": str(tmp_path / "w"), "process": [
                                                {"specified_numeric_field_filter": {"field_key": "score",
                                                                                    "min_value": 0.5}}]})
-    res = cli("run", str(r), "--no-progress")
+    res = gm(capsys, "run", r, "--no-progress")
     assert res.returncode == 0, res.stderr
     report = (tmp_path / "w" / "report.json").read_text()
     assert "no upper bound" in report and MAXSIZE_DIGITS not in report and MAXSIZE_DIGITS not in res.stderr
@@ -228,15 +244,16 @@ def test_run_reasons_have_no_sentinel_digits(tmp_path):
 
 # -- found before work: ffmpeg, model files; no empty export ---------------------------------------------------
 
-def test_an_ffmpeg_op_without_ffmpeg_fails_before_work(tmp_path):
+def test_an_ffmpeg_op_without_ffmpeg_fails_before_work(tmp_path, capsys, monkeypatch):
     empty = tmp_path / "bin"
     empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))  # wherever ffmpeg is installed, it is not found here
     data = write_jsonl(tmp_path / "v.jsonl", [{"id": "0", "text": "", "videos": [str(tmp_path / "a.mp4")]}])
     for op, params in [("video_ffmpeg_wrapped_mapper", {"filter_name": "scale", "filter_kwargs": {"width": 32}}),
                        ("audio_ffmpeg_wrapped_mapper", {"filter_name": "atrim", "audio_key": "videos"})]:
         r = write_recipe(tmp_path / f"{op}.yaml", {"dataset_path": str(data), "export_path": str(tmp_path / op / "o.jsonl"),
                                                    "work_dir": str(tmp_path / op / "w"), "process": [{op: params}]})
-        res = cli("run", str(r), "--no-progress", env={"PATH": str(empty)})
+        res = gm(capsys, "run", r, "--no-progress")
         assert res.returncode == 2, res.stderr
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and "ffmpeg" in lines[0] and "apt-get install ffmpeg" in lines[0], res.stderr
@@ -246,7 +263,7 @@ def test_an_ffmpeg_op_without_ffmpeg_fails_before_work(tmp_path):
     r = write_recipe(tmp_path / "noop.yaml", {"dataset_path": str(data), "export_path": str(tmp_path / "n.jsonl"),
                                               "work_dir": str(tmp_path / "nw"),
                                               "process": ["video_ffmpeg_wrapped_mapper"]})
-    res = cli("run", str(r), "--no-progress", env={"PATH": str(empty)})
+    res = gm(capsys, "run", r, "--no-progress")
     assert res.returncode == 0, res.stderr
 
 
@@ -268,9 +285,9 @@ ngram 2=2
 """
 
 
-def test_models_add_refuses_a_file_that_does_not_parse(tmp_path):
+def test_models_add_refuses_a_file_that_does_not_parse(tmp_path, capsys, monkeypatch):
     store = tmp_path / "store"
-    env = {"GRISTMILL_MODELS": str(store)}
+    monkeypatch.setenv("GRISTMILL_MODELS", str(store))
     good = tmp_path / "lm.arpa"
     good.write_text(ARPA)
     cases = {"truncated.arpa": ("en.arpa.bin", ARPA[:len(ARPA) // 2].encode()),
@@ -281,25 +298,25 @@ def test_models_add_refuses_a_file_that_does_not_parse(tmp_path):
              "empty.arpa": ("de.arpa", b"")}
     for fname, (name, content) in cases.items():
         (tmp_path / fname).write_bytes(content)
-        res = cli("models", "add", name, str(tmp_path / fname), env=env)
+        res = gm(capsys, "models", "add", name, tmp_path / fname)
         assert res.returncode == 2, (fname, res.stdout, res.stderr)
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and "not a valid" in lines[0] and fname in lines[0], res.stderr
         assert not store.exists() or not list(store.iterdir()), fname  # nothing copied, no temp file
-    res = cli("models", "add", "en.arpa.bin", str(good), env=env)
+    res = gm(capsys, "models", "add", "en.arpa.bin", good)
     assert res.returncode == 0, res.stderr
     assert (store / "en.arpa.bin").read_text() == ARPA
 
 
-def test_a_failed_run_leaves_no_empty_export(tmp_path):
+def test_a_failed_run_leaves_no_empty_export(tmp_path, capsys, monkeypatch):
     data = corpus(tmp_path, 10)
     out = tmp_path / "out" / "cleaned.jsonl"
     r = write_recipe(tmp_path / "r.yaml", {"dataset_path": str(data), "export_path": str(out),
                                            "work_dir": str(tmp_path / "work"),
                                            "process": [{"python_lambda_mapper": {"lambda_str": "lambda s: 1 / 0"}}]})
-    res = cli("run", str(r), "--no-progress", "--allow-scripts")
+    res = gm(capsys, "run", r, "--no-progress", "--allow-scripts")
     assert res.returncode == 1 and "every row was rejected" in res.stderr, res.stderr
     assert not out.exists() and "exported:" not in res.stderr
     assert not [p for p in out.parent.iterdir() if p.suffix == ".jsonl"] if out.parent.exists() else True
-    res = cli("run", str(r), "--no-progress", "--allow-scripts")  # the rerun fails the same way
+    res = gm(capsys, "run", r, "--no-progress", "--allow-scripts")  # the rerun fails the same way
     assert res.returncode == 1 and not out.exists(), res.stderr
