@@ -5,12 +5,18 @@ recently used out first) lets a chain of image filters decode each image once; f
 an image's size read its header (``image_size``), never its pixels. A decode error is cached
 too, so every op (and the row-by-row retry of the fused executor) raises the same clear ``ValueError``
 without reading the file again. Pillow is imported lazily: op modules must import cheaply.
+
+Every decode is bounded: the image's width x height, read from its header before any pixel is decoded, must
+be within the trust policy's ``max_pixels`` (``trust.check_pixels``; 40 M by default, far under Pillow's own
+bomb limit of 179 M, which only warns from 89 M). A larger one raises ``trust.TooLarge`` (a ValueError:
+the row is a reject naming the size and the limit), cached like a decode error so no later op decodes it.
 """
 from __future__ import annotations
 
 import os
 from collections import OrderedDict
 
+from ..core import trust
 from . import check_item, describe, open_media
 
 # Decoded bytes held at most (GRISTMILL_IMAGE_CACHE_MB, default 512): a batch of 1000 images of
@@ -69,11 +75,32 @@ def _decode(value):
     _reuse_blocks(Image)
     src = open_media(value)  # FileNotFoundError for a missing path
     try:
-        img = Image.open(src)
-        img.load()  # decode now: a truncated or corrupt file fails here, not in a later op
+        img = Image.open(src)  # lazy: the header only
     except Exception as e:  # noqa: BLE001 - Pillow raises many types for bad data
         raise ValueError(f"cannot decode image {describe(value)[:300]}: {type(e).__name__}: {e}") from None
+    try:
+        check_pixels(value, img.size)  # before a single pixel is decoded
+        img.load()  # decode now: a truncated or corrupt file fails here, not in a later op
+    except trust.TooLarge:
+        img.close()
+        raise
+    except Exception as e:  # noqa: BLE001 - Pillow raises many types for bad data
+        img.close()
+        raise ValueError(f"cannot decode image {describe(value)[:300]}: {type(e).__name__}: {e}") from None
     return img
+
+
+def check_pixels(value, size) -> None:
+    """``trust.TooLarge`` when an image of ``size`` (width, height) is over the policy's ``max_pixels``."""
+    trust.check_pixels(int(size[0]), int(size[1]), f"image {describe(value)[:300]}")
+
+
+def check_image(value) -> tuple[int, int]:
+    """The (width, height) of an image from its header (``image_size``), ``trust.TooLarge`` when decoding it
+    would exceed the policy's ``max_pixels``: for code that decodes an image itself (OpenCV)."""
+    size = image_size(value)
+    check_pixels(value, size)
+    return size
 
 
 _BLOCKS_SET = False
@@ -98,10 +125,13 @@ def load_image(value):
     key = _key(value)
     hit = _cached(key)
     if hit is not None:
+        check_pixels(value, hit[0].size)  # decoded under a laxer policy (the service's calls set their own)
         return hit[0]
     try:
         img = _decode(value)
     except (ValueError, FileNotFoundError) as e:
+        if isinstance(e, trust.TooLarge):
+            e.max_pixels = trust.current().max_pixels
         _cache.put(key, e, _small_cost(key))
         raise
     _cache.put(key, img, _nbytes(img))
@@ -116,7 +146,10 @@ def image_size(value) -> tuple[int, int]:
     pixel data is truncated or corrupt is *not* detected here (a pixel op later in the chain rejects it).
     Sizes are cached like decoded images, so the filters of a chain open each file once."""
     key = _key(value)
-    hit = _cached(key)
+    try:
+        hit = _cached(key)
+    except trust.TooLarge:  # refused for decoding; its header is still read
+        hit = None
     if hit is not None:
         return hit[0].size
     skey = ("size",) + key
@@ -140,6 +173,8 @@ def _cached(key):
     """The cache entry of ``key`` as a 1-tuple, or None; a cached decode error is raised again."""
     hit = _cache.get(key)
     if hit is not None and isinstance(hit[0], BaseException):
+        if getattr(hit[0], "max_pixels", None) not in (None, trust.current().max_pixels):
+            return None  # refused under another pixel limit: judge it again under this one
         raise type(hit[0])(*hit[0].args)
     return hit
 
@@ -155,6 +190,7 @@ def load_rgb(value):
     key = ("rgb",) + _key(value)
     hit = _cache.get(key)
     if hit is not None:
+        check_pixels(value, hit[0].size)
         return hit[0]
     img = load_image(value)
     rgb = img if img.mode == "RGB" else img.convert("RGB")
