@@ -40,9 +40,12 @@ def add_arguments(p) -> None:
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio",
                    help="stdio (default: for clients that spawn the server) or streamable HTTP (endpoint /mcp)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind with --transport http (default 127.0.0.1; "
-                                                      "the server has no authentication: keep it on loopback)")
+                                                      "anything but loopback requires --token)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT,
-                   help=f"port with --transport http (default {DEFAULT_PORT})")
+                   help=f"port with --transport http (default {DEFAULT_PORT}; 0: any free port)")
+    p.add_argument("--token", default=None,
+                   help="with --transport http: require 'Authorization: Bearer TOKEN' on every request "
+                        "(default: $GRISTMILL_TOKEN)")
     p.add_argument("--data-root", action="append", default=None, metavar="DIR",
                    help="directory the server may read and write (repeatable; default: the working directory); "
                         "relative paths are relative to the first one, paths outside every root are refused")
@@ -71,10 +74,16 @@ def _fail(message: str, path: str = "") -> ToolFailure:
 
 
 def _parse_yaml(text: str) -> dict:
-    """A recipe's YAML text → mapping, or a ToolFailure with the line and column of the syntax error."""
+    """A recipe's YAML text → mapping, or a ToolFailure with the line and column of the syntax error; within
+    the REST API's limits (service.core.load_yaml: its length measured before parsing, values and nesting
+    counted before objects are built, aliases refused)."""
     import yaml
+
+    from .core import load_yaml
     try:
-        raw = yaml.safe_load(text)
+        raw = load_yaml(text)
+    except (ValueError, TypeError) as e:  # over a limit, an alias
+        raise _fail(str(e)) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -548,6 +557,19 @@ def cmd_mcp(args) -> int:
     if args.max_concurrent < 1:
         print("error: --max-concurrent must be at least 1", file=sys.stderr)
         return 2
+    token = None
+    if args.transport == "http":
+        from .server import check_args
+        token = args.token if args.token is not None else os.environ.get("GRISTMILL_TOKEN") or None
+        why = check_args(_Args(host=args.host, port=args.port, token=token, max_concurrent=args.max_concurrent,
+                               data_root=roots))
+        if why:
+            print(f"error: {why}", file=sys.stderr)
+            return 2
+        sock = _listen(args.host, args.port)
+        if isinstance(sock, str):
+            print(f"error: {sock}", file=sys.stderr)
+            return 2
     state_dir = os.path.abspath(args.state_dir)
     os.makedirs(state_dir, exist_ok=True)
     import threading
@@ -558,15 +580,37 @@ def cmd_mcp(args) -> int:
         if args.transport == "stdio":
             server.run("stdio")
         else:
-            if args.host not in ("127.0.0.1", "localhost", "::1"):
-                print(f"warning: serving MCP on {args.host}:{args.port} without authentication", file=sys.stderr)
-            print(f"gristmill mcp: http://{args.host}:{args.port}/mcp", file=sys.stderr, flush=True)
-            _run_http(server, args.host, args.port)
+            host = f"[{args.host.strip('[]')}]" if ":" in args.host else args.host
+            print(f"gristmill mcp: http://{host}:{sock.getsockname()[1]}/mcp"
+                  f"{'  (token required)' if token else ''}", file=sys.stderr, flush=True)
+            _run_http(server, args.host, sock, token)
     except KeyboardInterrupt:
         pass
     finally:
         server.close_jobs()
+        if args.transport == "http":
+            sock.close()
     return 0
+
+
+class _Args:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def _listen(host: str, port: int):
+    """A listening socket on host:port (port 0: any free one), or why not (one line)."""
+    import socket
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+        sock.listen(2048)
+    except OSError as e:
+        sock.close()
+        return f"cannot listen on {host}:{port}: {e.strerror or e}"
+    return sock
 
 
 def _warm_up() -> None:
@@ -578,11 +622,26 @@ def _warm_up() -> None:
         pass
 
 
-def _run_http(server, host: str, port: int) -> None:
+def http_app(server, host: str, token: str | None):
+    """The SDK's streamable HTTP app (endpoint /mcp) behind the REST API's Guard (service.api): with a token,
+    'Authorization: Bearer TOKEN' on every request; without one (loopback only), the Host header among the
+    loopback names and the bound host, and no request from another site (Origin, Sec-Fetch-Site); JSON
+    bodies of at most api.MAX_BODY bytes, read before the SDK parses them."""
     import inspect
-    params = inspect.signature(server.run_streamable_http_async).parameters
+
+    from .api import MAX_BODY, Guard
+    params = inspect.signature(server.streamable_http_app).parameters
     if "host" in params:  # mcp 2.x
-        server.run("streamable-http", host=host, port=port)
-    else:  # mcp 1.x: host and port are settings
-        server.settings.host, server.settings.port = host, port
-        server.run("streamable-http")
+        app = server.streamable_http_app(host=host)
+    else:  # mcp 1.x: host is a setting
+        server.settings.host = host
+        app = server.streamable_http_app()
+    hosts = None if token else ["127.0.0.1", "localhost", "::1", host]
+    return Guard(app, token=token, max_body=MAX_BODY, allowed_hosts=hosts, open_paths=())
+
+
+def _run_http(server, host: str, sock, token: str | None = None) -> None:
+    import uvicorn
+    config = uvicorn.Config(http_app(server, host, token), log_level="warning", access_log=False,
+                            timeout_graceful_shutdown=5)
+    uvicorn.Server(config).run(sockets=[sock])
