@@ -1,7 +1,8 @@
 """Python API: ``Dataset.load(path).process([ops]).export(path)``.
 
 A Dataset is lazy: a source plus the ops to apply. Work happens in ``export`` (or ``to_list``/``to_table``),
-through the same local engine the CLI uses, so the API and recipes behave identically.
+through the pipeline the CLI runs (``gristmill.pipeline``: a plan of the dataset and its ops), so the API and
+recipes behave identically; problems are raised, as Python code expects.
 """
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from dataclasses import dataclass, field, replace
 import pyarrow as pa
 
 from .core.defaults import TEXT_KEY
-from .engine.base import create_engine
 from .engine.config import RunConfig
 from .io.writers import read_shard_parts
 from .ops.base import Op
@@ -70,14 +70,18 @@ class Dataset:
         cfg = self._config(work_dir, path, np, progress=progress, **kw)
         if export_media != "none":  # the engine reads it there (engine.media_op)
             cfg.reader_params["export_media"] = export_media
-        report = create_engine(cfg).run(self.ops)
+        report = self._run(cfg)
         self.last_report = report
         return report
+
+    def _run(self, cfg: RunConfig) -> dict:
+        from .pipeline import Plan, process
+        return process(Plan.of(cfg, self.ops))
 
     def to_table(self, np: int = 1, work_dir: str | None = None, **kw) -> pa.Table:
         """Run the ops and return the result in memory (for small data, tests and notebooks)."""
         with tempfile.TemporaryDirectory(prefix="gristmill-work-") as tmp:
-            report = create_engine(self._config(work_dir or tmp, None, np, progress=False, **kw)).run(self.ops)
+            report = self._run(self._config(work_dir or tmp, None, np, progress=False, **kw))
             self.last_report = report
             batches = [b for parts in report["final_parts"] for b in read_shard_parts(parts)]
             from .core import columns as C

@@ -4,6 +4,6 @@ exports, token stats) and carries errors as data (:class:`PipelineError`: messag
 status). The CLI, ``Dataset``, the REST job worker and MCP are faces over it (docs/architecture.md)."""
 from .errors import PipelineError
 from .plan import Plan, plan_recipe
-from .run import Observer, Result, reject_verdict, run
+from .run import Observer, Result, process, reject_verdict, run
 
-__all__ = ["Observer", "PipelineError", "Plan", "Result", "plan_recipe", "reject_verdict", "run"]
+__all__ = ["Observer", "PipelineError", "Plan", "Result", "plan_recipe", "process", "reject_verdict", "run"]

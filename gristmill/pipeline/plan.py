@@ -10,33 +10,45 @@ from .errors import PipelineError
 
 @dataclass
 class Plan:
-    recipe: object
-    """The validated ``recipe.Recipe``."""
-    ops: list
-    """The shared chain's ops (a source's own ops live on ``recipe._source_ops``)."""
     cfg: object
-    """The ``engine.config.RunConfig`` of the run (work dir, np, engine, export)."""
+    """The ``engine.config.RunConfig`` of the run (dataset, work dir, np, engine, export)."""
+    ops: list
+    """The shared chain: every row of the dataset (or of every source, after its own ops) goes through it."""
+    sources: list | None = None
+    """``engine.multisource.SourceRun`` per source of a ``sources:`` recipe (each with its own ops), or None."""
+    download: object = None
+    """The recipe's ``download:`` stage (``web.download.DownloadStage``), run first; or None."""
+    tokenize: dict | None = None
+    """The ``tokenize:`` section, run last over what the run exported (or over its own sources)."""
+    tokenize_only: bool = False
+    """No dataset: the tokenize section reads its own sources, nothing is processed or exported."""
     source: str = "recipe"
     """Where the recipe came from, for messages: its file, or ``recipe`` for a posted mapping."""
     warnings: list[str] = field(default_factory=list)
-    max_reject_ratio: float = 0.0
+    max_reject_ratio: float = 1.0
+    recipe: object = None
+    """The validated ``recipe.Recipe`` this plan came from (None for a plan built in Python)."""
+
+    @classmethod
+    def of(cls, cfg, ops: list, **kw) -> "Plan":
+        """A plan built in Python (``Dataset``): one dataset, ``ops``, an export; no reject budget."""
+        return cls(cfg=cfg, ops=list(ops), **kw)
 
     @property
     def stages(self) -> list[str]:
         """The stages this plan runs, in order (for progress and docs)."""
-        r = self.recipe
-        out = ["download"] if r.download else []
-        if not r.tokenize_only():
-            out += ["sources" if r.sources else "process", "export"]
-        return out + (["tokenize"] if r.tokenize else [])
+        out = ["download"] if self.download else []
+        if not self.tokenize_only:
+            out += ["sources" if self.sources else "process", "export"]
+        return out + (["tokenize"] if self.tokenize else [])
 
     def describe(self) -> str:
         """One line: what runs where (the CLI's header line)."""
-        r, cfg = self.recipe, self.cfg
-        if r.tokenize_only():
-            return f"{r.project_name}: tokenize only, np={cfg.np}, work dir {cfg.work_dir}"
-        what = f"{len(r.sources)} sources, {len(self.ops)} shared ops" if r.sources else f"{len(self.ops)} ops"
-        return f"{r.project_name}: {what}, np={cfg.np}, work dir {cfg.work_dir}"
+        cfg = self.cfg
+        if self.tokenize_only:
+            return f"{cfg.project_name}: tokenize only, np={cfg.np}, work dir {cfg.work_dir}"
+        what = f"{len(self.sources)} sources, {len(self.ops)} shared ops" if self.sources else f"{len(self.ops)} ops"
+        return f"{cfg.project_name}: {what}, np={cfg.np}, work dir {cfg.work_dir}"
 
 
 def plan_recipe(recipe, *, source: str | None = None, np: int | None = None, work_dir: str | None = None,
@@ -45,7 +57,7 @@ def plan_recipe(recipe, *, source: str | None = None, np: int | None = None, wor
     """The plan of ``recipe`` (a YAML file's path, or a mapping as parsed YAML). ``allow_scripts`` is
     ``--allow-scripts`` (as the recipe's own ``allow_scripts: true``); the other arguments override the
     recipe's settings as the CLI's options do. PipelineError (status 2) for anything wrong with it."""
-    from ..recipe import RecipeError, load_recipe, parse_recipe, run_config
+    from ..recipe import RecipeError, load_recipe, parse_recipe, run_config, source_configs
     from .tokenize_step import check_section
     overrides = {"allow_scripts": True} if allow_scripts else None
     try:
@@ -62,4 +74,6 @@ def plan_recipe(recipe, *, source: str | None = None, np: int | None = None, wor
         raise PipelineError.refused(e) from None
     cfg = run_config(r, np=np, work_dir=work_dir, progress=progress, engine=engine, address=address)
     ratio = r.max_reject_ratio if max_reject_ratio is None else max_reject_ratio
-    return Plan(recipe=r, ops=ops, cfg=cfg, source=source, warnings=list(warnings), max_reject_ratio=ratio)
+    return Plan(cfg=cfg, ops=ops, sources=source_configs(r, cfg) if r.sources else None, download=r.download,
+                tokenize=r.tokenize or None, tokenize_only=r.tokenize_only(), source=source,
+                warnings=list(warnings), max_reject_ratio=ratio, recipe=r)

@@ -48,11 +48,11 @@ def run(plan: Plan, observer: Observer | None = None) -> Result:
     """Run ``plan``; never raises for a problem of the data or the recipe (it is the result's error), only
     for bugs."""
     obs = observer or Observer()
-    r, cfg = plan.recipe, plan.cfg
+    cfg = plan.cfg
     resume = f"rerun the same command to resume (work dir {cfg.work_dir})"
-    if r.download:
+    if plan.download:
         from ..web.download import run_download_stage
-        status, ok = guarded(lambda: run_download_stage(r.download, obs.log), resume)
+        status, ok = guarded(lambda: run_download_stage(plan.download, obs.log), resume)
         if status:
             return Result(status, error=ok)
         if not ok:
@@ -60,18 +60,18 @@ def run(plan: Plan, observer: Observer | None = None) -> Result:
                 "downloads failed", hint="rerun to retry; `download.on_failure: continue` processes what was "
                                          "downloaded", status=FAILED))
     report = None
-    if not r.tokenize_only():
-        status, report = guarded(lambda: _process(plan, obs.log), resume)
+    if not plan.tokenize_only:
+        status, report = guarded(lambda: process(plan, obs.log), resume)
         if status:
             return Result(status, error=report)
         obs.report(report)
         verdict = reject_verdict(report, plan.max_reject_ratio)
         if verdict:
             return Result(FAILED, report, error=PipelineError(verdict, status=FAILED))
-    if not r.tokenize:
+    if not plan.tokenize:
         return Result(0, report)
     from .tokenize_step import export_section, run_section
-    status, out = guarded(lambda: run_section(export_section(r, report), cfg, obs.log), resume)
+    status, out = guarded(lambda: run_section(export_section(plan, report), cfg, obs.log), resume)
     if status:
         return Result(status, report, error=out)
     tokens, html = out
@@ -79,14 +79,14 @@ def run(plan: Plan, observer: Observer | None = None) -> Result:
     return Result(0, report, tokens, html)
 
 
-def _process(plan: Plan, log: Callable[[str], None]) -> dict:
-    r, cfg = plan.recipe, plan.cfg
-    if r.sources:
+def process(plan: Plan, log: Callable[[str], None] | None = None) -> dict:
+    """The process and export stages of ``plan``: its report (raises for any problem; ``run`` turns that into
+    a result, the Python API lets it through)."""
+    if plan.sources:
         from ..engine.multisource import run_sources
-        from ..recipe import source_configs
-        return run_sources(cfg, source_configs(r, cfg), plan.ops, log=log)
+        return run_sources(plan.cfg, plan.sources, plan.ops, log=log)
     from ..engine.base import create_engine
-    return create_engine(cfg, log=log).run(plan.ops)
+    return create_engine(plan.cfg, log=log).run(plan.ops)
 
 
 def guarded(fn, resume: str) -> tuple[int, object]:

@@ -51,30 +51,34 @@ def check_mixable(recipe) -> None:
 
 
 def export_section(recipe, done) -> dict:
-    """The recipe's tokenize section reading what the run wrote: ``done`` is the run's report (or its
-    exported files; None before the run). A multi-source run's sources are mixed by their weights from
-    their own files; a section naming its own sources keeps them; a tokenize-only recipe's section is
-    its own."""
+    """The tokenize section of ``recipe`` (a ``recipe.Recipe`` or a ``pipeline.Plan``) reading what the run
+    wrote: ``done`` is the run's report (or its exported files; None before the run). A multi-source run's
+    sources are mixed by their weights from their own files; a section naming its own sources keeps them;
+    a tokenize-only recipe's section is its own."""
     from ..tokenize.config import with_export, with_sources
-    if recipe.tokenize_only():
-        return recipe.tokenize
+    section = recipe.tokenize
+    only = recipe.tokenize_only() if callable(recipe.tokenize_only) else recipe.tokenize_only
+    if only:
+        return section
+    export = recipe.cfg.export_path if hasattr(recipe, "cfg") else recipe.export_path
     if recipe.sources and isinstance(done, dict):
-        return with_sources(recipe.tokenize, mixture(recipe, done), recipe.export_path, done.get("exported_files"))
+        return with_sources(section, mixture(recipe.sources, done), export, done.get("exported_files"))
     if isinstance(done, dict):
         done = done.get("exported_files")
-    return with_export(recipe.tokenize, recipe.export_path, done)
+    return with_export(section, export, done)
 
 
-def mixture(recipe, report: dict) -> list[dict] | None:
-    """[{name, weight, paths}] of a multi-source run's output, or None when its rows no longer split by
-    source (a grouper in the shared process) and no weights ask for it."""
+def mixture(sources, report: dict) -> list[dict] | None:
+    """[{name, weight, paths}] of a multi-source run's output (``sources``: the recipe's, or the plan's
+    SourceRuns), or None when its rows no longer split by source (a grouper in the shared process) and no
+    weights ask for it."""
     files = report.get("source_files")
     if files is None:
         return None
     rows = {s["name"]: s.get("rows_out") for s in report.get("sources") or []}
     # a source left with no rows has no tokens to give its share: it is left out of the mixture
     return [{"name": s.name, "weight": s.weight, "paths": (files.get(s.name) or []) if rows.get(s.name) != 0 else []}
-            for s in recipe.sources]
+            for s in sources]
 
 
 def exported_files(recipe, work_dir: str):
