@@ -2,6 +2,7 @@
 (polars / pandas over the exported stats, the ops applied directly) on the bundled CC sample."""
 import csv
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -163,9 +164,14 @@ def test_analyze_errors_are_one_line(tmp_path, capsys):
 
 
 def test_analyze_a_dataset_path_with_default_ops(tmp_path, monkeypatch):
+    import tempfile
+    from gristmill.analysis.analyze import default_work_dir
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # the default work dir's home
     assert main(["analyze", str(SAMPLE), "--no-progress"]) == 0
-    out = tmp_path / ".gristmill-analyze-cc-sample" / "analysis"
+    out = Path(default_work_dir(str(SAMPLE))) / "analysis"
+    assert str(out).startswith(str(tmp_path / "tmp")) and os.listdir(tmp_path) == ["tmp"]  # nothing in the cwd
     with open(out / "overall.csv") as f:
         header = next(csv.reader(f))
     assert {"text_len", "num_words", "alnum_ratio", "avg_line_length", "max_line_length", "special_char_ratio",
