@@ -97,19 +97,5 @@ class Dataset:
     def head(self, n: int = 5, text_optional: bool = False) -> list[dict]:
         """The first ``n`` input rows (ops not applied), read without running the engine; rows without the
         text field are skipped unless ``text_optional`` (as for a recipe whose first op makes the text)."""
-        from .core import columns as C
-        from .io.base import ReadOptions
-        from .io.formats import read_shard
-        from .io.planner import common_root, plan_dataset
-        opts = ReadOptions(text_key=self.text_key, params=tuple(sorted(self.reader_params.items())),
-                           text_optional=text_optional)
-        shards = plan_dataset(self.source, opts, self.input_format)
-        opts = replace(opts, root=common_root(shards))
-        out: list[dict] = []
-        for s in shards:
-            for item in read_shard(s, opts):
-                if isinstance(item, pa.RecordBatch):
-                    out.extend(C.to_pylist(item.slice(0, n - len(out))))
-                    if len(out) >= n:
-                        return out
-        return out
+        from .io.head import head
+        return head(self.source, n, self.text_key, self.input_format, self.reader_params, text_optional)

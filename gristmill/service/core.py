@@ -22,32 +22,67 @@ class TooLarge(ValueError):
 
 
 def load_yaml(text: str):
-    """A recipe's YAML text → Python data, within the limits: at most MAX_YAML characters (checked before
-    anything is parsed), MAX_VALUES values and MAX_DEPTH levels (counted on the parser's events, before any
-    object is built); aliases (``*name``, ``<<: *name``) are refused, since a few of them repeat a value
-    thousands of times. TooLarge past a limit, ValueError for an alias, yaml.YAMLError for bad YAML."""
+    """A recipe's YAML text → Python data, within the limits, checked on the parser's events before any
+    object is built: at most MAX_YAML characters of text (measured before parsing), and, with every alias
+    (``*name``, ``<<: *name``) counted as the value it repeats, at most MAX_VALUES values, MAX_YAML
+    characters of scalars and MAX_DEPTH levels: a few aliases can repeat a value millions of times, the
+    expanded size is what a job would store and run. An alias inside the node it names (a cycle) is refused.
+    TooLarge past a limit, ValueError for a cycle, yaml.YAMLError for bad YAML."""
     import yaml
     if not isinstance(text, str):
         raise TypeError(f"YAML text must be a string, got {type(text).__name__}")
     if len(text) > MAX_YAML:
         raise TooLarge(f"the recipe's YAML is {len(text):,} characters, over the limit of {MAX_YAML:,}")
     loader = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
-    values = depth = 0
+    # per open container: [anchor, values, characters, depth below it]; per anchor: (values, chars, depth)
+    stack: list[list] = [[None, 0, 0, 0]]
+    anchors: dict[str, tuple[int, int, int]] = {}
+    open_anchors: set[str] = set()
+    values = chars = 0
+    how = ""
+
+    def add(v: int, c: int, d: int) -> None:
+        nonlocal values, chars
+        values += v
+        chars += c
+        top = stack[-1]
+        top[1] += v
+        top[2] += c
+        top[3] = max(top[3], d)
+        if values > MAX_VALUES:
+            raise TooLarge(f"the recipe holds more than {MAX_VALUES:,} values{how}")
+        if chars > MAX_YAML:
+            raise TooLarge(f"the recipe's values hold more than {MAX_YAML:,} characters{how}")
+        if len(stack) - 1 + d > MAX_DEPTH:
+            raise TooLarge(f"the recipe nests lists and mappings deeper than {MAX_DEPTH} levels")
+
     for ev in yaml.parse(text, Loader=loader):
         if isinstance(ev, yaml.AliasEvent):
-            m = ev.start_mark
-            raise ValueError(f"YAML aliases are not accepted (*{ev.anchor} at line {m.line + 1}, column "
-                             f"{m.column + 1}): write the value out")
-        if isinstance(ev, (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent)):
-            values += 1
-            if values > MAX_VALUES:
-                raise TooLarge(f"the recipe holds more than {MAX_VALUES:,} values")
-            if not isinstance(ev, yaml.ScalarEvent):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    raise TooLarge(f"the recipe nests lists and mappings deeper than {MAX_DEPTH} levels")
+            if ev.anchor in open_anchors:
+                m = ev.start_mark
+                raise ValueError(f"YAML alias *{ev.anchor} at line {m.line + 1}, column {m.column + 1} is inside "
+                                 f"the node it names (a cycle)")
+            if ev.anchor in anchors:  # an undefined one: the loader below says so
+                how = " (aliases expanded)"
+                add(*anchors[ev.anchor])
+        elif isinstance(ev, yaml.ScalarEvent):
+            add(1, len(ev.value), 0)
+            if ev.anchor:
+                anchors[ev.anchor] = (1, len(ev.value), 0)
+        elif isinstance(ev, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            add(1, 0, 1)
+            stack.append([ev.anchor, 0, 0, 0])
+            if ev.anchor:
+                open_anchors.add(ev.anchor)
         elif isinstance(ev, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
-            depth -= 1
+            anchor, v, c, d = stack.pop()
+            top = stack[-1]  # the container's own value was counted when it started
+            top[1] += v
+            top[2] += c
+            top[3] = max(top[3], d + 1)
+            if anchor:
+                open_anchors.discard(anchor)
+                anchors[anchor] = (v + 1, c, d + 1)
     return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader (CSafeLoader or SafeLoader)
 
 
@@ -163,8 +198,8 @@ def validate_recipe(raw: Any, allow_scripts: bool = False) -> dict:
 
 def preview(path: str, n: int = 5, text_key: str = "text", format: str | None = None, **reader_params) -> list[dict]:
     """The first ``n`` rows of a dataset (as ``gristmill head``)."""
-    from ..dataset import Dataset
-    return Dataset.load(path, text_key=text_key, format=format, **reader_params).head(min(n, MAX_ROWS))
+    from ..io.head import head
+    return head(path, min(n, MAX_ROWS), text_key, format, reader_params)
 
 
 def apply_ops(rows: list[dict], process: list, text_key: str = "text", allow_scripts: bool = False) -> dict:
@@ -234,10 +269,16 @@ def _apply(rows: list[dict], ops: list, text_key: str) -> dict:
         return {"rows": out_rows, "ops": per_op}
     import tempfile
 
-    from ..dataset import Dataset
+    import pyarrow as pa
+
+    from ..engine.config import RunConfig
+    from ..pipeline import Plan, process
     with tempfile.TemporaryDirectory(prefix="gm-apply-") as tmp:
-        ds = Dataset.from_list(rows, text_key=text_key).process(ops)
-        report = ds.export(f"{tmp}/out.jsonl", work_dir=f"{tmp}/work", keep_stats_in_res_ds=True)
+        import pyarrow.parquet as pq
+        pq.write_table(pa.Table.from_pylist(rows), f"{tmp}/rows.parquet")
+        cfg = RunConfig(dataset_path=f"{tmp}/rows.parquet", work_dir=f"{tmp}/work", export_path=f"{tmp}/out.jsonl",
+                        np=1, text_key=text_key, keep_stats_in_res_ds=True)
+        report = process(Plan.of(cfg, ops))
         import json
         with open(f"{tmp}/out.jsonl", encoding="utf-8") as f:
             out_rows = [json.loads(line) for line in f]
