@@ -8,9 +8,10 @@ rows over the limit, 415 not JSON, 422 a request that does not fit its schema, 5
 The logic lives in service.core and service.jobs; this module only maps HTTP onto them.
 
 Limits before work: a body is read up to MAX_BODY bytes (MAX_RECIPE_BODY for the routes that take a recipe)
-before anything parses it; a recipe's YAML text is measured, its values and nesting counted and aliases
-refused before a Python object is built (service.core.load_yaml); a recipe given as a mapping is counted
-the same way; a job's stored recipe is bounded (core.MAX_STORED_RECIPE); /api/apply bounds the characters of
+before anything parses it; a recipe's YAML text is measured, and its values, characters and nesting
+counted with every alias expanded, before a Python object is built (service.core.load_yaml: the YAML the
+CLI takes, anchors and merge keys included, within what a job may store); a recipe given as a mapping is
+counted the same way; a job's stored recipe is bounded (core.MAX_STORED_RECIPE); /api/apply bounds the characters of
 its rows and of its answer (core.MAX_ROWS_CHARS, MAX_OUTPUT_CHARS).
 
 Cross-site requests: without a token, a state-changing request (POST, PUT, PATCH, DELETE) whose Origin is
@@ -136,8 +137,8 @@ def _count_nodes(obj, limit: int = MAX_NODES) -> None:
 
 
 def _recipe_of(body) -> dict:
-    """The posted recipe, from ``recipe`` or ``yaml`` (400 when neither, both, bad YAML or an alias; 413 over
-    the limits, found before the YAML becomes objects)."""
+    """The posted recipe, from ``recipe`` or ``yaml`` (400 when neither, both, bad YAML or a cyclic alias; 413
+    over the limits, aliases expanded, found before the YAML becomes objects)."""
     if (body.recipe is None) == (body.yaml is None):
         raise ApiError(400, "give the recipe as 'recipe' (a mapping) or as 'yaml' (text), not both")
     if body.recipe is not None:
@@ -151,7 +152,7 @@ def _recipe_of(body) -> dict:
     except yaml.YAMLError as e:
         msg = " ".join(str(e).split())
         raise ApiError(400, f"invalid YAML: {msg}", [{"path": "", "message": f"invalid YAML: {msg}"}]) from None
-    except ValueError as e:  # an alias
+    except ValueError as e:  # an alias inside the node it names
         raise ApiError(400, str(e), [{"path": "", "message": str(e)}]) from None
     if raw is None:
         raw = {}

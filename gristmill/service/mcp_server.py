@@ -75,14 +75,14 @@ def _fail(message: str, path: str = "") -> ToolFailure:
 
 def _parse_yaml(text: str) -> dict:
     """A recipe's YAML text → mapping, or a ToolFailure with the line and column of the syntax error; within
-    the REST API's limits (service.core.load_yaml: its length measured before parsing, values and nesting
-    counted before objects are built, aliases refused)."""
+    the REST API's limits (service.core.load_yaml: its length measured before parsing, values, characters
+    and nesting counted with aliases expanded before objects are built)."""
     import yaml
 
     from .core import load_yaml
     try:
         raw = load_yaml(text)
-    except (ValueError, TypeError) as e:  # over a limit, an alias
+    except (ValueError, TypeError) as e:  # over a limit, a cyclic alias
         raise _fail(str(e)) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)

@@ -3,9 +3,9 @@ server) and MCP (a spawned `gristmill mcp` over stdio).
 
 - A recipe body is capped (api.MAX_RECIPE_BODY) before anything parses it, whatever its encoding (``yaml``
   text, a ``recipe`` mapping, chunked without a Content-Length), on every route that takes a recipe.
-- YAML text is measured, counted and nested-checked before any object is built; aliases are refused (a few
-  of them repeat a value thousands of times: a 100 KB request used to store a 50 MB recipe.yaml); a job's
-  stored recipe is bounded even when no alias made it big.
+- YAML text is measured, counted and nested-checked before any object is built, aliases counted as what
+  they repeat (a 150 KB request used to store a 50 MB recipe.yaml), cycles refused; a job's stored recipe
+  is bounded even when no alias made it big.
 - /api/apply: a row whose text is not a string is that row's reject, not a 400 for the call; the characters
   of the posted rows are bounded.
 - A state-changing request another site makes (Origin elsewhere or null, Sec-Fetch-Site: cross-site, a form or
@@ -125,9 +125,11 @@ def test_json_recipe_counted(client):
 def test_load_yaml_limits_unit():
     with pytest.raises(core.TooLarge):
         core.load_yaml("a: " + "b" * (core.MAX_YAML + 1))
-    with pytest.raises(ValueError, match="alias"):
-        core.load_yaml("a: &x 1\nb: *x\n")
-    assert core.load_yaml("a: &x 1\nb: 2\n") == {"a": 1, "b": 2}  # an anchor alone repeats nothing
+    with pytest.raises(core.TooLarge, match="aliases expanded"):
+        core.load_yaml("a: &x " + "b" * 600_000 + "\nb: *x\n")
+    with pytest.raises(ValueError, match="cycle"):
+        core.load_yaml("a: &x [1, *x]\n")
+    assert core.load_yaml("a: &x 1\nb: *x\n") == {"a": 1, "b": 1}
     assert core.load_yaml("a: [1, {b: c}]\nd: 2020-01-01\n")["a"] == [1, {"b": "c"}]
 
 
@@ -136,29 +138,54 @@ def test_alias_bomb_refused_as_a_job(server, client):
     before = _job_dirs(server)
     assert len(ALIAS_BOMB) < 200_000
     r = client.post("/api/jobs", json={"yaml": ALIAS_BOMB})
-    assert r.status_code == 400, r.text[:300]
-    assert "alias" in r.json()["error"]
+    assert r.status_code == 413, r.text[:300]
+    assert "characters (aliases expanded)" in r.json()["error"]
     assert _job_dirs(server) == before  # nothing stored
 
 
-@pytest.mark.parametrize("yaml_text", [
-    # aliases in other keys: an op's param, a merge key, the project name
-    "dataset_path: data/cc-sample.jsonl.gz\nprocess:\n  - replace_content_mapper: {pattern: a, repl: &r " + BIG
-    + "}\n  - replace_content_mapper: {pattern: b, repl: *r}\n",
-    "dataset_path: data/cc-sample.jsonl.gz\nbase: &b {min_num: 1}\nprocess:\n  - words_num_filter: {<<: *b}\n",
-    "project_name: &p demo\ndataset_path: data/cc-sample.jsonl.gz\nexport_extra_args: {name: *p}\n",
-], ids=["op-param", "merge-key", "project-name"])
+HEAD = "dataset_path: data/cc-sample.jsonl.gz\n"
+
+
+@pytest.mark.parametrize("yaml_text, why", [
+    # aliases in other keys: an op's param, a merge key, nested anchors (values rather than characters)
+    (HEAD + "r: &r " + BIG + "\nprocess:\n" + "  - replace_content_mapper: {pattern: a, repl: *r}\n" * 1100,
+     "characters (aliases expanded)"),
+    (HEAD + "process:\n  - words_num_filter: &b {min_num: 1, pad: " + BIG + "}\n"
+     + "  - words_num_filter: {<<: *b}\n" * 1100, "characters (aliases expanded)"),
+    (HEAD + "export_extra_args:\n  a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"  {c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+        for p, c in zip("abcde", "bcdef")), "values (aliases expanded)"),
+    (HEAD + "export_extra_args:\n  a: &a [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[x]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]\n"
+     "  b: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[*a]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]\n", "deeper than"),
+], ids=["op-param", "merge-key", "nested-anchors", "depth"])
 @pytest.mark.parametrize("route", ["/api/jobs", "/api/analyze", "/api/recipes/validate"])
-def test_aliases_refused_everywhere(server, client, yaml_text, route):
+def test_aliases_counted_expanded(server, client, yaml_text, why, route):
     before = _job_dirs(server)
+    assert len(yaml_text) < 100_000
     r = client.post(route, json={"yaml": yaml_text})
-    if route == "/api/recipes/validate":
-        assert r.status_code == 200 and r.json()["ok"] is False
-        assert "alias" in r.json()["errors"][0]["message"]
-    else:
-        assert r.status_code == 400, r.text[:300]
-        assert "alias" in r.json()["error"]
+    assert r.status_code == 413, r.text[:300]
+    assert why in r.json()["error"]
     assert _job_dirs(server) == before
+
+
+def test_small_aliases_still_work(server, client):
+    """The YAML the CLI takes: an anchor reused and a merge key, well within the limits."""
+    text = (HEAD + "process:\n  - words_num_filter: &w {min_num: 5}\n  - words_num_filter: *w\n"
+            "  - text_length_filter: {<<: {min_len: 10}, max_len: 100000}\n")
+    r = client.post("/api/recipes/validate", json={"yaml": text})
+    assert r.status_code == 200 and r.json()["ok"] is True, r.text
+    r = client.post("/api/jobs", json={"yaml": text, "name": "anchors"})
+    assert r.status_code == 201, r.text
+    job = poll(client, r.json()["id"])
+    assert job["state"] == "done", job
+
+
+def test_cyclic_alias_refused(client):
+    r = client.post("/api/recipes/validate", json={"yaml": HEAD + "export_extra_args: &a {self: *a}\n"})
+    assert r.status_code == 200 and r.json()["ok"] is False
+    assert "cycle" in r.json()["errors"][0]["message"]
+    r = client.post("/api/jobs", json={"yaml": HEAD + "export_extra_args: &a [*a]\n"})
+    assert r.status_code == 400 and "cycle" in r.json()["error"]
 
 
 def test_stored_recipe_bounded(server, client):
@@ -293,11 +320,13 @@ def mcp_server(svc_root, tmp_path_factory):
 
 def test_mcp_aliases_and_sizes(mcp_server):
     err, body = mcp_server.tool("run_recipe", {"recipe_yaml": ALIAS_BOMB})
-    assert err and "alias" in body["errors"][0]["message"]
+    assert err and "aliases expanded" in body["errors"][0]["message"]
     jobs = Path(mcp_server.state) / "jobs"
     assert not jobs.is_dir() or not any(jobs.iterdir())
     err, body = mcp_server.tool("validate_recipe", {"recipe_yaml": ALIAS_BOMB})
-    assert not err and body["ok"] is False and "alias" in body["errors"][0]["message"]
+    assert not err and body["ok"] is False and "aliases expanded" in body["errors"][0]["message"]
+    err, body = mcp_server.tool("run_recipe", {"recipe_yaml": "a: &a [*a]\n"})
+    assert err and "cycle" in body["errors"][0]["message"]
     err, body = mcp_server.tool("validate_recipe", {"recipe_yaml": "a: " + "b" * (core.MAX_YAML + 10)})
     assert body["ok"] is False and "over the limit" in body["errors"][0]["message"]
     err, body = mcp_server.tool("run_recipe", {"recipe_yaml": "[" * 3000 + "]" * 3000})
