@@ -94,16 +94,47 @@ def _waveform(samples, budget: int) -> tuple[str, int, int] | None:
     return (uri, w, h) if len(uri) <= min(MAX_BYTES, budget) else None
 
 
+AUDIO_SECONDS = 60  # of an audio file drawn as its waveform (a long file is not decoded whole)
+
+
+def _first_frame(item):
+    """A video's first key frame (no decoding through the video to reach a later one)."""
+    from ..media.frames import iter_key_frames
+    gen = iter_key_frames(item)
+    try:
+        return next(gen, None)
+    finally:
+        gen.close()
+
+
+def _signal(item):
+    """The first AUDIO_SECONDS of an audio file's first channel, as floats (the waveform is scaled to its
+    peak, so the sample format's range does not matter)."""
+    import numpy as np
+    from ..media.audio import frames
+    parts, n, gen = [], 0, frames(item)
+    try:
+        for f in gen:
+            a = f.to_ndarray()
+            a = a[0] if f.format.is_planar else a.reshape(-1, max(1, len(f.layout.channels)))[:, 0]
+            parts.append(a.astype(np.float32))
+            n += len(a)
+            if n >= AUDIO_SECONDS * (f.sample_rate or 48000):
+                break
+    finally:
+        gen.close()
+    x = np.concatenate(parts) if parts else np.zeros(0, np.float32)
+    return x - x.mean() if x.size else x
+
+
 def _one(item, kind: str, budget: int):
     if kind == "image":
         from ..media.image import load_image
         return _encode(load_image(item), budget)
     if kind == "video":
-        from ..media.frames import uniform_frames
-        frames = uniform_frames(item, 1)
-        return _encode(frames[0], budget) if frames else None
-    from ..media.audio import load
-    return _waveform(load(item)[0], budget)
+        frame = _first_frame(item)
+        return _encode(frame, budget) if frame is not None else None
+    return _waveform(_signal(item), budget)
 
 
 def thumbnails(row: dict, keys: list[tuple[str, str]], base_dir: str | None = None,
