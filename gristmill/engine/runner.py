@@ -163,6 +163,8 @@ class StageEngine:
         for op in ops:
             op.bind_text_key(cfg.text_key)
         stages = build_stages(ops)
+        # every op by position: a stage's progress also counts the resolve of the global op before it
+        self._op_names = {o.position: o.name for o in ops}
         export_fmt, export_comp = export_format(cfg.export_path) if cfg.export_path else ("ipc", "")
         fp = input_fp or input_fingerprint(shards, opts, cfg)
         if cfg.id_prefix or cfg.add_suffix:  # they change what stage 0 reads
@@ -252,7 +254,7 @@ class StageEngine:
         todo = [t for t, r in zip(tasks, results) if r is None]
         if len(todo) < len(tasks):
             self.log(f"stage {stage.index}: {len(tasks) - len(todo)} of {len(tasks)} shards already done, skipped")
-        prog = Progress(self.cfg.progress, {o.position: o.name for o in stage.ops})
+        prog = Progress(self.cfg.progress, {**getattr(self, "_op_names", {}), **{o.position: o.name for o in stage.ops}})
         prog.start(f"stage {stage.index}", len(tasks))
         for r in results:
             if r is not None:

@@ -146,3 +146,13 @@ def test_a_failed_job_carries_its_error_as_data(root, manager):
     res = json.loads((Path(manager.jobs_dir) / job["id"] / "result.json").read_text())
     assert res["status"] == job["exit_code"] and res["error"]["message"]
     assert job["error"].startswith("error:") and res["error"]["message"] in job["error"]
+
+
+def test_a_finished_jobs_progress_names_every_op(root, manager):
+    recipe = {"project_name": "named", "dataset_path": "data/parts/part-1.jsonl", "np": 1,
+              "process": [{"words_num_filter": {"min_num": 5}}, {"document_deduplicator": {}},
+                          {"text_length_filter": {"min_len": 10}}]}
+    job = manager.wait(manager.submit(recipe)["id"], 300)
+    assert job["state"] == "done", job
+    names = [o["op"] for o in job["progress"]["ops"]]
+    assert names and "document_deduplicator" in names and not any(n.isdigit() for n in names), names
