@@ -37,10 +37,37 @@ def _fail(value, e: BaseException) -> ValueError:
     return av_error(value, "open video", e)
 
 
-def open_video(value):
+@contextlib.contextmanager
+def open_video(value, decode: bool = True):
     """The PyAV input container of a video (path or bytes), closed on exit; raises the clear errors of
-    the module docstring. The container must have a video stream."""
-    return open_av(value, "video", "open video")
+    the module docstring. The container must have a video stream. ``decode``: frames will be decoded, so
+    the first video stream's frame size (from its header) must be within the trust policy's
+    ``max_pixels`` (``trust.TooLarge`` otherwise, before any frame is decoded); header-only readers
+    (``probe``, packet hashes, key-frame times) pass False."""
+    with open_av(value, "video", "open video") as c:
+        if decode:
+            check_frame_pixels(value, c.streams.video[0])
+        yield c
+
+
+def check_streams_pixels(src: str, value) -> None:
+    """``check_frame_pixels`` over every video stream of the file ``src`` (an audio file has none; one
+    PyAV cannot open is left to ffmpeg's own error)."""
+    import av
+    try:
+        c = av.open(src)
+    except Exception:  # noqa: BLE001 - ffmpeg reports it
+        return
+    with c:
+        for s in c.streams.video:
+            check_frame_pixels(value, s)
+
+
+def check_frame_pixels(value, stream) -> None:
+    """``trust.TooLarge`` when a frame of the video ``stream`` (its codec header's width x height) is over
+    the policy's ``max_pixels``."""
+    cc = stream.codec_context
+    trust.check_pixels(int(cc.width or 0), int(cc.height or 0), f"video frame of {describe(value)[:300]}")
 
 
 def _ffprobe_seconds(x: float) -> float:
@@ -52,7 +79,7 @@ def probe(value, backend: str = "ffmpeg") -> VideoInfo:
     """Header facts of a video's first video stream. ``backend`` gives Data-Juicer's duration rule:
     ``ffmpeg`` = the stream's duration as ffprobe prints it, else the container's (e.g. Matroska has no
     stream duration); ``av`` = the stream's exact duration (container's when the stream has none)."""
-    with open_video(value) as c:
+    with open_video(value, decode=False) as c:
         s = c.streams.video[0]
         if s.duration is not None:
             dur = float(s.duration * s.time_base)
@@ -71,7 +98,7 @@ def packets_md5(values) -> str:
     video, in order (demuxed, not decoded)."""
     h = hashlib.md5()
     for v in dict.fromkeys(values):
-        with open_video(v) as c:
+        with open_video(v, decode=False) as c:
             try:
                 for p in c.demux():
                     if p.stream.type == "video":
@@ -84,7 +111,7 @@ def packets_md5(values) -> str:
 def keyframe_times(value) -> list[float]:
     """Presentation times (s) of the first video stream's key frames before its end, from the key
     packets (a key packet starts a key frame; no decoding)."""
-    with open_video(value) as c:
+    with open_video(value, decode=False) as c:
         s = c.streams.video[0]
         tb = s.time_base
         start = (s.start_time or 0) * tb
@@ -228,4 +255,5 @@ def ffmpeg_filter(value, out: str, name: str, kwargs: dict | None = None, global
     args = ":".join(f"{k}={_escape(v)}" for k, v in sorted((kwargs or {}).items()))
     spec = f"[0]{name}{'=' + args if args else ''}[s0]"
     with as_file(value, suffix) as src:
+        check_streams_pixels(src, value)  # ffmpeg decodes every frame: bounded like PyAV's decodes
         return run_ffmpeg([*global_args, "-i", src, "-filter_complex", spec, "-map", "[s0]"], out, value)

@@ -25,7 +25,9 @@ import pyarrow as pa
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from ...core import columns as C
+from ...core import trust
 from ...media import describe, media_values, open_media
+from ...media.image import check_image
 from ...registry import register
 from ._common import MediaRangeFilter, VideoParams, flatten, list_array
 
@@ -126,6 +128,7 @@ class VideoMotionScoreFilter(MediaRangeFilter):
             total = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
             step = max(min(round(fps / min(self.params.sampling_fps, fps)), total - 1), 1)
             hw = (cap.get(cv2.CAP_PROP_FRAME_HEIGHT), cap.get(cv2.CAP_PROP_FRAME_WIDTH))
+            trust.check_pixels(int(hw[1]), int(hw[0]), f"video frame of {describe(value)[:300]}")
 
             def frames():  # Data-Juicer's positions: 0, 1, then step, 2*step, ... (1 twice when step is 1)
                 nxt, last, k = 0, None, 0
@@ -161,6 +164,7 @@ class VideoMotionScoreFilter(MediaRangeFilter):
             for i, fr in enumerate(frames):
                 if step > 1 and i % step:
                     continue
+                check_image(fr)  # header: the frame's pixels within max_pixels before OpenCV decodes it
                 img = (cv2.imdecode(np.frombuffer(fr, np.uint8), cv2.IMREAD_COLOR) if isinstance(fr, bytes)
                        else cv2.imread(open_media(fr)))
                 if img is None:
