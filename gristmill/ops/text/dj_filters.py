@@ -523,6 +523,10 @@ class PerplexityFilter(RangeFilter):
 
     def __init__(self, **params):
         super().__init__(**params)
+        import importlib.util
+        if importlib.util.find_spec("kenlm") is None:  # an extra: kenlm builds from source (a C++ compiler)
+            raise ValueError("perplexity_filter needs KenLM, which is not installed: pip install "
+                             "'gristmill[perplexity]' (kenlm builds from source: it needs a C++ compiler)")
         from ...models import require
         require(self.models())
 
