@@ -17,7 +17,8 @@ def _data(tmp_path):
     rows = []
     for i in range(120):
         words = 5 + (i * 7) % 90
-        text = " ".join(("internationalization", "understanding", "extraordinary")[j % 3] for j in range(words)) + (" !!!" * (i % 9) * 3)
+        words_ = ("internationalization", "understanding", "extraordinary")
+        text = " ".join(words_[j % 3] for j in range(words)) + (" !!!" * (i % 9) * 3)
         rows.append({"id": f"d{i}", "text": text})
     p = tmp_path / "data.jsonl"
     p.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
@@ -30,8 +31,8 @@ OPS = ["--ops", "words_num_filter: {min_num: 20}", "--ops", "special_characters_
 def test_several_what_ifs_each_alone_and_combined(tmp_path, capsys):
     data = _data(tmp_path)
     work = tmp_path / "work"
-    assert main(["analyze", str(data), "--work-dir", str(work), "--no-progress", *OPS,
-                 "--what-if", "words_num_filter.min_num=40", "--what-if", "special_characters_filter.max_ratio=0.1"]) == 0
+    assert main(["analyze", str(data), "--work-dir", str(work), "--no-progress", *OPS, "--what-if",
+                 "words_num_filter.min_num=40", "--what-if", "special_characters_filter.max_ratio=0.1"]) == 0
     out = "".join(capsys.readouterr())
     model = json.loads((work / "analysis" / "report_model.json").read_text())
     s = pl.read_parquet(work / "analysis" / "stats.parquet").unnest("__stats__")
