@@ -265,3 +265,15 @@ def test_common_crawl_comment_counts(tmp_path):
     assert "37 HTML responses" in c and "keeps 22 of them" in c
     rep = _run_recipe(path, tmp_path)
     assert rep["rows_read"] == 37 and rep["rows_out"] == 22
+
+
+def test_multimodal_doc_says_what_the_readers_do(tmp_path):
+    """docs/multimodal.md: relative media paths in a JSONL resolve against the file's directory (its old
+    "Limits" said they did not, and that image_bytes_key was not read)."""
+    text = (REPO / "docs" / "multimodal.md").read_text()
+    assert "not yet wired" not in text and "is not read" not in text
+    from gristmill import Dataset
+    (tmp_path / "imgs").mkdir()
+    (tmp_path / "data.jsonl").write_text(json.dumps({"text": "a", "images": ["imgs/x.jpg"]}) + "\n")
+    rows = Dataset.load(str(tmp_path / "data.jsonl")).to_list()
+    assert rows[0]["images"] == [str(tmp_path / "imgs" / "x.jpg")]
