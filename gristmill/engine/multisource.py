@@ -11,6 +11,7 @@ one funnel over every source's ops and the shared ones.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -29,7 +30,7 @@ from ..io.writers import atomic_rename, shard_names, tmp_path
 from ..ops.base import Grouper, Mapper, Params
 from .base import create_engine
 from .config import RunConfig
-from .lock import WorkDirLock
+from .lock import ExportLock, WorkDirLock
 from .paths import check_outputs, check_writable
 from .plan import fingerprint
 from .report import POLICY_SKIPS
@@ -73,7 +74,7 @@ def run_sources(cfg: RunConfig, sources: list[SourceRun], ops: list,
     t0 = time.perf_counter()
     work = os.path.abspath(cfg.work_dir)
     _preflight(cfg, sources)
-    with WorkDirLock(work):
+    with WorkDirLock(work), (ExportLock(cfg.export_path, work) if cfg.export_path else contextlib.nullcontext()):
         reports = []
         for s in sources:
             sops = list(s.ops)

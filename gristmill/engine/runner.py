@@ -11,6 +11,7 @@ Work dir layout::
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -33,7 +34,7 @@ from ..ops.base import Grouper, Op, RemovalOp
 from .config import RunConfig
 from .executor import Executor
 from .export_record import begin_export, begin_media, check_export_target, finish_export
-from .lock import WorkDirLock
+from .lock import ExportLock, WorkDirLock
 from .media_op import check_mode, export_media_mode, export_media_op, read_refs
 from .paths import (RunRefused, check_outputs, check_writable, free_space_warning, naming, remove_own_tmp,
                     remove_stale_tmp)
@@ -91,7 +92,8 @@ class StageEngine:
     def _start(self, ops, inputs: list, opts: ReadOptions, t_start: float, presplit_inputs: bool,
                input_fp: str | None = None) -> dict:
         cfg = self.cfg
-        with WorkDirLock(self.work):
+        with WorkDirLock(self.work), (ExportLock(cfg.export_path, self.work) if cfg.export_path
+                                      else contextlib.nullcontext()):
             stale = remove_stale_tmp(self.work, recursive=True, any_pid=True)
             if cfg.export_path:
                 stale += remove_stale_tmp(os.path.dirname(os.path.abspath(cfg.export_path)), recursive=False)
