@@ -130,6 +130,8 @@ def create_op(name: str, params: dict | None, where: str = "", allow_scripts: bo
                       f"recipe (or --allow-scripts)")
     try:
         op = cls(**params)
+    except trust.Refused as e:  # Op.__init__ checks the params against the trust policy: say where
+        raise trust.Refused(f"{where}.{e}" if where else str(e)) from None
     except ValidationError as e:
         fields = cls.Params.model_fields
         msgs = []
@@ -144,7 +146,6 @@ def create_op(name: str, params: dict | None, where: str = "", allow_scripts: bo
         raise OpError("; ".join(msgs)) from None
     except (TypeError, ValueError) as e:
         raise OpError(f"{where}: {e}") from None
-    trust.check_op_params(name, op.params, where)  # under the service's policy: paths in its roots, no code
     op.ignored_params = ignored
     return op
 

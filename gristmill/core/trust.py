@@ -179,11 +179,12 @@ def _check(path, what: str, policy: Policy | None) -> str:
 
 
 # -- code ----------------------------------------------------------------------------------------------
-def check_code(what: str, policy: Policy | None = None) -> None:
-    """Refused unless the policy lets a run execute code it did not ship (trust_remote_code, scripts)."""
+def check_code(what: str, policy: Policy | None = None,
+               why: str = "runs code shipped with the data or model") -> None:
+    """Refused unless the policy lets a run execute code it did not ship (trust_remote_code, scripts) or
+    pass arguments through to a program that can reach any file (``why`` says which)."""
     if not (policy or current()).allow_code:
-        raise Refused(f"{what}: runs code shipped with the data or model; not allowed on this server "
-                      f"(start it with --allow-scripts)")
+        raise Refused(f"{what}: {why}; not allowed on this server (start it with --allow-scripts)")
 
 
 def remote_code_allowed(asked: bool, what: str = "trust_remote_code") -> bool:
@@ -274,7 +275,7 @@ def _values(v):
         yield os.fspath(v)
 
 
-def _model_name(v: str) -> bool:
+def is_model_name(v: str) -> bool:
     """A model-store name (``en.arpa.bin``, ``org/model``), not a path: resolved in the store the server's
     owner filled, so allowed; anything with a directory part beyond ``org/name`` is a path."""
     if os.path.isabs(v) or v.startswith(("~", ".")) or "\\" in v:
@@ -291,7 +292,7 @@ def check_op_params(op_name: str, params, where: str = "", policy: Policy | None
     at = f"{where}.{op_name}" if where else op_name
     for name, kind in path_params(type(params)).items():
         for v in _values(getattr(params, name, None)):
-            if kind == "model" and _model_name(v):
+            if kind == "model" and is_model_name(v):
                 continue
             if kind == "write":
                 check_write(v, f"{at}.{name}", pol)
@@ -300,3 +301,27 @@ def check_op_params(op_name: str, params, where: str = "", policy: Policy | None
     for name in ("trust_remote_code",):
         if getattr(params, name, False):
             check_code(f"{at}.{name}", pol)
+    _check_ffmpeg_args(params, at, pol)
+
+
+# ffmpeg options an op passes through as given: they can name any file (-i, an output name, a filter's file
+# option) or load a plugin library, so a restricted policy keeps them at their defaults unless code is allowed
+RAW_ARGS = ("global_args", "extra_args", "ffmpeg_extra_args")
+FILE_FILTERS = frozenset({"movie", "amovie", "subtitles", "ass", "sendcmd", "asendcmd", "frei0r", "frei0r_src",
+                          "ladspa", "lv2", "lut3d", "lut1d", "haldclut", "zmq", "azmq", "ocr", "drawtext"})
+FILE_OPTIONS = frozenset({"filename", "f", "file", "textfile", "fontfile", "fontsfile", "stats_file"})
+
+
+def _check_ffmpeg_args(params, at: str, pol: Policy) -> None:
+    if pol.allow_code:
+        return
+    fields = type(params).model_fields
+    for name in RAW_ARGS:
+        if name in fields and getattr(params, name, None) != fields[name].get_default(call_default_factory=True):
+            check_code(f"{at}.{name}", pol, "raw ffmpeg arguments can name any file")
+    filt = getattr(params, "filter_name", None)
+    if isinstance(filt, str) and filt.strip().lower() in FILE_FILTERS:
+        check_code(f"{at}.filter_name", pol, f"the ffmpeg filter {filt!r} reads files or loads plugins")
+    kwargs = getattr(params, "filter_kwargs", None)
+    if isinstance(kwargs, dict) and any(str(k).lower() in FILE_OPTIONS for k in kwargs):
+        check_code(f"{at}.filter_kwargs", pol, "a file option of an ffmpeg filter")

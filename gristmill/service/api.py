@@ -420,12 +420,12 @@ def create_app(manager: JobManager, *, token: str | None = None, allow_scripts: 
             raise ApiError(413, f"at most {core.MAX_ROWS} rows per call (got {len(body.rows)})")
         try:
             manager.check_scripts({"process": body.process})
-            manager.check_op_paths(body.process)
+            process = manager.check_op_paths(body.process)  # relative op paths: from the first data root
         except PermissionError as e:
             raise ApiError(403, str(e)) from None
         try:
             with manager.trusted():
-                res = core.apply_ops(body.rows, body.process, body.text_key, allow_scripts=allow_scripts)
+                res = core.apply_ops(body.rows, process, body.text_key, allow_scripts=allow_scripts)
         except PermissionError as e:
             raise ApiError(403, str(e)) from None
         except core.TooLarge as e:

@@ -396,23 +396,38 @@ class JobManager:
                 raise PermissionError(f"op {n!r} runs user code: not allowed on this server "
                                       f"(start it with --allow-scripts)")
 
-    def check_op_paths(self, process, where: str = "process") -> None:
-        """PathRefused when an op's file or directory param (``*_path``, ``*_dir``, ``*_file``: word lists, models,
-        URL lists) names something outside the data roots. A bare name (no directory part, nothing of that name
-        under the first root) is left to the op: a model store name, a bundled list."""
+    def check_op_paths(self, process, where: str = "process") -> list:
+        """``process`` with every path param its ops declare (``trust.path_param``: word lists, models, URL lists,
+        save dirs) made absolute against the first data root and checked (PathRefused when outside the roots;
+        a write path may not exist yet). A model param holding a store name (``en.arpa.bin``, ``org/model``) is
+        left to the store. Entries that are not ops are left for validation to report."""
+        from ..core import trust
+        from ..registry import all_ops
+        ops = all_ops()
+        out = []
         for i, entry in enumerate(process or []):
-            if not isinstance(entry, dict) or len(entry) != 1:
-                continue
-            name, params = next(iter(entry.items()))
-            for key, value in (params or {}).items() if isinstance(params, dict) else ():
-                if not (isinstance(key, str) and key.endswith(("_path", "_dir", "_file"))):
-                    continue
-                for v in value if isinstance(value, list) else [value]:
-                    if not isinstance(v, str) or not v:
-                        continue
-                    pathlike = os.sep in v or v.startswith("~") or v in (".", "..")
-                    if pathlike or os.path.lexists(os.path.join(self.base, v)):
-                        self.check_input(v, f"{where}[{i}].{name}.{key}")
+            if isinstance(entry, dict) and len(entry) == 1:
+                name, params = next(iter(entry.items()))
+                cls = ops.get(name) if isinstance(name, str) else None
+                if cls is not None and isinstance(params, dict):
+                    params = dict(params)
+                    for key, kind in trust.path_params(cls.Params).items():
+                        if key in params:
+                            params[key] = self._op_path(params[key], kind, f"{where}[{i}].{name}.{key}")
+                    entry = {name: params}
+            out.append(entry)
+        return out
+
+    def _op_path(self, v, kind: str, what: str):
+        if isinstance(v, list):
+            return [self._op_path(x, kind, what) for x in v]
+        if not isinstance(v, str) or not v:
+            return v
+        from ..core import trust
+        if kind == "model" and not os.path.lexists(os.path.join(self.base, os.path.expanduser(v))) \
+                and trust.is_model_name(v):
+            return v
+        return self.check_output(v, what) if kind == "write" else self.check_input(v, what)
 
     def check_input(self, path, what: str = "path") -> str:
         """An input path (file, directory, glob) checked against the data roots: absolute, or PathRefused."""
@@ -425,7 +440,8 @@ class JobManager:
         """The recipe as the job runs it: every path checked (PathRefused) and made absolute, the work dir the
         job's, the default export JOB/out/NAME.jsonl."""
         r = dict(recipe)
-        self.check_op_paths(r.get("process"))
+        if isinstance(r.get("process"), list):
+            r["process"] = self.check_op_paths(r["process"])
         if r.get("dataset_path") is not None:
             r["dataset_path"] = map_dataset_path(r["dataset_path"], lambda p: self.check_input(p, "dataset_path"))
         if isinstance(r.get("sources"), list):
@@ -460,7 +476,8 @@ class JobManager:
             s["path"] = [self.check_input(p, f"{at}.path") for p in s["path"]]
         elif s.get("path") is not None:
             s["path"] = self.check_input(s["path"], f"{at}.path")
-        self.check_op_paths(s.get("process"), f"{at}.process")
+        if isinstance(s.get("process"), list):
+            s["process"] = self.check_op_paths(s["process"], f"{at}.process")
         return s
 
     @staticmethod

@@ -389,7 +389,7 @@ def build_server(data_roots: list[str], state_dir: str, allow_scripts: bool = Fa
         {"min_num": 50}}, "document_deduplicator", …]; rows are JSON objects with the text in text_key.
         Answers the rows that come out (with their __stats__) and, per op, rows in / out, the removed rows
         with their reason and the rejected rows with the error. Nothing is written to disk."""
-        chain = [{p: {}} if isinstance(p, str) else p for p in process]
+        chain = manager().check_op_paths([{p: {}} if isinstance(p, str) else p for p in process])
         with manager().trusted():
             res = core.apply_ops(rows, chain, text_key=text_key, allow_scripts=allow_scripts)
         return _shorten(_jsonable(res), max(0, max_chars))

@@ -123,8 +123,12 @@ def test_rest_apply_refuses_paths_outside_the_roots(server, root, case):
     process = {
         "outside": [{"image_text_similarity_filter": {"hf_clip": str(out / "evil"), "device": "cpu"}}],
         "symlink": [{"image_nsfw_filter": {"hf_nsfw_model": str(root / "link-out" / "evil"), "device": "cpu"}}],
-        "relative": [{"image_captioning_mapper": {"hf_img2seq": "models/evil/", "device": "cpu"}}],
-        "dotted": [{"image_text_similarity_filter": {"hf_clip": "./models/evil", "device": "cpu"}}],
+        # relative op paths are taken from the first data root (as the recipe's own paths): one that climbs
+        # out of it is refused
+        "relative": [{"image_captioning_mapper": {"hf_img2seq": os.path.relpath(out / "evil", root) + "/",
+                                                  "device": "cpu"}}],
+        "dotted": [{"image_text_similarity_filter": {"hf_clip": "./models/../" + os.path.relpath(out / "evil", root),
+                                                     "device": "cpu"}}],
         "tokenizer": [{"token_num_filter": {"hf_tokenizer": str(out / "tokenizer.json")}}],
         "stopwords": [{"stopwords_filter": {"stopwords_dir": str(out)}}],
         "save_dir": [{"image_blur_mapper": {"save_dir": str(out / "produced")}}],
@@ -199,3 +203,38 @@ def test_mcp_apply_ops_checks_model_paths(mcp_server, root):
         err, body = mcp_server.tool("apply_ops", {"rows": _rows(root), "process": process})
         assert err and "outside the server's data roots" in body["errors"][0]["message"], body
     assert not _marker(root).exists()
+
+
+def test_relative_op_paths_are_taken_from_the_first_root(server, root):
+    """A relative op path is made absolute against the first data root (as the recipe's dataset paths are),
+    then checked: a stopwords dir inside the root works through apply, from any server working directory."""
+    (root / "words").mkdir(exist_ok=True)
+    (root / "words" / "stopwords.json").write_text(json.dumps({"en": ["the", "and", "of"]}), encoding="utf-8")
+    with server.client() as c:
+        r = c.post("/api/apply", json={"rows": [{"text": "the cat and the dog of the house"}],
+                                       "process": [{"stopwords_filter": {"stopwords_dir": "words", "lang": "en",
+                                                                         "min_ratio": 0.1}}]})
+    assert r.status_code == 200, r.text
+    assert r.json()["ops"][0]["rows_out"] == 1
+
+
+@pytest.mark.parametrize("params", [
+    {"filter_name": "movie", "filter_kwargs": {"filename": "/etc/passwd"}},
+    {"filter_name": "scale", "filter_kwargs": {"w": 10, "h": 10}, "global_args": ["-i", "/etc/passwd"]},
+    {"filter_name": "drawtext", "filter_kwargs": {"textfile": "/etc/passwd"}},
+    {"filter_name": "subtitles", "filter_kwargs": {"f": "/etc/passwd"}},
+])
+def test_ffmpeg_arguments_that_can_name_files_need_allow_scripts(params, tmp_path):
+    """Raw ffmpeg arguments and filters that read files or load plugins are refused under the service's
+    policy (kept at their defaults) unless code is allowed; the defaults themselves pass."""
+    from gristmill.core import trust
+    from gristmill.registry import create_op
+    with trust.active(trust.service_policy([tmp_path])):
+        with pytest.raises(PermissionError, match="--allow-scripts"):
+            create_op("video_ffmpeg_wrapped_mapper", params, "process[0]")
+        create_op("video_ffmpeg_wrapped_mapper", {"filter_name": "scale", "filter_kwargs": {"w": 10, "h": 10}})
+        create_op("video_split_by_scene_mapper", {})  # its default ffmpeg arguments
+        with pytest.raises(PermissionError, match="raw ffmpeg arguments"):
+            create_op("video_split_by_scene_mapper", {"ffmpeg_extra_args": "-i /etc/passwd"})
+    with trust.active(trust.service_policy([tmp_path], allow_code=True)):
+        create_op("video_ffmpeg_wrapped_mapper", params, "process[0]")
