@@ -321,7 +321,8 @@ def cmd_analyze(args) -> int:
                 raise RecipeError(f"{args.target}: `gristmill analyze` takes one dataset; a recipe with `sources:` "
                                   f"is analysed one source at a time (its path, with --ops)")
             for w in warnings:
-                con.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+                if not w.startswith("no export_path"):  # analyze exports nothing
+                    con.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
             cfg = run_config(recipe, np=args.np, work_dir=args.work_dir, progress=not args.no_progress,
                              engine=args.engine, address=args.address)
             percentiles = recipe.percentiles
