@@ -317,6 +317,9 @@ def cmd_analyze(args) -> int:
     try:
         if args.target.endswith((".yaml", ".yml")):
             recipe, ops, warnings = load_recipe(args.target, {"allow_scripts": True} if args.allow_scripts else None)
+            if recipe.tokenize_only():
+                raise RecipeError(f"{args.target}: a tokenize-only recipe has no dataset to analyze (give "
+                                  f"`gristmill analyze` a dataset path)")
             if recipe.sources:
                 raise RecipeError(f"{args.target}: `gristmill analyze` takes one dataset; a recipe with `sources:` "
                                   f"is analysed one source at a time (its path, with --ops)")
