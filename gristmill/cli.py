@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
@@ -17,121 +16,69 @@ def _console():
 
 
 def cmd_run(args) -> int:
-    from .engine.base import create_engine
-    from .recipe import RecipeError, load_recipe, run_config
+    """`gristmill run`: the recipe's plan through the pipeline, rendered on the console."""
+    from .pipeline import PipelineError, plan_recipe, run
     con = _console()
     try:
-        recipe, ops, warnings = load_recipe(args.recipe, {"allow_scripts": True} if args.allow_scripts else None)
-        check_tokenize_section(recipe, args.recipe)
-    except (RecipeError, FileNotFoundError) as e:
-        con.print(f"[red]error:[/red] {e}", markup=True, highlight=False)
-        return 2
-    for w in warnings:
+        plan = plan_recipe(args.recipe, np=args.np, work_dir=args.work_dir, progress=not args.no_progress,
+                           engine=args.engine, address=args.address, allow_scripts=args.allow_scripts,
+                           max_reject_ratio=args.max_reject_ratio)
+    except PipelineError as e:
+        return print_error(e, con)
+    for w in plan.warnings:
         con.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
-    cfg = run_config(recipe, np=args.np, work_dir=args.work_dir, progress=not args.no_progress,
-                     engine=args.engine, address=args.address)
-    _warn_np(cfg.np, con)
-    if recipe.download:
-        from .web.download import run_download_stage
-        if not run_download_stage(recipe.download, lambda m: con.print(f"  {m}", highlight=False)):
-            con.print("[red]error:[/red] downloads failed (rerun to retry; `download.on_failure: continue` "
-                      "processes what was downloaded)", highlight=False)
-            return 1
-    if recipe.tokenize_only():  # a tokenize section with its own sources: nothing to filter or export
-        con.print(f"[bold]{recipe.project_name}[/bold]: tokenize only, np={cfg.np}, work dir {cfg.work_dir}",
-                  highlight=False)
-        return tokenize_export(recipe, None, cfg, con)
-    log = lambda m: con.print(f"  {m}", highlight=False)  # noqa: E731
-    if recipe.sources:
-        from .engine.multisource import run_sources
-        from .recipe import source_configs
-        runs = source_configs(recipe, cfg)
-        con.print(f"[bold]{recipe.project_name}[/bold]: {len(runs)} sources, {len(ops)} shared ops, np={cfg.np}, "
-                  f"work dir {cfg.work_dir}", highlight=False)
-        status, report = run_guarded(lambda: run_sources(cfg, runs, ops, log=log), cfg.work_dir, con)
+    _warn_np(plan.cfg.np, con)
+    name, _, rest = plan.describe().partition(": ")
+    con.print(f"[bold]{escape(name)}[/bold]: {escape(rest)}", highlight=False)
+    res = run(plan, ConsoleObserver(con))
+    if res.error is not None:
+        return print_error(res.error, con)
+    return res.status
+
+
+def escape(text: str) -> str:
+    from rich.markup import escape as esc  # a message may hold brackets: pip install 'gristmill[ray]'
+    return esc(str(text))
+
+
+class ConsoleObserver:
+    """The pipeline's observer for the console: log lines indented, the run's table, the token summary."""
+
+    def __init__(self, con):
+        self.con = con
+
+    def log(self, message: str) -> None:
+        self.con.print(f"  {message}", highlight=False)
+
+    def report(self, report: dict) -> None:
+        print_report(report, self.con)
+
+    def tokens(self, report: dict, html: str | None) -> None:
+        from .tokenize.summary import print_summary
+        print_summary(report, self.con)
+        if html:
+            self.con.print(f"report: {html}", highlight=False)
+
+
+def print_error(e, con) -> int:
+    """A ``PipelineError`` as one line (an interruption in yellow, with how to resume); its exit status."""
+    from .pipeline.errors import SIGINT, SIGTERM
+    if e.status in (SIGINT, SIGTERM):
+        con.print(f"[yellow]{escape(e.message)}[/yellow]: {escape(e.hint)}", highlight=False)
     else:
-        con.print(f"[bold]{recipe.project_name}[/bold]: {len(ops)} ops, np={cfg.np}, work dir {cfg.work_dir}",
-                  highlight=False)
-        status, report = run_guarded(lambda: create_engine(cfg, log=log).run(ops), cfg.work_dir, con)
-    if report is None:
-        return status
-    max_ratio = recipe.max_reject_ratio if args.max_reject_ratio is None else args.max_reject_ratio
-    verdict = reject_verdict(report, max_ratio)
-    if verdict and not report.get("rows_out"):
-        drop_empty_export(report)  # a failed run publishes no empty export
-    print_report(report, con)
-    if verdict:
-        con.print(f"[red]error:[/red] {verdict}", highlight=False)
-        return 1
-    if recipe.tokenize:
-        return tokenize_export(recipe, report, cfg, con)
-    return 0
+        con.print(f"[red]error:[/red] {escape(e)}", highlight=False)
+    return e.status
 
 
 def run_guarded(fn, work_dir: str, con) -> tuple[int, object]:
-    """``(0, fn())``, or an exit status and None after printing one line: 2 for a run refused before it
-    started, 1 for a failure while running, 130 / 143 for SIGINT / SIGTERM (the work dir stays resumable)."""
-    import errno
-    from concurrent.futures.process import BrokenProcessPool
-    from .engine.interrupt import Interrupted, signals_raise
-    from .engine.lock import WorkDirBusy
-    resume = f"rerun the same command to resume (work dir {work_dir})"
-    try:
-        with signals_raise():
-            return 0, fn()
-    except (Interrupted, KeyboardInterrupt) as e:
-        status = e.exit_status if isinstance(e, Interrupted) else 130
-        con.print(f"[yellow]interrupted ({e or 'SIGINT'})[/yellow]: {resume}", highlight=False)
+    """``(0, fn())``, or an exit status and None after printing one line (``pipeline.run.guarded``'s
+    statuses: 2 refused before it started, 1 failed, 130 / 143 interrupted, the work dir resumable)."""
+    from .pipeline.run import guarded
+    status, out = guarded(fn, f"rerun the same command to resume (work dir {work_dir})")
+    if status:
+        print_error(out, con)
         return status, None
-    except (WorkDirBusy, FileNotFoundError, ValueError) as e:
-        from rich.markup import escape  # a message may hold brackets: pip install 'gristmill[ray]'
-        con.print(f"[red]error:[/red] {escape(str(e))}", highlight=False)
-        return 2, None
-    except BrokenProcessPool:
-        con.print(f"[red]error:[/red] a worker process died (killed, or out of memory?); {resume}", highlight=False)
-        return 1, None
-    except OSError as e:
-        if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
-                           errno.EISDIR, errno.EIO):
-            raise
-        where = f": {e.filename}" if e.filename else ""
-        con.print(f"[red]error:[/red] {e.strerror}{where}; fix that and {resume}", highlight=False)
-        return 1, None
-
-
-def drop_empty_export(report: dict) -> None:
-    """Remove the files of a failed run's export that holds no row (every row rejected): a consumer would
-    take an empty file for a result. The work dir keeps everything, so the rerun that fixes the cause
-    writes the export again; ``report["exported_files"]`` becomes [] (report.json is left as written)."""
-    files = report.get("exported_files") or []
-    for f in files:
-        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
-            os.unlink(f)
-    export = report.get("export_path")
-    if files and export and os.path.isdir(export):  # an HF datasets directory: its metadata, then itself if empty
-        for meta in ("dataset_info.json", "state.json"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(export, meta))
-        with contextlib.suppress(OSError):
-            os.rmdir(export)
-    report["exported_files"] = []
-
-
-def reject_verdict(report: dict, max_ratio: float) -> str | None:
-    """Why a finished run failed its reject budget (None if it did not): every row rejected, or more than
-    ``max_ratio`` of the rows read; names the top reasons. Records a reader skipped by the user's own options
-    (e.g. WARC content types not asked for) are not errors and count on neither side."""
-    rows = sum(o["rows_in"] for o in report["ops"] if o["op"] == "read") or report["rows_read"]
-    reasons = [r for r in report.get("reject_reasons", []) if not r.get("policy_skip")]
-    skipped = report.get("rejects", 0) - sum(r["count"] for r in reasons)  # by the reader's own options
-    rows, rejected = rows - skipped, report.get("rejects", 0) - skipped
-    if not rows or not rejected or (rejected < rows and rejected / rows <= max_ratio):
-        return None
-    top = "; ".join(f"{r['count']:,} × {r['op']} {r['error_type']} ({r['example']})"
-                    for r in reasons[:5])
-    what = "every row was rejected" if rejected >= rows else \
-        f"{rejected:,} of {rows:,} rows rejected ({rejected / rows:.1%} > max_reject_ratio {max_ratio})"
-    return f"{what}; top reasons: {top}; see {report.get('rejects_file')}"
+    return 0, out
 
 
 def _warn_np(np_: int, con) -> None:
@@ -459,12 +406,8 @@ def cmd_tokenize(args) -> int:
     if report is not None:
         if args.json:
             print(json.dumps(report, indent=2, default=str))
-        from .tokenize.summary import print_summary
-        print_summary(report, con)
         from .analysis.report import add_tokens
-        html = add_tokens(work, report["stats"])  # a recipe's run report gains the token stats
-        if html:
-            con.print(f"report: {html}", highlight=False)
+        ConsoleObserver(con).tokens(report, add_tokens(work, report["stats"]))  # the run report gains them
     return status
 
 
@@ -473,6 +416,8 @@ def _tokenize_job(args) -> tuple[dict, int, str, str, str | None]:
     `gristmill run` exported (its report's exported_files) in the run's work dir, so both commands share token
     shards, on the recipe's engine (executor_type / ray_address) unless --engine / --address say otherwise."""
     import yaml
+
+    from .pipeline.tokenize_step import check_section, export_section, exported_files
     from .recipe import RecipeError, load_recipe, run_config
     from .tokenize.run import preflight
     try:
@@ -491,10 +436,10 @@ def _tokenize_job(args) -> tuple[dict, int, str, str, str | None]:
     recipe, _, _ = load_recipe(args.recipe, {"allow_scripts": True})
     if not recipe.tokenize:
         raise RecipeError(f"{args.recipe}: the `tokenize:` section is empty (see docs/tokenize.md)")
-    check_tokenize_section(recipe, args.recipe)
+    check_section(recipe, args.recipe)
     cfg = run_config(recipe, np=args.np, work_dir=args.work_dir, progress=False, engine=args.engine,
                      address=args.address)
-    return (_export_section(recipe, _exported_files(recipe, cfg.work_dir)), cfg.np, cfg.work_dir, cfg.engine,
+    return (export_section(recipe, exported_files(recipe, cfg.work_dir)), cfg.np, cfg.work_dir, cfg.engine,
             cfg.engine_address)
 
 
@@ -504,112 +449,6 @@ def _recipe_keys(raw: dict) -> list[str]:
     from .tokenize.config import TokenizeConfig
     return [k for k in raw if (k in Recipe.model_fields or k in DJ_IGNORED or k == "dataset")
             and k not in TokenizeConfig.model_fields]
-
-
-def _exported_files(recipe, work_dir: str):
-    """What the recipe's last run wrote for the tokenize step (its report.json): the exported files, or for
-    a multi-source recipe the report itself (per source files); None when the section names its own sources."""
-    from .recipe import RecipeError
-    if recipe.tokenize.get("sources") is not None or recipe.tokenize.get("dataset_path") is not None:
-        return None
-    try:
-        with open(os.path.join(work_dir, "report.json")) as f:
-            report = json.load(f)
-    except (OSError, ValueError):
-        report = {}
-    if recipe.sources and report.get("sources") is not None and report.get("export_path") == recipe.export_path:
-        return report
-    if report.get("export_path") == recipe.export_path and report.get("exported_files"):
-        return report["exported_files"]
-    raise RecipeError(f"no export of this recipe in {work_dir} (report.json): run `gristmill run` on it first, or "
-                      f"give the tokenize section `sources`")
-
-
-def _export_section(recipe, done) -> dict:
-    """The recipe's tokenize section reading what the run wrote: ``done`` is the run's report (or its
-    exported files; None before the run). A multi-source run's sources are mixed by their weights from
-    their own files; a section naming its own sources keeps them."""
-    from .tokenize.config import with_export, with_sources
-    if recipe.sources and isinstance(done, dict):
-        return with_sources(recipe.tokenize, _mixture(recipe, done), recipe.export_path, done.get("exported_files"))
-    if isinstance(done, dict):
-        done = done.get("exported_files")
-    return with_export(recipe.tokenize, recipe.export_path, done)
-
-
-def _mixture(recipe, report: dict) -> list[dict] | None:
-    """[{name, weight, paths}] of a multi-source run's output, or None when its rows no longer split by
-    source (a grouper in the shared process) and no weights ask for it."""
-    files = report.get("source_files")
-    if files is None:
-        return None
-    rows = {s["name"]: s.get("rows_out") for s in report.get("sources") or []}
-    # a source left with no rows has no tokens to give its share: it is left out of the mixture
-    return [{"name": s.name, "weight": s.weight, "paths": (files.get(s.name) or []) if rows.get(s.name) != 0 else []}
-            for s in recipe.sources]
-
-
-def check_tokenize_section(recipe, source: str) -> None:
-    """Validate a recipe's `tokenize:` section, its tokenizer, special tokens and sources before the run
-    starts (a typo fails now, not after the filtering): RecipeError, one line per problem."""
-    if not recipe.tokenize:
-        return
-    from .io.planner import parse_weighted
-    from .recipe import RecipeError
-    from .tokenize.run import preflight
-    export = [recipe.export_path] if recipe.export_path else []
-    try:
-        if recipe.sources:
-            _check_mixable(recipe)
-            inputs = [p for s in recipe.sources for p in ([s.path] if isinstance(s.path, str) else s.path)] + export
-            section = recipe.tokenize
-            if section.get("sources") is None and section.get("dataset_path") is None:
-                # the run writes each source's files; before it, the sources' own paths stand for them
-                section = {**section, "sources": [{"path": s.path, "name": s.name, "weight": s.weight}
-                                                  for s in recipe.sources]}
-            preflight(section, f"{source}: tokenize", inputs, pending=export)
-            return
-        if recipe.tokenize_only():
-            preflight(recipe.tokenize, f"{source}: tokenize")
-            return
-        inputs = [p for _, p in parse_weighted(recipe.dataset_path)] + export
-        preflight(_export_section(recipe, None), f"{source}: tokenize", inputs, pending=export)
-    except (ValueError, FileNotFoundError) as e:
-        raise RecipeError(str(e)) from None
-
-
-def _check_mixable(recipe) -> None:
-    """Weights that differ need the rows of each source apart at the end: a grouper in the shared process
-    merges rows of several sources, so that combination is refused before the run."""
-    from .ops.base import Grouper
-    from .recipe import RecipeError
-    weights = {s.weight for s in recipe.sources}
-    if weights == {1.0} or recipe.tokenize.get("sources") is not None:
-        return
-    from .recipe import build_ops
-    groupers = [o.name for o in build_ops(recipe.process, True) if isinstance(o, Grouper)]
-    if groupers:
-        raise RecipeError(f"tokenize: the source weights need each source's rows apart, but the shared process's "
-                          f"{groupers[0]} merges rows across sources; move it into the sources' own process, or "
-                          f"drop the weights")
-
-
-def tokenize_export(recipe, done, cfg, con) -> int:
-    """The recipe's tokenize step on what the run wrote (``done``: its report, or its exported files)."""
-    from .tokenize.run import run_tokenize
-    section = _export_section(recipe, done)
-    status, rep = run_guarded(lambda: run_tokenize(section, np=cfg.np, work_dir=cfg.work_dir, progress=cfg.progress,
-                                                   engine=cfg.engine, address=cfg.engine_address,
-                                                   log=lambda m: con.print(f"  {m}", highlight=False)),
-                              cfg.work_dir, con)
-    if rep is not None:
-        from .tokenize.summary import print_summary
-        print_summary(rep, con)
-        from .analysis.report import add_tokens
-        html = add_tokens(cfg.work_dir, rep["stats"])  # token stats join the run's report
-        if html:
-            con.print(f"report: {html}", highlight=False)
-    return status
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -57,15 +57,17 @@ def run(plan: Plan, observer: Observer | None = None) -> Result:
             return Result(status, error=ok)
         if not ok:
             return Result(FAILED, error=PipelineError(
-                "downloads failed", hint="rerun to retry; `download.on_failure: continue` processes what was "
-                                         "downloaded", status=FAILED))
+                "downloads failed (rerun to retry; `download.on_failure: continue` processes what was downloaded)",
+                status=FAILED))
     report = None
     if not plan.tokenize_only:
         status, report = guarded(lambda: process(plan, obs.log), resume)
         if status:
             return Result(status, error=report)
-        obs.report(report)
         verdict = reject_verdict(report, plan.max_reject_ratio)
+        if verdict and not report.get("rows_out"):
+            drop_empty_export(report)  # a failed run publishes no empty export
+        obs.report(report)
         if verdict:
             return Result(FAILED, report, error=PipelineError(verdict, status=FAILED))
     if not plan.tokenize:
@@ -112,6 +114,26 @@ def guarded(fn, resume: str) -> tuple[int, object]:
             raise
         where = f": {e.filename}" if e.filename else ""
         return FAILED, PipelineError(f"{e.strerror}{where}", hint=f"fix that and {resume}", status=FAILED)
+
+
+def drop_empty_export(report: dict) -> None:
+    """Remove the files of a failed run's export that holds no row (every row rejected): a consumer would
+    take an empty file for a result. The work dir keeps everything, so the rerun that fixes the cause
+    writes the export again; ``report["exported_files"]`` becomes [] (report.json is left as written)."""
+    import contextlib
+    import os
+    files = report.get("exported_files") or []
+    for f in files:
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+            os.unlink(f)
+    export = report.get("export_path")
+    if files and export and os.path.isdir(export):  # an HF datasets directory: its metadata, then itself if empty
+        for meta in ("dataset_info.json", "state.json"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(export, meta))
+        with contextlib.suppress(OSError):
+            os.rmdir(export)
+    report["exported_files"] = []
 
 
 def reject_verdict(report: dict, max_ratio: float) -> str | None:

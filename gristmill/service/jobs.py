@@ -28,7 +28,7 @@ import time
 from datetime import datetime, timezone
 
 from ..core import trust
-from .paths import PathRefused, check_input, check_path, map_dataset_path, norm_roots
+from .paths import check_input, check_path, map_dataset_path, norm_roots
 
 STATES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
 FINISHED = ("done", "failed", "cancelled", "interrupted")

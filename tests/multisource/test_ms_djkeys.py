@@ -141,16 +141,21 @@ def test_media_keys_and_export_extra_args_are_reported_not_fatal(tmp_path):
     assert len(read_jsonl(tmp_path / "o.jsonl")) == 10
 
 
-def test_server_and_analyze_refuse_multi_source_recipes(tmp_path):
-    """The service checks dataset_path against its allowed roots, not yet `sources:`/`dataset:` inputs: it
-    refuses such recipes rather than read outside its roots; `gristmill analyze` takes one dataset."""
-    from gristmill.service.core import validate_recipe
+def test_server_checks_multi_source_paths_and_analyze_takes_one_dataset(tmp_path):
+    """The service runs `sources:` and `dataset:` recipes (issue 24) with every input path checked against its
+    roots: one outside them is refused, naming its YAML path; `gristmill analyze` takes one dataset."""
+    from gristmill.service.jobs import JobManager
     a, _, _ = data(tmp_path)
-    v = validate_recipe({"sources": [{"name": "a", "path": "/etc/passwd"}]})
-    assert not v["ok"] and v["errors"][0]["path"] == "sources"
-    v = validate_recipe({"dataset": {"configs": [{"path": "/etc/passwd"}]}})
-    assert not v["ok"] and v["errors"][0]["path"] == "dataset"
-    assert validate_recipe({"dataset_path": a})["ok"]
+    m = JobManager(str(tmp_path / "state"), [str(tmp_path)])
+    try:
+        v = m.validate({"sources": [{"name": "a", "path": "/etc/passwd"}]})
+        assert not v["ok"] and v["errors"][0]["path"] == "sources[0].path"
+        v = m.validate({"dataset": {"configs": [{"path": "/etc/passwd"}]}})
+        assert not v["ok"] and v["errors"][0]["path"] == "dataset.configs[0].path"
+        assert m.validate({"dataset_path": a})["ok"]
+        assert m.validate({"sources": [{"name": "a", "path": a}]})["ok"]
+    finally:
+        m.close()
     r = write_recipe(tmp_path / "r.yaml", {"sources": [{"name": "a", "path": a}], "work_dir": str(tmp_path / "w")})
     res = cli("analyze", r, "--no-progress")
     assert res.returncode == 2 and "one source at a time" in res.stderr
