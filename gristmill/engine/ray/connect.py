@@ -39,6 +39,10 @@ def connect(address: str | None, num_cpus: int) -> bool:
         logging.getLogger("ray._private.authentication").setLevel(logging.ERROR)
     if address and address != "auto":
         _probe(address)
+    from ...core import trust
+    policy = trust.current()
+    if policy != trust.Policy():  # a restricted run (a service job): every Ray worker runs under its policy
+        kw["runtime_env"] = {"env_vars": {trust.ENV: trust.to_env(policy)}}
     try:
         # "local": a new instance even when this machine runs a cluster (ray start, another user's job)
         # that a plain ray.init() would silently join
