@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..core import columns as C
 from ..core import trust
+from ..core.resources import Resources
 from ..core.defaults import TEXT_KEY
 from ..core.accounting import REASON
 
@@ -103,8 +104,13 @@ class Op:
     is_script: ClassVar[bool] = False
     """Runs user code (``python_*`` ops): refused unless the caller allows scripts."""
     ignored_params: tuple[str, ...] = ()
-    """Data-Juicer scheduling params the recipe gave this op (``num_proc``, ``accelerator``…): accepted,
-    no effect (set by ``registry.create_op``; the recipe reports them)."""
+    """Data-Juicer scheduling params the recipe gave this op that gristmill has no use for (``turbo``,
+    ``runtime_env``…): accepted, no effect (set by ``registry.create_op``; the recipe reports them)."""
+    resources: Resources = Resources()
+    """What one instance needs (cpus, gpus, memory, procs; default one CPU), as NeMo Curator's stages
+    declare it: a class may set its own; a recipe's ``num_proc``/``num_gpus``/``accelerator``/
+    ``mem_required``… override it per op (``registry.create_op``); executors honour it
+    (``core/resources.py``). Never part of :meth:`config`: it changes scheduling, not output."""
     inputs: ClassVar[tuple[str, ...] | None] = None
     """Fields the op reads, ``{text_key}`` or ``{param}`` standing for the field a param names (e.g.
     ``("{text_key}", "{suffix_key}")``); dotted names reach into nested fields. A name ending in ``?``
