@@ -270,9 +270,6 @@ class _FirstOccurrence(_UnitDedup):
     """Every occurrence of a unit (span) but the first in dataset order is removed. State: sorted keys
     fmix(row id hash, unit index, unit hash) of the occurrences to drop."""
 
-    def span_bounds(self, n_units_per_row: np.ndarray) -> int:
-        return 1
-
     def _occurrence_keys(self, ids: pa.Array, rows: np.ndarray, unit: np.ndarray, h: np.ndarray) -> np.ndarray:
         idh = hash_strings(pc.cast(ids, pa.large_string()) if not pa.types.is_large_string(ids.type) else ids)
         return fmix64(fmix64(idh[rows] ^ (unit.astype(U64) * GOLDEN)) ^ h)

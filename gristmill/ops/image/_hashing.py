@@ -59,11 +59,6 @@ def hash_many(imgs, method: str) -> np.ndarray:
     return bits.view(">u8").ravel().astype(np.uint64)
 
 
-def hash_bits(img, method: str) -> np.ndarray:
-    """The 8x8 boolean hash matrix of an RGB PIL image."""
-    return bits_of(_gray(img, _SIZES[method])[None], method)[0]
-
-
 def hash64(img, method: str) -> int:
     """The hash as an unsigned 64-bit integer (bit 63 = first matrix entry)."""
     return int(hash_many([img], method)[0])

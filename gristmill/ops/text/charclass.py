@@ -84,11 +84,6 @@ LINEBREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 N_CP = 0x110000
 
 
-def _cjk(cp: int) -> bool:
-    return (0x2E80 <= cp <= 0x9FFF or 0xAC00 <= cp <= 0xD7AF or 0xF900 <= cp <= 0xFAFF or 0xFF00 <= cp <= 0xFFEF
-            or 0x20000 <= cp <= 0x2FA1F or 0x1100 <= cp <= 0x11FF)
-
-
 def _emoji_chars() -> set[int]:
     """Single-code-point emoji (Data-Juicer strips those as special characters)."""
     try:
