@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from .core import trust
 from .core.names import closest
+from .core.resources import DJ_RESOURCE_PARAMS, from_dj_params
 
 _OPS: dict[str, type] = {}
 _LOADED = False
@@ -111,7 +112,9 @@ def get_op_class(name: str, where: str = "") -> type:
 
 
 # Data-Juicer's per-op scheduling and resource settings (its base OP reads them from every op's kwargs):
-# the engine schedules here, so an op that does not declare one accepts it with no effect (op.ignored_params)
+# the resource ones (core.resources.DJ_RESOURCE_PARAMS: num_proc, num_gpus, accelerator, mem_required…)
+# become the op's ``resources``; the rest an op that does not declare them accepts with no effect
+# (op.ignored_params)
 DJ_RUNTIME_PARAMS = frozenset({
     "accelerator", "num_proc", "cpu_required", "gpu_required", "mem_required", "num_cpus", "num_gpus", "memory",
     "runtime_env", "ray_execution_mode", "turbo", "skip_op_error", "auto_op_parallelism", "adaptive_batching",
@@ -122,9 +125,9 @@ def create_op(name: str, params: dict | None, where: str = "", allow_scripts: bo
     """Build an op from a recipe entry, turning pydantic errors into messages with YAML paths."""
     cls = get_op_class(name, where)
     params = dict(params or {})
-    ignored = tuple(sorted(k for k in params if k in DJ_RUNTIME_PARAMS and k not in cls.Params.model_fields))
-    for k in ignored:
-        del params[k]
+    runtime = {k: params.pop(k) for k in list(params)
+               if k in DJ_RUNTIME_PARAMS and k not in cls.Params.model_fields}
+    ignored = tuple(sorted(k for k in runtime if k not in DJ_RESOURCE_PARAMS))
     if getattr(cls, "is_script", False) and not allow_scripts:
         raise OpError(f"{where}: op {name!r} runs user code; enable it with `allow_scripts: true` in the "
                       f"recipe (or --allow-scripts)")
@@ -147,6 +150,12 @@ def create_op(name: str, params: dict | None, where: str = "", allow_scripts: bo
     except (TypeError, ValueError) as e:
         raise OpError(f"{where}: {e}") from None
     op.ignored_params = ignored
+    try:
+        res = from_dj_params(cls.resources, runtime, getattr(op.params, "device", None))
+    except ValueError as e:
+        raise OpError(f"{where}.{e}" if where else str(e)) from None
+    if res is not cls.resources:
+        op.resources = res
     return op
 
 
