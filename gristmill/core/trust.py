@@ -83,7 +83,7 @@ def service_policy(roots, allow_code: bool = False, allow_private_urls: bool = F
 
 
 _current: contextvars.ContextVar[Policy | None] = contextvars.ContextVar("gristmill_trust", default=None)
-_from_env: tuple[str, Policy] | None = None
+_from_env: tuple[tuple, Policy] | None = None
 
 
 def current() -> Policy:
@@ -98,7 +98,8 @@ def current() -> Policy:
 def _env_policy() -> Policy:
     global _from_env
     raw = os.environ.get(ENV, "")
-    if _from_env is not None and _from_env[0] == raw:
+    key = (raw, os.environ.get(PIXELS_ENV))  # the pixel cap's own variable counts too
+    if _from_env is not None and _from_env[0] == key:
         return _from_env[1]
     if raw:
         try:
@@ -111,7 +112,7 @@ def _env_policy() -> Policy:
             raise RuntimeError(f"{ENV} is not a valid trust policy: {e}") from None
     else:
         pol = Policy()
-    _from_env = (raw, pol)
+    _from_env = (key, pol)
     return pol
 
 

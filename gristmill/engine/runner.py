@@ -24,6 +24,7 @@ import pyarrow as pa
 from ..core import columns as C
 from ..core.accounting import OpCounts
 from ..core.names import closest
+from ..core import trust
 from ..io.base import ReadOptions, Shard
 from ..io.formats import read_shard
 from ..io.pieces import presplit
@@ -171,6 +172,9 @@ class StageEngine:
         fp = input_fp or input_fingerprint(shards, opts, cfg)
         if cfg.id_prefix or cfg.add_suffix:  # they change what stage 0 reads
             fp = fingerprint(fp, cfg.id_prefix, cfg.add_suffix)
+        pixels = trust.current().max_pixels
+        if pixels != trust.DEFAULT_MAX_PIXELS:  # another decode cap rejects other images: nothing reused
+            fp = fingerprint(fp, "max_pixels", pixels)
         manifest = {"input": fp, "stages": []}
         previous = load_manifest(self.work)
         stage_results: list[list[dict]] = []

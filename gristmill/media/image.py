@@ -206,7 +206,10 @@ def derived_get(tag, value):
     of its own (32 MB): a recipe that hashes an image twice (exact then near dedup, which run in separate
     stages) hashes it once."""
     hit = _derived.get((tag,) + _key(value))
-    return None if hit is None else hit[0]
+    if hit is None:
+        return None
+    check_image(value)  # derived under a laxer cap: the image is refused now as a decode would refuse it
+    return hit[0]
 
 
 def derived_put(tag, value, obj) -> None:

@@ -259,3 +259,21 @@ def test_video_probe_filters_read_headers_only():
     with trust.active(trust.Policy(max_pixels=10)):
         info = probe(BARS)  # header only: never refused
     assert (info.width, info.height) == (320, 240)
+
+
+def test_another_pixel_cap_is_another_run(tmp_path, monkeypatch):
+    """The decode cap decides which rows are rejects: a rerun in the same work dir under another cap
+    recomputes instead of reusing the first run's stages."""
+    from PIL import Image
+
+    from gristmill.dataset import Dataset
+    from gristmill.recipe import build_ops
+    img = tmp_path / "a.png"
+    Image.new("RGB", (100, 100), "red").save(img)
+    ds = Dataset.from_list([{"text": "x", "images": [str(img)]}]).process(build_ops([{"image_deduplicator": {}}]))
+    work = tmp_path / "work"
+    first = ds.export(str(tmp_path / "a.jsonl"), work_dir=str(work))
+    assert first["rows_out"] == 1 and not first["rejects"]
+    monkeypatch.setenv("GRISTMILL_MAX_IMAGE_PIXELS", "100")
+    again = ds.export(str(tmp_path / "a.jsonl"), work_dir=str(work))
+    assert again["rejects"] == 1 and again["rows_out"] == 0
