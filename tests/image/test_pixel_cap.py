@@ -277,3 +277,42 @@ def test_another_pixel_cap_is_another_run(tmp_path, monkeypatch):
     monkeypatch.setenv("GRISTMILL_MAX_IMAGE_PIXELS", "100")
     again = ds.export(str(tmp_path / "a.jsonl"), work_dir=str(work))
     assert again["rejects"] == 1 and again["rows_out"] == 0
+
+
+def test_bomb_through_rest_and_mcp_is_a_row_reject(tmp_path):
+    """Through the faces: REST /api/apply and MCP apply_ops answer the bomb row as a reject naming the size and
+    the server's cap (--max-image-pixels), the other row as kept."""
+    import anyio
+    sys.path.insert(0, str(REPO / "tests" / "service"))
+    from svcutil import LiveServer
+
+    from gristmill.service.jobs import JobManager
+    from gristmill.service.mcp_server import build_server
+    root = tmp_path / "root"
+    root.mkdir()
+    bomb = png_bomb(root / "bomb.png")
+    ok = _png(root / "ok.png")
+    rows = [{"text": "a", "images": [str(bomb)]}, {"text": "b", "images": [ok]}]
+    process = [{"image_face_ratio_filter": {"min_ratio": 0.0, "max_ratio": 1.0}}]
+    m = JobManager(str(tmp_path / "state"), [str(root)], max_image_pixels=20_000_000)
+    try:
+        with LiveServer(m) as srv, srv.client() as c:
+            r = c.post("/api/apply", json={"rows": rows, "process": process})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        rej = body["ops"][0]["rejected"]
+        assert [x["row"]["text"] for x in rej] == ["a"] and rej[0]["error_type"] == "TooLarge"
+        assert "13000x13000" in rej[0]["message"] and "20,000,000" in rej[0]["message"]
+        assert [x["text"] for x in body["rows"]] == ["b"]
+
+        server = build_server([str(root)], m.state_dir, jobs=m)
+
+        async def call():
+            return await server.call_tool("apply_ops", {"rows": rows, "process": process})
+        res = anyio.run(call)
+        res = res[1] if isinstance(res, tuple) else res
+        data = getattr(res, "structured_content", None) or getattr(res, "structuredContent", None) or res
+        text = json.dumps(data, default=str)
+        assert "TooLarge" in text and "13000x13000" in text
+    finally:
+        m.close()
