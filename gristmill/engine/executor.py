@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator, Protocol
 
+from ..core.resources import Resources, local_workers, stage_resources
 from .paths import naming
 from .pool import WorkerPool, report_progress
 from .shard_task import Task, run_task
@@ -53,13 +54,27 @@ class LocalExecutor:
             self._pool = WorkerPool(n)
         return self._pool
 
+    def at_once(self, tasks: list) -> int:
+        """How many of these tasks (one stage's) run at once: ``np``, capped by the stage's declared
+        resources (``core.resources.local_workers``: its ops' ``procs``, this machine's CPUs and memory).
+        The pool keeps its size (the plan is sized to ``np``); only the tasks in flight are fewer."""
+        res = stage_resources(getattr(tasks[0], "ops", None) or []) if tasks else Resources()
+        n = local_workers(res, self.workers)
+        if n < min(self.workers, len(tasks)):
+            stage = getattr(tasks[0], "stage", None)
+            self.log(f"{'stage ' + str(stage) if stage is not None else 'tasks'}: {n} of np={self.workers} "
+                     f"workers at once (the ops ask for {res.describe()} each)")
+        return n
+
     def run(self, tasks: list[Task], on_progress) -> Iterator[dict]:
         pool = self._get_pool(len(tasks))
         if pool is None or len(tasks) <= 1:
             for t in tasks:
                 yield run_one(t, on_progress)
         else:
-            yield from pool.map_unordered(_run_in_worker, tasks, on_progress)
+            n = self.at_once(tasks)
+            yield from pool.map_unordered(_run_in_worker, tasks, on_progress,
+                                          limit=n if n < self.workers else None)
 
     def map(self, fn: Callable, items: list) -> list:
         pool = self._get_pool(len(items))

@@ -13,6 +13,7 @@ each worker (and so in whatever it starts) before any task runs.
 """
 from __future__ import annotations
 
+import itertools
 import multiprocessing as mp
 import os
 import signal
@@ -68,9 +69,12 @@ class WorkerPool:
                                        initargs=(self.queue, os.getpid(),
                                                  trust.to_env(pol) if pol != trust.Policy() else None))
 
-    def map_unordered(self, fn: Callable, items: Iterable, on_progress: Callable[[int, int], None]) -> Iterator:
+    def map_unordered(self, fn: Callable, items: Iterable, on_progress: Callable[[int, int], None],
+                      limit: int | None = None) -> Iterator:
         """Run ``fn(item)`` for every item; the first exception (a worker's, or BrokenProcessPool when a worker
-        died) propagates after the others are cancelled. ``on_progress`` gets the workers' progress reports."""
+        died) propagates after the others are cancelled. ``on_progress`` gets the workers' progress reports.
+        ``limit``: at most that many items running at once (a stage whose ops' resources allow fewer
+        workers than the pool has; the others stay idle)."""
         stop = threading.Event()
 
         def drain():
@@ -85,14 +89,24 @@ class WorkerPool:
         th.start()
         # workers are spawned during submit and inherit the signal mask through exec: blocked, a signal
         # cannot interrupt a worker's start-up before its initializer ignores it
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
-        try:
-            pending = {self._ex.submit(fn, it) for it in items}
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        queue = iter(items)
+        pending: set = set()
+
+        def submit(n: int | None) -> None:
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+            try:
+                for it in (queue if n is None else itertools.islice(queue, n)):
+                    pending.add(self._ex.submit(fn, it))
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+        submit(limit)
         try:
             while pending:
-                done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                done, pending_left = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                pending.intersection_update(pending_left)
+                if limit is not None and done:
+                    submit(len(done))
                 for fut in done:
                     yield fut.result()
         finally:

@@ -6,10 +6,12 @@ node, and the rerun overwrites nothing a finished task wrote. Errors raised by a
 would fail again); they reach the caller as the op's own exception, as in the local engine."""
 from __future__ import annotations
 
+import itertools
 import os
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterator
 
+from ...core.resources import Resources, stage_resources
 from ..executor import run_one
 from ..shard_task import Task
 from .connect import connect, require_ray, shutdown
@@ -58,18 +60,53 @@ class RayExecutor:
         self._shard = ray.remote(**opts)(_shard)
         self._call = ray.remote(**opts)(_call)
         self._pending: set = set()
+        self.log = log
+        self._warned_gpu = False
         nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
         joined = address or os.environ.get("RAY_ADDRESS")
         where = ("a local Ray instance" if self._started else f"the Ray cluster at {joined}" if joined
                  else "the Ray instance this process is connected to")
         log(f"ray: {self.workers} CPUs on {nodes} node(s) of {where}")
 
+    def task_options(self, tasks: list) -> tuple[dict, int | None]:
+        """The Ray options of these tasks (one stage's) from their ops' declared resources
+        (``core.resources.stage_resources``): ``num_cpus``, ``num_gpus``, ``memory``; and how many may be
+        in flight at once (the ops' ``procs``; None: all). A cluster without GPUs runs GPU ops on CPUs (as
+        Data-Juicer does with ``accelerator: cuda`` and no GPU) instead of waiting for a GPU forever; a
+        task that asks for more GPUs than the cluster has gets all of them."""
+        res = stage_resources(getattr(tasks[0], "ops", None) or []) if tasks else Resources()
+        # never more than the biggest node has: Ray would wait forever for an infeasible task (the local
+        # executor likewise runs a stage that asks for more than the machine has, one task at a time)
+        nodes = [n.get("Resources", {}) for n in self._ray.nodes() if n.get("Alive")]
+        opts: dict = {"num_cpus": min(res.cpus, max((n.get("CPU", 0) for n in nodes), default=res.cpus))}
+        if res.gpus:
+            have = self._ray.cluster_resources().get("GPU", 0)
+            if have <= 0:
+                if not self._warned_gpu:
+                    self.log(f"ray: the ops ask for {res.gpus:g} GPU(s) per task and the cluster has none: "
+                             "they run on CPUs")
+                    self._warned_gpu = True
+            else:
+                opts["num_gpus"] = min(res.gpus, have)
+        if res.memory:
+            opts["memory"] = int(min(res.memory, max((n.get("memory", 0) for n in nodes), default=res.memory)))
+        return opts, res.procs
+
     def run(self, tasks: list[Task], on_progress: Callable[[int, int], None]) -> Iterator[dict]:
-        refs = [self._shard.remote(t, self._cwd) for t in tasks]
-        self._pending.update(refs)
-        waiting = list(refs)
+        opts, limit = self.task_options(tasks)
+        shard = self._shard if opts == {"num_cpus": 1.0} else self._shard.options(**opts)
+        queue = iter(tasks)
+
+        def submit(n: int | None) -> list:
+            new = [shard.remote(t, self._cwd) for t in (queue if n is None else itertools.islice(queue, n))]
+            self._pending.update(new)
+            return new
+
+        waiting = submit(limit)
         while waiting:  # everything finished so far, every POLL_S: one ray.wait per step, not per task
             done, waiting = self._wait(waiting, len(waiting))
+            if limit is not None and done:
+                waiting += submit(len(done))
             for ref in done:
                 result, rows, nbytes = self._get(ref)
                 on_progress(rows, nbytes)
