@@ -432,7 +432,8 @@ def _tokenize_job(args) -> tuple[dict, int, str, str, str | None]:
             raise RecipeError(f"{args.recipe}: no `tokenize:` section (add one to tokenize the recipe's export, "
                               f"see docs/tokenize.md)")
         preflight(raw, f"{args.recipe}: tokenize")
-        return raw, args.np or 1, args.work_dir or ".gristmill-work-tokenize", args.engine or "local", args.address
+        return raw, args.np or 1, args.work_dir or D.work_dir_for("tokenize", "tokenize"), args.engine or "local", \
+            args.address
     recipe, _, _ = load_recipe(args.recipe, {"allow_scripts": True})
     if not recipe.tokenize:
         raise RecipeError(f"{args.recipe}: the `tokenize:` section is empty (see docs/tokenize.md)")

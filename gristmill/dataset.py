@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
-from .core.defaults import TEXT_KEY
+from .core.defaults import TEXT_KEY, work_dir_for
 from .engine.config import RunConfig
 from .io.writers import read_shard_parts
 from .ops.base import Op
@@ -65,8 +65,7 @@ class Dataset:
         Returns the run report; ``work_dir`` (default: next to the export) makes reruns resume.
         ``export_media`` is the recipe key's: ``link``/``copy`` place the media beside the export,
         ``bytes`` embeds them (docs/multimodal.md, "Exporting media")."""
-        work_dir = work_dir or os.path.join(os.path.dirname(os.path.abspath(path)),
-                                            f".gristmill-work-{os.path.basename(path)}")
+        work_dir = work_dir or work_dir_for(path, os.path.basename(path))
         cfg = self._config(work_dir, path, np, progress=progress, **kw)
         if export_media != "none":  # the engine reads it there (engine.media_op)
             cfg.reader_params["export_media"] = export_media

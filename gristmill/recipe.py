@@ -364,14 +364,14 @@ def run_config(recipe: Recipe, np: int | None = None, work_dir: str | None = Non
         if recipe.tokenize_only():  # beside the token output
             out = recipe.tokenize.get("output") or recipe.tokenize.get("export_path") or out
             out = out if isinstance(out, str) else os.path.join("outputs", recipe.project_name)
-        wd = os.path.join(os.path.dirname(os.path.abspath(out)), f".gristmill-work-{recipe.project_name}")
+        wd = D.work_dir_for(out, recipe.project_name)
     reader_params = _extract_dir(dict(recipe.reader_params), wd)
     if recipe.txt_mode != "file":
         reader_params["txt_mode"] = recipe.txt_mode
     if recipe.media_keys():  # a hashable, JSON-able form (reader params are fingerprinted)
         reader_params["media_keys"] = tuple(sorted(recipe.media_keys().items()))
-    if recipe.export_media != "none":  # read by the engine (engine.media_op), not by the readers
-        reader_params["export_media"] = recipe.export_media
+    # a writer option (io.base.writer_options), applied by the engine as the chain's last step (engine.media_op)
+    writer_options = {"export_media": recipe.export_media} if recipe.export_media != "none" else {}
     suffix = recipe.add_suffix or any(_op_name(e) == "suffix_filter"
                                       for e in [*recipe.process, *(x for s in recipe.sources or [] for x in s.process)])
     return RunConfig(dataset_path=recipe.dataset_path, work_dir=wd, export_path=recipe.export_path,
@@ -380,7 +380,7 @@ def run_config(recipe: Recipe, np: int | None = None, work_dir: str | None = Non
                      keep_removed=recipe.keep_removed, removed_sample=recipe.removed_sample,
                      keep_traces=recipe.keep_traces,
                      export_shard_size=recipe.export_shard_size, input_format=recipe.input_format,
-                     reader_params=reader_params, seed=recipe.seed, progress=progress,
+                     reader_params=reader_params, writer_options=writer_options, seed=recipe.seed, progress=progress,
                      project_name=recipe.project_name, engine=engine or recipe.executor_type,
                      engine_address=address or recipe.ray_address, add_suffix=suffix)
 

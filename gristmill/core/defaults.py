@@ -9,3 +9,11 @@ SEED = 42  # sampling, selectors and mixture weights
 REMOVED_SAMPLE = 100  # removed rows kept per op for inspection (unless keep_removed)
 MAX_REJECT_RATIO = 0.05  # `gristmill run` exits 1 when more than this share of the rows read was rejected
 KEEP_TRACES = 10  # before/after texts kept per mapper for the report (the tracer; Data-Juicer's trace_num)
+
+
+def work_dir_for(output: str, name: str) -> str:
+    """The default work dir of a run that writes ``output``: ``.gristmill-work-NAME`` beside it (resume state,
+    reports, rejects), so reruns of the same command find it. The one rule the recipe, the Python API and
+    ``gristmill tokenize`` share."""
+    import os
+    return os.path.join(os.path.dirname(os.path.abspath(output)), f".gristmill-work-{name}")

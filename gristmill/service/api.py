@@ -34,6 +34,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..core.defaults import TEXT_KEY
 from . import core
 from .jobs import JobManager, JobStateError, RecipeInvalid
 
@@ -74,7 +75,7 @@ class PreviewBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     path: str = Field(..., min_length=1, description="File, directory or glob inside a data root.")
     n: int = Field(5, ge=1, le=core.MAX_ROWS, description="Rows to return.")
-    text_key: str = Field("text", min_length=1)
+    text_key: str = Field(TEXT_KEY, min_length=1)
     format: str | None = Field(None, description="Force a reader (see GET /api/formats).")
     reader_params: dict[str, Any] = Field(default_factory=dict, description="Reader options.")
 
@@ -83,7 +84,7 @@ class ApplyBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     rows: list[dict[str, Any]] = Field(..., description=f"At most {core.MAX_ROWS} rows (JSON objects).")
     process: list[Any] = Field(..., description="Ops as in a recipe: [{op_name: {params}}].")
-    text_key: str = Field("text", min_length=1)
+    text_key: str = Field(TEXT_KEY, min_length=1)
 
 
 class AnalyzeBody(BaseModel):

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..core.defaults import TEXT_KEY
+
 MAX_ROWS = 1000  # rows accepted by apply_ops / returned by preview
 MAX_CHAIN = 20  # ops in one apply_ops call
 MAX_ROWS_CHARS = 8_000_000  # characters (strings) and values (anything else) in the rows of one apply_ops call
@@ -196,13 +198,13 @@ def validate_recipe(raw: Any, allow_scripts: bool = False) -> dict:
             "ops": [{"name": o.name, "kind": o.kind, "position": i} for i, o in enumerate(ops)]}
 
 
-def preview(path: str, n: int = 5, text_key: str = "text", format: str | None = None, **reader_params) -> list[dict]:
+def preview(path: str, n: int = 5, text_key: str = TEXT_KEY, format: str | None = None, **reader_params) -> list[dict]:
     """The first ``n`` rows of a dataset (as ``gristmill head``)."""
     from ..io.head import head
     return head(path, min(n, MAX_ROWS), text_key, format, reader_params)
 
 
-def apply_ops(rows: list[dict], process: list, text_key: str = "text", allow_scripts: bool = False) -> dict:
+def apply_ops(rows: list[dict], process: list, text_key: str = TEXT_KEY, allow_scripts: bool = False) -> dict:
     """Apply a short chain (``process`` as in a recipe) to posted rows, in memory: the rows out, and per op
     rows in / out, removed rows with their reason, and rejected rows with the error. Row-local chains run
     through the fused executor directly; a chain with a global op (dedup…) runs as a small run.

@@ -26,6 +26,8 @@ from __future__ import annotations
 import os
 from typing import Any  # tool signatures are evaluated by the SDK in this module's globals
 
+from ..core.defaults import TEXT_KEY
+
 
 def located(message: str, default: str = "") -> dict:
     from .jobs import located as _located  # jobs (sqlite, subprocess) loads only when the server runs
@@ -370,7 +372,7 @@ def build_server(data_roots: list[str], state_dir: str, allow_scripts: bool = Fa
         return recipe_errors(raw)
 
     @tool(error_path="path")
-    def preview_data(path: str, n: int = 5, text_key: str = "text", format: str | None = None,
+    def preview_data(path: str, n: int = 5, text_key: str = TEXT_KEY, format: str | None = None,
                      reader_params: dict[str, Any] | None = None, max_chars: int = MAX_TEXT) -> dict[str, Any]:
         """Look at the first n rows (at most 1000) of a dataset before writing a recipe: a file, directory or
         glob in any supported format (see list_formats), as gristmill would read it (with its id). String
@@ -382,7 +384,7 @@ def build_server(data_roots: list[str], state_dir: str, allow_scripts: bool = Fa
         return {"path": path, "count": len(rows), "rows": _shorten(_jsonable(rows), max(0, max_chars))}
 
     @tool(error_path="process")
-    def apply_ops(rows: list[dict[str, Any]], process: list[dict[str, Any] | str], text_key: str = "text",
+    def apply_ops(rows: list[dict[str, Any]], process: list[dict[str, Any] | str], text_key: str = TEXT_KEY,
                   max_chars: int = MAX_TEXT) -> dict[str, Any]:
         """Try a short chain of ops (at most 20) on a few rows (at most 1000) in memory, to see what each op
         does before writing a recipe. process is a recipe's process list: [{"words_num_filter":
@@ -418,7 +420,7 @@ def build_server(data_roots: list[str], state_dir: str, allow_scripts: bool = Fa
 
     @tool(read_only=False, idempotent=False, error_path="path")
     def analyze_dataset(path: str, ops: list[dict[str, Any] | str] | None = None, what_if: list[str] | None = None,
-                        k: float = 3.0, text_key: str = "text") -> dict[str, Any]:
+                        k: float = 3.0, text_key: str = TEXT_KEY) -> dict[str, Any]:
         """Compute filters' stats over a whole dataset without removing anything (`gristmill analyze`), as a
         background job: read_report then gives the overall table (count, mean, std, min, quartiles, max per
         stat), k-sigma threshold suggestions (mean ± k·std) and what-if counts. ops: the filters to analyse,
