@@ -50,7 +50,8 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline';
 # the run reports are self-contained pages: inline SVG, styles and one inline script, nothing from elsewhere
 REPORT_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
               "font-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'self'")
-OPEN_PATHS = ("/", "/index.html", "/favicon.ico")  # the UI's assets: open even with a token
+OPEN_PATHS = ("/", "/index.html", "/favicon.ico", "/docs")  # the UI's pages: open even with a token
+OPEN_PREFIXES = ("/static/", "/docs/assets/")  # and their assets
 
 
 class ApiError(Exception):
@@ -102,6 +103,24 @@ class AnalyzeBody(BaseModel):
 
 
 # -- helpers -----------------------------------------------------------------------------------------
+DOCS_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>gristmill API</title>
+<link rel="icon" href="/favicon.ico"><link rel="stylesheet" href="/docs/assets/swagger-ui.css"></head>
+<body><div id="swagger-ui"></div>
+<script src="/docs/assets/swagger-ui-bundle.js"></script><script src="/static/docs.js"></script></body></html>
+"""
+
+
+def swagger_ui_dir() -> str | None:
+    """The directory of Swagger UI's files in the swagger-ui-bundle package (a ``service`` extra), or None."""
+    try:
+        import swagger_ui_bundle
+    except ImportError:
+        return None
+    path = getattr(swagger_ui_bundle, "swagger_ui_path", None)
+    return path if path and os.path.isfile(os.path.join(path, "swagger-ui-bundle.js")) else None
+
+
 def _clean(x):
     """JSON-ready: NaN / ±inf → null, bytes → base64, anything else unknown → its str."""
     if isinstance(x, float):
@@ -216,16 +235,16 @@ class Guard:
     Bearer token on everything but the UI's assets (compared in constant time); without one, the Host header
     among ``allowed_hosts`` and state-changing requests from this site only (:func:`cross_site`); JSON
     bodies only, at most ``max_body`` bytes (``limits``: other caps for some paths), read before the app
-    sees them. Also wraps the MCP server's streamable HTTP app (``open_paths=()``)."""
+    sees them. Also wraps the MCP server's streamable HTTP app (``open_paths=()``, ``open_prefixes=()``)."""
 
     def __init__(self, app, token: str | None, max_body: int, allowed_hosts=None, limits: dict | None = None,
-                 open_paths=OPEN_PATHS):
+                 open_paths=OPEN_PATHS, open_prefixes=OPEN_PREFIXES):
         self.app = app
         self.token = token.encode() if token else None
         self.max_body = max_body
         self.hosts = {h.lower().strip("[]") for h in allowed_hosts} if allowed_hosts else None
         self.limits = dict(limits or {})
-        self.open_paths = tuple(open_paths)
+        self.open_paths, self.open_prefixes = tuple(open_paths), tuple(open_prefixes)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -254,7 +273,7 @@ class Guard:
             why = cross_site(method, headers)
             if why:
                 return await _error(403, why)(scope, receive, send_with_headers)
-        if self.token is not None and not (path in self.open_paths or path.startswith("/static/")):
+        if self.token is not None and not (path in self.open_paths or path.startswith(self.open_prefixes)):
             auth = headers.get("authorization", "")
             scheme, _, given = auth.partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode("utf-8", "replace"),
@@ -541,6 +560,16 @@ def create_app(manager: JobManager, *, token: str | None = None, allow_scripts: 
         return HTMLResponse("<!doctype html><title>gristmill</title><p>gristmill API: see "
                             "<a href=\"/openapi.json\">/openapi.json</a>. (The web UI is not installed.)")
 
+    @app.get("/docs", include_in_schema=False, response_class=HTMLResponse)
+    def api_docs():
+        """Swagger UI over /openapi.json, from the files of the swagger-ui-bundle package (no CDN; its start-up
+        script is a file of ours, so the page keeps the strict CSP)."""
+        if swagger is None:
+            return HTMLResponse("<!doctype html><title>gristmill API</title><p>The interactive docs need "
+                                "<code>pip install swagger-ui-bundle</code>; the API is described at "
+                                "<a href=\"/openapi.json\">/openapi.json</a>.")
+        return HTMLResponse(DOCS_PAGE)
+
     @app.get("/favicon.ico", include_in_schema=False)
     def favicon():  # browsers ask for it on every page (the report, raw JSON): a 404 there is console noise
         icon = os.path.join(static_dir or "", "favicon.svg")
@@ -548,9 +577,12 @@ def create_app(manager: JobManager, *, token: str | None = None, allow_scripts: 
             return FileResponse(icon, media_type="image/svg+xml")
         raise ApiError(404, "no icon")
 
+    from fastapi.staticfiles import StaticFiles
     if static_dir and os.path.isdir(static_dir):
-        from fastapi.staticfiles import StaticFiles
         app.mount("/static", StaticFiles(directory=static_dir), name="static")
+    swagger = swagger_ui_dir()
+    if swagger is not None:
+        app.mount("/docs/assets", StaticFiles(directory=swagger), name="docs-assets")
 
     # -- OpenAPI: the op params schemas as components -----------------------------------------------------
     def openapi():

@@ -639,7 +639,7 @@ def http_app(server, host: str, token: str | None):
         server.settings.host = host
         app = server.streamable_http_app()
     hosts = None if token else ["127.0.0.1", "localhost", "::1", host]
-    return Guard(app, token=token, max_body=MAX_BODY, allowed_hosts=hosts, open_paths=())
+    return Guard(app, token=token, max_body=MAX_BODY, allowed_hosts=hosts, open_paths=(), open_prefixes=())
 
 
 def _run_http(server, host: str, sock, token: str | None = None) -> None:
