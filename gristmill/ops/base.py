@@ -287,25 +287,146 @@ class Aggregator(Mapper):
 
 
 class Filter(Op):
-    """``compute_stats`` writes stats (skipped when already present) and ``keep`` turns them into a mask."""
+    """A filter: ``compute_stats`` writes stats columns (skipped when they are already there) and ``keep``
+    turns them into a mask; each removed row gets a ``reason``. The stats are declared on the class, and
+    for declared stats the base does the rest:
+
+    - one number per row: ``stat`` (the stats key; an instance may set its own, e.g. from a param), bounded
+      by the ``min_*`` / ``max_*`` params (or those ``lo_param`` / ``hi_param`` name, either None for an
+      open side). Rows with ``lo <= stat <= hi`` are kept (Data-Juicer's rule; a null or NaN stat is out of
+      range) and a removed row names the broken bound (``"stat < min"``). Write ``compute_stats(batch)``
+      (a column kernel: the fast path), or ``score(text) -> float`` / ``score_row(row) -> float`` for the
+      per-row fallback (a score that raises rejects only its row);
+    - one number per media item (list stats, one value per image, video or audio): ``ranges``, a tuple of
+      (stat, min param, max param); per item every bound must hold, per sample the ``any_or_all`` param
+      decides, a sample without items is kept. ``bound(name)`` reads a bound (override to parse one,
+      e.g. ``"2MB"``).
+
+    A filter that declares neither sets ``stats_keys`` and writes ``keep`` (and ``reason``) itself."""
 
     kind = "filter"
-    stats_keys: ClassVar[tuple[str, ...]] = ()
+    stat: ClassVar[str] = ""
+    """The stats key of a one-number-per-row filter."""
+    lo_param: ClassVar[str | None] = None
+    """The param holding ``stat``'s lower bound; default: the op's only ``min_*`` param."""
+    hi_param: ClassVar[str | None] = None
+    """The param holding ``stat``'s upper bound; default: the op's only ``max_*`` param."""
+    stat_type: ClassVar[type] = float
+    """Per-row scores: float (stats column float64) or int (int64)."""
+    ranges: ClassVar[tuple[tuple[str, str | None, str | None], ...]] = ()
+    """Per-item stats: (stat, min param, max param) each."""
 
-    def compute_stats(self, batch: pa.RecordBatch) -> pa.RecordBatch:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        fields = cls.Params.model_fields
+        declared = isinstance(cls.stat, str) and bool(cls.stat) and not cls.ranges
+        for attr, prefix in (("lo_param", "min_"), ("hi_param", "max_")):
+            if attr in cls.__dict__:
+                continue
+            named = [n for n in fields if n.startswith(prefix)]
+            if len(named) > 1 and declared:
+                raise TypeError(f"{cls.__name__}: several {prefix}* params {named}; set {attr}")
+            setattr(cls, attr, named[0] if len(named) == 1 else None)
 
-    def keep(self, batch: pa.RecordBatch):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @property
+    def stats_keys(self) -> tuple[str, ...]:
+        """The stats keys the filter writes: the declared ones (a subclass may set its own, on the class or
+        the instance)."""
+        if "_stats_keys" in self.__dict__:
+            return self.__dict__["_stats_keys"]
+        if self.ranges:
+            return tuple(dict.fromkeys(s for s, _, _ in self.ranges))
+        return (self.stat,) if self.stat else ()
+
+    @stats_keys.setter
+    def stats_keys(self, keys) -> None:
+        self.__dict__["_stats_keys"] = tuple(keys)
+
+    # -- the per-row fallback ---------------------------------------------------------------------
+    def score(self, text: str) -> float:  # pragma: no cover - abstract
+        raise NotImplementedError(f"{type(self).__name__} implements neither score(text) nor score_row(row)")
+
+    def score_row(self, row: dict) -> float:
+        """The row's score; default: ``score`` of its text (``""`` for a null)."""
+        return self.score(row.get(self.text_key) or "")
+
+    def compute_stats(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """Default: ``stat`` scored one row at a time (``score`` / ``score_row``)."""
+        cls = type(self)
+        if cls.score is Filter.score and cls.score_row is Filter.score_row:  # pragma: no cover - abstract
+            raise NotImplementedError(f"{cls.__name__} implements neither compute_stats nor score")
+        if self.declares_inputs():
+            self.check_inputs(batch)
+        if cls.score_row is Filter.score_row:  # text only: no row dicts to build
+            values = [self.score(t or "") for t in self.text(batch).to_pylist()]
+        else:
+            values = [self.score_row(r) for r in C.to_pylist(batch)]
+        dtype = np.int64 if self.stat_type is int else np.float64
+        return C.with_stats(batch, {self.stat: np.array(values, dtype=dtype)})
+
+    # -- verdicts ---------------------------------------------------------------------------------
+    def bound(self, name: str | None):
+        """A bound's value (a subclass may parse it, e.g. '2MB'); None for an open side."""
+        return None if name is None else getattr(self.params, name)
+
+    def bounds(self) -> tuple:
+        """``stat``'s (lower, upper) bound, None where the op has no such param."""
+        return tuple(getattr(self.params, p) if p else None for p in (self.lo_param, self.hi_param))
+
+    def item_ok(self, stat: str, values: np.ndarray, lo: str | None, hi: str | None) -> np.ndarray:
+        """Per-item verdicts of one of ``ranges``."""
+        return in_range(values, self.bound(lo), self.bound(hi))
+
+    def keep(self, batch: pa.RecordBatch):
+        if self.ranges:
+            ok, offsets, _ = self._item_verdicts(batch)
+            return reduce_rows(ok, offsets, self.params.any_or_all == "any")
+        if self.stat:
+            return in_range(C.get_stat(batch, self.stat), *self.bounds())
+        raise NotImplementedError(f"{type(self).__name__} declares no stats and implements no keep")  # pragma: no cover
 
     def reason(self, removed: pa.RecordBatch):
         """Why each removed row was removed: a short, countable category per row (or one string)."""
+        if self.ranges:
+            return self._item_reasons(removed)
+        if self.stat:
+            return range_reason(C.get_stat(removed, self.stat), *self.bounds(), self.stat)
         return self.name
 
+    def _item_verdicts(self, batch):
+        """(per-item verdict, row offsets, {stat: (values, per-item ok)})."""
+        ok, offsets, per_stat = None, None, {}
+        for stat, lo, hi in self.ranges:
+            v, offsets = per_item(C.get_stat(batch, stat))
+            m = self.item_ok(stat, v, lo, hi)
+            per_stat[stat] = (v, m)
+            ok = m if ok is None else ok & m
+        return ok, offsets, per_stat
+
+    def _item_reasons(self, removed):
+        """The first bound broken by the sample's first failing item, e.g. ``image_width < 100``."""
+        ok, offsets, per_stat = self._item_verdicts(removed)
+        out = []
+        for r in range(removed.num_rows):
+            bad = next((i for i in range(offsets[r], offsets[r + 1]) if not ok[i]), None)
+            text = self.name
+            for stat, lo, hi in self.ranges if bad is not None else ():
+                v, m = per_stat[stat]
+                if not m[bad]:
+                    low = self.bound(lo) is not None and v[bad] < float(self.bound(lo))
+                    text = f"{stat} < {getattr(self.params, lo)}" if low else f"{stat} > {getattr(self.params, hi)}"
+                    if no_bound(self.bound(lo) if low else self.bound(hi)):  # words, not sys.maxsize's digits
+                        text = bound_reason(stat, self.bound(lo), self.bound(hi), float(v[bad]))
+                    break
+            out.append(text)
+        return out
+
+    # -- declared columns -------------------------------------------------------------------------
     @classmethod
     def default_outputs(cls) -> tuple[str, ...]:
-        keys = cls.stats_keys if isinstance(cls.stats_keys, tuple) else ()
-        return tuple(f"stats.{k}" for k in keys)
+        if isinstance(cls.stats_keys, tuple):
+            return tuple(f"stats.{k}" for k in cls.stats_keys)
+        return (f"stats.{cls.stat}",) if isinstance(cls.stat, str) and cls.stat and not cls.ranges else ()
 
     def output_fields(self) -> list[str]:
         if self.outputs is None:  # stats keys may depend on params (a property on the instance)
@@ -314,8 +435,13 @@ class Filter(Op):
 
     def thresholds(self) -> dict[str, tuple[str | None, str | None]]:
         """Which params bound which stat, ``{stat: (min param, max param)}``: reports draw them on the
-        stat's histogram, analysis suggests values for them. Default: one stat and at most one
-        ``min_*`` and one ``max_*`` param; filters with several stats declare their own."""
+        stat's histogram, analysis suggests values for them. Declared stats give theirs; otherwise one
+        stat and at most one ``min_*`` and one ``max_*`` param; filters with several stats declare their
+        own."""
+        if self.ranges:
+            return {s: (lo, hi) for s, lo, hi in self.ranges}
+        if self.stat:
+            return {self.stat: (self.lo_param, self.hi_param)}
         keys = tuple(self.stats_keys)
         names = type(self.params).model_fields
         lo = [n for n in names if n.startswith("min_")]
@@ -324,6 +450,7 @@ class Filter(Op):
             return {keys[0]: (lo[0] if lo else None, hi[0] if hi else None)}
         return {}
 
+    # -- application ------------------------------------------------------------------------------
     def ensure_stats(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         if self.stats_keys and C.has_stats(batch, self.stats_keys):
             return batch
@@ -339,80 +466,6 @@ class Filter(Op):
         kept = b.filter(pa.array(m))
         gone = b.filter(pa.array(~m))
         return kept, gone.append_column(REASON, _reason_array(self.reason(gone), gone.num_rows))
-
-
-class RangeFilter(Filter):
-    """A filter on one stat: keeps rows with ``min <= stat <= max`` (Data-Juicer's rule; a null or NaN
-    stat is out of range) and names the broken bound as the reason (``"stat < min"``). A subclass sets
-    ``stat`` and implements ``compute_stats``; the bounds are its ``min_*`` and ``max_*`` params (or the
-    ones ``lo_param`` / ``hi_param`` name, either may be None for an open side)."""
-
-    stat: ClassVar[str] = ""
-    """The stats key the filter writes and reads (an instance may set its own, e.g. from a param)."""
-    lo_param: ClassVar[str | None] = None
-    """The param holding the lower bound; default: the op's only ``min_*`` param."""
-    hi_param: ClassVar[str | None] = None
-    """The param holding the upper bound; default: the op's only ``max_*`` param."""
-
-    def __init_subclass__(cls, **kw):
-        super().__init_subclass__(**kw)
-        fields = cls.Params.model_fields
-        for attr, prefix in (("lo_param", "min_"), ("hi_param", "max_")):
-            if attr in cls.__dict__:
-                continue
-            named = [n for n in fields if n.startswith(prefix)]
-            if len(named) > 1:
-                raise TypeError(f"{cls.__name__}: several {prefix}* params {named}; set {attr}")
-            setattr(cls, attr, named[0] if named else None)
-
-    @property
-    def stats_keys(self):
-        return (self.stat,)
-
-    @classmethod
-    def default_outputs(cls) -> tuple[str, ...]:
-        return (f"stats.{cls.stat}",) if cls.stat else ()
-
-    def bounds(self) -> tuple:
-        """(lower, upper) bound, None where the op has no such param."""
-        return tuple(getattr(self.params, p) if p else None for p in (self.lo_param, self.hi_param))
-
-    def thresholds(self):
-        return {self.stat: (self.lo_param, self.hi_param)}
-
-    def keep(self, batch):
-        return in_range(C.get_stat(batch, self.stat), *self.bounds())
-
-    def reason(self, removed):
-        return range_reason(C.get_stat(removed, self.stat), *self.bounds(), self.stat)
-
-
-class RowFilter(RangeFilter):
-    """A range filter written one row at a time, the fallback for what no column kernel can do (a library
-    call per text). Implement ``score(text) -> float`` (the text is ``""`` for a null), or, to read other
-    fields, ``score_row(row: dict) -> float``; declare ``stat`` and the ``min_*`` / ``max_*`` params. The
-    base loops over the column, writes ``stats.<stat>`` and keeps/reasons like :class:`RangeFilter`. A
-    score that raises makes the executor retry the batch row by row and reject only that row."""
-
-    stat_type: ClassVar[type] = float
-    """float (stats column float64) or int (int64)."""
-
-    def score(self, text: str) -> float:  # pragma: no cover - abstract
-        raise NotImplementedError(f"{type(self).__name__} implements neither score(text) nor score_row(row)")
-
-    def score_row(self, row: dict) -> float:
-        """The row's score; default: ``score`` of its text."""
-        return self.score(row.get(self.text_key) or "")
-
-    def compute_stats(self, batch):
-        if self.declares_inputs():
-            self.check_inputs(batch)
-        if type(self).score_row is RowFilter.score_row:  # text only: no row dicts to build
-            values = [self.score(t or "") for t in self.text(batch).to_pylist()]
-        else:
-            values = [self.score_row(r) for r in C.to_pylist(batch)]
-        dtype = np.int64 if self.stat_type is int else np.float64
-        return C.with_stats(batch, {self.stat: np.array(values, dtype=dtype)})
 
 
 class RowMapper(Mapper):
@@ -529,7 +582,8 @@ def range_reason(values, lo, hi, label: str):
 
 
 def in_range(values, lo, hi) -> np.ndarray:
-    """Boolean mask of lo <= v <= hi (None bounds are open); NaN and nulls are out of range."""
+    """Data-Juicer's keep rule, a boolean mask of lo <= v <= hi (None bounds are open); NaN and nulls are
+    out of range. ``values``: an Arrow array, a numpy array or a list."""
     v = _floats(values)
     with np.errstate(invalid="ignore"):
         m = ~np.isnan(v)
@@ -538,6 +592,30 @@ def in_range(values, lo, hi) -> np.ndarray:
         if hi is not None:
             m &= v <= hi
     return m
+
+
+def per_item(arr) -> tuple[np.ndarray, np.ndarray]:
+    """(flat float values, row offsets) of a list stat column (one value per media item)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
+        arr = pa.array([[] if v is None else (v if isinstance(v, list) else [v]) for v in arr.to_pylist()],
+                       pa.list_(pa.float64()))
+    lens = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
+    offsets = np.zeros(len(lens) + 1, np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    flat = pc.list_flatten(arr)
+    vals = pc.cast(flat, pa.float64()).to_numpy(zero_copy_only=False) if len(flat) else np.zeros(0)
+    return vals, offsets
+
+
+def reduce_rows(ok: np.ndarray, offsets: np.ndarray, any_: bool) -> np.ndarray:
+    """Per row: any/all of its items' verdicts; a row without items is kept."""
+    n = len(offsets) - 1
+    total = np.diff(offsets)
+    rows = np.repeat(np.arange(n), total)
+    good = np.bincount(rows, weights=ok.astype(np.float64), minlength=n) if len(ok) else np.zeros(n)
+    return (total == 0) | ((good > 0) if any_ else (good == total))
 
 
 # -- global ops ----------------------------------------------------------------------------------

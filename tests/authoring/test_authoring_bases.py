@@ -14,7 +14,8 @@ from pydantic import Field
 from gm_testutil import REPO, SAMPLE, check_accounting, read_jsonl
 from gristmill.core import columns as C
 from gristmill.core.fused import FusedOp
-from gristmill.ops.base import (Filter, Grouper, Mapper, Op, Params, RangeFilter, RowFilter, RowMapper)
+from gristmill.ops.base import Filter, Grouper, Mapper, Op, Params, RowMapper
+from gristmill.ops.base import Filter as RangeFilter, Filter as RowFilter  # the one Filter base
 from gristmill.registry import create_op
 
 

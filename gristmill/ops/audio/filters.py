@@ -13,11 +13,12 @@ from ...core import columns as C
 from ...media import audio as A
 from ...registry import register
 from ..image._common import SizeParams, SizeRangeFilter
-from ..video._common import AudioParams, MediaRangeFilter, flatten, items_of, list_array
+from ..base import Filter
+from ..video._common import AudioParams, flatten, items_of, list_array
 
 
 @register("audio_duration_filter")
-class AudioDurationFilter(MediaRangeFilter):
+class AudioDurationFilter(Filter):
     """Keep samples whose audios last between ``min_duration`` and ``max_duration`` seconds (decoded
     samples / sampling rate)."""
 
@@ -63,7 +64,7 @@ def nmf_snr(y: np.ndarray, iters: int) -> float:
 
 
 @register("audio_nmf_snr_filter")
-class AudioNMFSNRFilter(MediaRangeFilter):
+class AudioNMFSNRFilter(Filter):
     """Keep samples whose audios' signal-to-noise ratio (dB, estimated by a 2-component NMF of the
     magnitude spectrogram, Data-Juicer's method) is within range. Needs librosa and scikit-learn."""
 

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from ...core import columns as C
 from ...registry import register
-from ..base import Filter, Mapper, Params, in_range, range_reason
+from ..base import Filter, Mapper, Params
 from .re2_exact import to_re2
 
 # Data-Juicer strips these from word edges before counting words (helper_func.SPECIAL_CHARACTERS, main part)
@@ -23,7 +23,7 @@ WORD_STRIP = string.punctuation + string.digits + string.whitespace
 class TextLengthFilter(Filter):
     """Keep samples whose text length in characters (code points) is within [min_len, max_len]."""
 
-    stats_keys = ("text_len",)
+    stat = "text_len"
 
     class Params(Params):
         min_len: int = Field(10, description="Minimum text length in characters.")
@@ -31,12 +31,6 @@ class TextLengthFilter(Filter):
 
     def compute_stats(self, batch):
         return C.with_stats(batch, {"text_len": pc.cast(pc.utf8_length(self.text(batch)), pa.int64())})
-
-    def keep(self, batch):
-        return in_range(C.get_stat(batch, "text_len"), self.params.min_len, self.params.max_len)
-
-    def reason(self, removed):
-        return range_reason(C.get_stat(removed, "text_len"), self.params.min_len, self.params.max_len, "text_len")
 
 
 def _to_re2(pattern: str) -> str | None:

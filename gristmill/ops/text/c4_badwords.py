@@ -26,7 +26,7 @@ from ...core import columns as C
 from ...core import trust
 from ...registry import register
 from ..base import Filter, Params
-from .dj_filters import load_words
+from .word_lists import load_words
 
 # C4's allowlist: common sub-words of languages without spaces (applied to every language, as datatrove).
 ALLOWLIST = {"ja": {"sm", "グロ", "女の子"}, "zh": {"性"}}

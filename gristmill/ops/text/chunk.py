@@ -26,7 +26,7 @@ from ...core import trust
 from ...registry import register
 from ..base import Mapper, Params
 from .basic import _to_re2
-from .dj_filters import load_tokenizer
+from ._hf_tokenizer import load_tokenizer
 
 
 def _is_blank(pieces: pa.Array) -> np.ndarray:

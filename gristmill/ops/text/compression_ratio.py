@@ -7,11 +7,11 @@ import zlib
 from pydantic import Field
 
 from ...registry import register
-from ..base import Params, RowFilter
+from ..base import Filter, Params
 
 
 @register("compression_ratio_filter")
-class CompressionRatioFilter(RowFilter):
+class CompressionRatioFilter(Filter):
     """Keep samples whose zlib compression ratio (compressed size / UTF-8 size) is within range: repeated
     lines and boilerplate compress far better than prose, so a low ratio flags them. An empty text has
     ratio 0. One zlib call per text (a per-row fallback: zlib has no batch call)."""

@@ -31,7 +31,7 @@ from ...core import columns as C
 from ...core import trust
 from ...registry import register
 from ..base import Filter, Params
-from .dj_filters import load_words
+from .word_lists import load_words
 
 REASONS = np.array(["", "domain", "subdomain", "url", "hard_blacklisted", "soft_blacklisted",
                     "blacklisted_subword"], dtype=object)

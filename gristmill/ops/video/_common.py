@@ -1,5 +1,5 @@
 """What the video and audio ops share: the media key, ``any_or_all``, one stat value per item (list
-stats, as Data-Juicer writes them) and a range filter over them.
+stats, as Data-Juicer writes them: ``Filter``'s ``ranges``).
 
 Per-item work (probing, decoding) is a Python loop with one library call per item; the verdicts and
 the any/all reduction are numpy over all items of the batch (the image ops' helpers).
@@ -13,10 +13,9 @@ from pydantic import Field
 
 from ...media import AUDIO_KEY, VIDEO_KEY, media_values
 from ..base import Params
-from ..image._common import MediaRangeFilter, flatten, list_array, per_item, reduce_rows, within
+from ..image._common import flatten, list_array
 
-__all__ = ["VideoParams", "AudioParams", "AnyOrAll", "MediaRangeFilter", "flatten", "list_array",
-           "per_item", "reduce_rows", "within", "items_of"]
+__all__ = ["VideoParams", "AudioParams", "AnyOrAll", "flatten", "list_array", "items_of"]
 
 AnyOrAll = Literal["any", "all"]
 

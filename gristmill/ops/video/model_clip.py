@@ -21,11 +21,12 @@ from ...media import EOC_TOKEN, VIDEO_TOKEN
 from ...media.frames import iter_key_frames, uniform_frames
 from ...registry import register
 from ..image.model_clip import ClipOp, strip_special
-from ._common import MediaRangeFilter, VideoParams, flatten, items_of, list_array
+from ..base import Filter
+from ._common import VideoParams, flatten, items_of, list_array
 
 
 @register("video_frames_text_similarity_filter")
-class VideoFramesTextSimilarityFilter(ClipOp, MediaRangeFilter):
+class VideoFramesTextSimilarityFilter(ClipOp, Filter):
     """Keep samples whose video-frames/text CLIP similarity is between min_score and max_score: one
     score per text chunk with videos, ``any_or_all`` over the chunks. Samples without videos are kept."""
 

@@ -18,7 +18,8 @@ from ...core import columns as C
 from ...media import inference as inf
 from ...media.frames import uniform_frames
 from ...registry import register
-from ._common import MediaRangeFilter, VideoParams, flatten, items_of, list_array
+from ..base import Filter
+from ._common import VideoParams, flatten, items_of, list_array
 
 
 def load_detector():
@@ -44,7 +45,7 @@ def text_area_ratio(detector, image) -> float:
 
 
 @register("video_ocr_area_ratio_filter")
-class VideoOcrAreaRatioFilter(MediaRangeFilter):
+class VideoOcrAreaRatioFilter(Filter):
     """Keep samples whose videos' text area ratio (mean over uniformly sampled frames of the detected text
     area / frame area, RapidOCR's detector) is between min_area_ratio and max_area_ratio; ``any_or_all``
     over the sample's videos. Samples without videos are kept."""

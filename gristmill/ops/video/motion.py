@@ -29,7 +29,8 @@ from ...core import trust
 from ...media import describe, media_values, open_media
 from ...media.image import check_image
 from ...registry import register
-from ._common import MediaRangeFilter, VideoParams, flatten, list_array
+from ..base import Filter
+from ._common import VideoParams, flatten, list_array
 
 FARNEBACK = {"pyr_scale": 0.5, "levels": 3, "winsize": 15, "iterations": 3, "poly_n": 5, "poly_sigma": 1.2, "flags": 0}
 
@@ -54,7 +55,7 @@ def resized_dims(hw, size, max_size, divisible):
 
 
 @register("video_motion_score_filter")
-class VideoMotionScoreFilter(MediaRangeFilter):
+class VideoMotionScoreFilter(Filter):
     """Keep samples whose videos' motion score (mean optical-flow magnitude in pixels, or relative to
     the frame diagonal) is within range; stat ``video_motion_score`` per video."""
 

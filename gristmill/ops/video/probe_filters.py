@@ -13,7 +13,8 @@ from pydantic import Field, field_validator
 from ...core import columns as C
 from ...media.video import probe
 from ...registry import register
-from ._common import MediaRangeFilter, VideoParams, flatten, items_of, list_array
+from ..base import Filter
+from ._common import VideoParams, flatten, items_of, list_array
 
 
 def _probe_all(values, backend="ffmpeg"):
@@ -21,7 +22,7 @@ def _probe_all(values, backend="ffmpeg"):
 
 
 @register("video_duration_filter")
-class VideoDurationFilter(MediaRangeFilter):
+class VideoDurationFilter(Filter):
     """Keep samples whose videos last between ``min_duration`` and ``max_duration`` seconds
     (``any_or_all`` over videos); stat ``video_duration`` per video. With ``video_backend: ffmpeg``
     (Data-Juicer's default) the duration is the stream's as ffprobe prints it (6 decimals), falling back
@@ -41,7 +42,7 @@ class VideoDurationFilter(MediaRangeFilter):
 
 
 @register("video_resolution_filter")
-class VideoResolutionFilter(MediaRangeFilter):
+class VideoResolutionFilter(Filter):
     """Keep samples whose videos' width and height (of the first video stream's codec) are in range
     (``any_or_all`` over videos); stats ``video_width``/``video_height`` per video."""
 
@@ -65,7 +66,7 @@ def _fraction(v) -> Fraction:
 
 
 @register("video_aspect_ratio_filter")
-class VideoAspectRatioFilter(MediaRangeFilter):
+class VideoAspectRatioFilter(Filter):
     """Keep samples whose videos' width / height is within [min_ratio, max_ratio] (strings such as
     ``"9/21"`` or ``"9:21"``, compared exactly against the float ratio as Data-Juicer does);
     stat ``video_aspect_ratios`` per video."""
