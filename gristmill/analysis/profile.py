@@ -185,13 +185,27 @@ class Profile:
 
 
 class ShardProfile:
-    """Observes a fused chain on one shard (the ``FusedOp`` observer) and saves what it saw."""
+    """Observes a fused chain on one shard (the ``FusedOp`` observer) and saves what it saw.
+
+    A shard observer, as the engine attaches them to a shard task (``engine.shard_task.observers_for``):
+    ``for_task`` builds it from the task's settings, ``__call__`` sees each op of the chain,
+    ``observe_removal`` an earlier global op's decision, and ``finish`` saves it and names the file for the
+    task's completion record (``{"profile": path}``). The data loop never calls it directly."""
 
     def __init__(self, trace_n: int, correlate: bool = False):
         self.p = Profile(shards=1)
         self.trace_n = trace_n
         self.correlate = correlate
         self._last = None  # (batch, text key, its columns) of the last batch measured
+
+    @classmethod
+    def for_task(cls, task) -> "ShardProfile | None":
+        """The profile of one shard task (None when the run does not profile)."""
+        return cls(task.trace_n, task.correlate) if task.profile else None
+
+    def finish(self, task) -> dict:
+        """Save next to the task's other side files; the entry for its completion record."""
+        return {"profile": self.save(task.profile_path())}
 
     # -- the observer ---------------------------------------------------------------------------
     def __call__(self, i: int, op, before: pa.RecordBatch, out: pa.RecordBatch, gone: pa.RecordBatch | None):

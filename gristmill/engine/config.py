@@ -24,6 +24,8 @@ class RunConfig:
     export_shard_size: int = 0
     input_format: str | None = None
     reader_params: dict = field(default_factory=dict)
+    # options of the export's writer (io.base.writer_options), e.g. {"export_media": "copy"}; not read by readers
+    writer_options: dict = field(default_factory=dict)
     seed: int = D.SEED
     progress: bool = True
     engine: str = "local"  # see engine.base.ENGINES
@@ -31,6 +33,7 @@ class RunConfig:
     project_name: str = "gristmill"
     add_suffix: bool = False  # rows get their file's suffix in __dj__suffix__ (Data-Juicer's add_suffix)
     id_prefix: str | None = None  # a source of a multi-source run: ids derived from the position start "<name>/"
+    show_internal: bool = False  # report.html's funnel also lists the engine's own steps (e.g. unify_text_key)
 
     @property
     def removed_limit(self) -> int | None:

@@ -22,7 +22,7 @@ from ..ops.base import Mapper, Params
 from .export_record import media_layout
 from .paths import RunRefused
 
-PARAM = "export_media"  # carried in RunConfig.reader_params (it survives every ``replace`` of the config)
+PARAM = "export_media"  # a writer option: RunConfig.writer_options (it survives every ``replace`` of the config)
 
 
 class ExportMediaParams(Params):
@@ -55,8 +55,10 @@ class ExportMedia(Mapper):
 
 
 def export_media_mode(cfg) -> str:
-    """The run's ``export_media`` (``none`` when unset)."""
-    return str((cfg.reader_params or {}).get(PARAM) or "none")
+    """The run's ``export_media`` (``none`` when unset): the writer option; a config built before it was one
+    may still carry it among the reader params."""
+    mode = (getattr(cfg, "writer_options", None) or {}).get(PARAM) or (cfg.reader_params or {}).get(PARAM)
+    return str(mode or "none")
 
 
 def check_mode(cfg) -> None:

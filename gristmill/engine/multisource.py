@@ -51,6 +51,7 @@ class UnifyTextKey(Mapper):
     becomes the recipe's text field (the shared chain and the export see one field)."""
 
     name = "unify_text_key"
+    internal = True  # the engine's step, not the user's: out of the funnels (engine.report.hidden)
 
     class Params(Params):
         from_key: str = Field(description="The source's text field.")
@@ -151,10 +152,11 @@ def _shared_by_source(tail, owner: list[int], ops: list, k: int) -> tuple[list[l
 def _combine(cfg: RunConfig, work: str, sources: list[SourceRun], reports: list[dict], trep: dict, tail,
              owner: list[int], ops: list, seconds: float) -> dict:
     shared, files = _shared_by_source(tail, owner, ops, len(sources))
-    table, per_source = [], []
+    table, per_source, internal = [], [], []
     for s, rep, sh, fl in zip(sources, reports, shared, files):
         for row in rep["ops"]:
             table.append({"source": s.name, **row})
+        internal += [{"source": s.name, **row} for row in rep.get("internal_ops", ())]
         read = next((r for r in rep["ops"] if r["op"] == "read"), None)
         last = [r for r in sh if r is not None]
         per_source.append({
@@ -185,6 +187,8 @@ def _combine(cfg: RunConfig, work: str, sources: list[SourceRun], reports: list[
         "rows_rejected_on_read": sum(r["rows_rejected_on_read"] for r in reports),
         "rows_out": trep["rows_out"], "rejects": n_rej, "rejects_file": rejects_path if n_rej else None,
         "reject_reasons": reasons, "seconds": round(seconds, 3), "ops": table,
+        **({"internal_ops": internal + [{"source": None, **row} for row in trep.get("internal_ops", ())]}
+           if internal or trep.get("internal_ops") else {}),
         "shared_report": os.path.join(work, "tail", "report.json"),
     }
     report["report_html"] = _html(cfg, work, report, ops, tail)

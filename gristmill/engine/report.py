@@ -45,11 +45,13 @@ def write_report(cfg: RunConfig, work: str, ops, read_counts: OpCounts, mix_coun
         table.append({"op": "read", "position": None, **read_counts.to_dict()})
     if mix_counts.rows_in:
         table.append({"op": "mixture", "position": None, **mix_counts.to_dict()})
+    internal = []  # the engine's own steps (is_internal): counted, but out of the funnels unless asked
     for op in ops:
         c = counts.get(op.position, OpCounts())
-        table.append({"op": op.name, "position": op.position, "kind": op.kind, **c.to_dict(),
-                      "removed_samples": removed_files.get(op.position),
-                      **({"outputs": outputs[op.position]} if op.position in outputs else {})})
+        row = {"op": op.name, "position": op.position, "kind": op.kind, **c.to_dict(),
+               "removed_samples": removed_files.get(op.position),
+               **({"outputs": outputs[op.position]} if op.position in outputs else {})}
+        (internal if hidden(cfg, op) else table).append(row)
     final_rows = sum(r["rows_out"] for r in stage_results[-1])
     report = {
         "project_name": cfg.project_name,
@@ -67,6 +69,7 @@ def write_report(cfg: RunConfig, work: str, ops, read_counts: OpCounts, mix_coun
         "reject_reasons": reasons,
         "seconds": round(seconds, 3),
         "ops": table,
+        **({"internal_ops": internal} if internal else {}),
     }
     from ..analysis.report import HTML, finish_run
     if cfg.report_kind == "run":
@@ -76,8 +79,22 @@ def write_report(cfg: RunConfig, work: str, ops, read_counts: OpCounts, mix_coun
     with open(tmp, "w") as f:
         json.dump(report, f, indent=2, default=str)
     atomic_rename(tmp, path)
-    finish_run(cfg, work, report, ops, [r.get("profile") for res in stage_results for r in res])
+    finish_run(cfg, work, report, [op for op in ops if not hidden(cfg, op)],
+               [r.get("profile") for res in stage_results for r in res])
     return report
+
+
+def is_internal(op) -> bool:
+    """An engine step the user did not write (a multi-source run's ``unify_text_key``, the analysis'
+    ``keep id + stats``): it declares ``internal = True``."""
+    return bool(getattr(op, "internal", False))
+
+
+def hidden(cfg: RunConfig, op) -> bool:
+    """Whether ``op``'s row goes to report.json's ``internal_ops`` rather than ``ops`` (the table the CLI, the
+    funnel of report.html and the analysis show): an internal step, unless the run asks to see them
+    (``RunConfig.show_internal``)."""
+    return is_internal(op) and not getattr(cfg, "show_internal", False)
 
 
 def _listing(directory: str) -> list[str]:

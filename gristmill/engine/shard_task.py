@@ -1,5 +1,11 @@
 """One unit of work: stream one shard through one stage's fused op chain and write its outputs.
 
+``run_task`` reads like datatrove's pipeline step: read → the engine's own steps → the user's chain → write
+→ marker. The engine's steps (id prefixing and suffix tagging of a source, mixture sampling, an earlier
+global op's removals and finalize) are internal ops with their own counts; a ledger keeps the counts, the
+rejects and the removed samples; observers the engine attaches (the run's profile) watch the chain from
+outside the loop; the output goes through the writer registry (``io.base.open_writer``).
+
 Runs in a worker process (or in-process for np=1). Everything it writes appears atomically and its
 completion marker is written last, so a killed run resumes by redoing only unfinished shards.
 """
@@ -19,9 +25,9 @@ from ..core import columns as C
 from ..core import defaults as D
 from ..core.accounting import REASON, OpCounts, Reject
 from ..core.fused import FusedOp
-from ..io.base import ReadOptions, Shard, relative_source, strip_compression
+from ..io.base import ReadOptions, Shard, open_writer, relative_source, strip_compression
 from ..io.formats import read_shard
-from ..io.writers import FragmentWriter, ShardWriter, atomic_rename, read_shard_parts, tmp_path
+from ..io.writers import atomic_rename, read_shard_parts, tmp_path
 from ..ops.base import GlobalOp, Mapper, RemovalOp
 
 READ_POS = -1  # counts key of the reader pseudo-op
@@ -51,6 +57,7 @@ class Task:
     correlate: bool = False  # stats correlations (analysis runs)
     id_prefix: str | None = None  # a multi-source run's source name, put before ids derived from the position
     add_suffix: bool = False  # stage 0: a __dj__suffix__ column with the input file's suffix
+    observers: tuple = ()  # further shard observer factories, each ``f(task) -> observer | None`` (observers_for)
 
     @property
     def name(self) -> str:
@@ -156,158 +163,328 @@ def _load_removals(path: str | None):
     return t.take(pa.array(order))
 
 
-def run_task(task: Task, progress=None) -> dict:
-    """Process one shard; returns (and writes as the completion marker) its counts and outputs."""
-    prof = None
-    if task.profile:
-        from ..analysis.profile import ShardProfile
-        prof = ShardProfile(task.trace_n, task.correlate)
-    fused = FusedOp(list(task.ops), observer=prof)
-    counts: dict[int, OpCounts] = {}
-    rejects = _Lines(os.path.join(task.stage_dir, "rejects", task.name + ".jsonl"))
-    removed = _Lines(os.path.join(task.stage_dir, "removed", task.name + ".jsonl"))
-    kept_removed: dict[int, int] = {}
-    os.makedirs(os.path.join(task.stage_dir, "out"), exist_ok=True)
-    out_base = os.path.join(task.stage_dir, "out", task.name)
-    if task.out_kind == "ipc":
-        writer = ShardWriter(out_base)
-    else:
-        ext = ".jsonl" + task.export_comp if task.export_fmt == "jsonl" else ""
-        writer = FragmentWriter(out_base + ext, task.export_fmt, task.export_comp)
+# -- the task's ledger: counts per position, rejects and removed samples ----------------------------------
 
-    def count(pos: int) -> OpCounts:
-        return counts.setdefault(pos, OpCounts())
+class _Ledger:
+    """What a shard task accounts for: counts per op position (``READ_POS``/``MIX_POS`` for the engine's
+    own steps) and its side files, the rejects and a sample of the removed rows."""
 
-    def record_removed(pos: int, name: str, gone: pa.RecordBatch):
-        limit = task.removed_limit
-        have = kept_removed.get(pos, 0)
+    def __init__(self, task: Task):
+        self.task = task
+        self.counts: dict[int, OpCounts] = {}
+        self.rejects = _Lines(os.path.join(task.stage_dir, "rejects", task.name + ".jsonl"))
+        self.removed = _Lines(os.path.join(task.stage_dir, "removed", task.name + ".jsonl"))
+        self._kept: dict[int, int] = {}
+
+    def count(self, pos: int) -> OpCounts:
+        return self.counts.setdefault(pos, OpCounts())
+
+    def record_removed(self, pos: int, name: str, gone: pa.RecordBatch) -> None:
+        limit = self.task.removed_limit
+        have = self._kept.get(pos, 0)
         take = gone.num_rows if limit is None else max(0, min(gone.num_rows, limit - have))
         if take:
             for row in gone.slice(0, take).to_pylist():
                 reason = row.pop(REASON, None)
                 extra = {k: row.pop(k) for k in list(row) if k.startswith("__removed_")}
-                removed.write({"op": name, "position": pos, "reason": reason,
-                               **{k[len("__removed_"):]: v for k, v in extra.items()}, "row": _public(row)})
-            kept_removed[pos] = have + take
+                self.removed.write({"op": name, "position": pos, "reason": reason,
+                                    **{k[len("__removed_"):]: v for k, v in extra.items()}, "row": _public(row)})
+            self._kept[pos] = have + take
 
-    def record_reject(pos: int, r: Reject):
+    def record_reject(self, pos: int | None, r: Reject) -> None:
         d = r.to_dict()
         if d["record"] is not None:
             d["record"] = _public(d["record"])
-        d["stage"], d["shard"] = task.stage, task.shard
+        d["stage"], d["shard"] = self.task.stage, self.task.shard
         if d["position"] is None:
             d["position"] = pos
-        rejects.write(d)
+        self.rejects.write(d)
 
-    before_pos = task.before.position if task.before is not None else None
-    removals = _load_removals(task.removals) if task.before is not None else None
-    finalize = None
-    if task.before is not None and isinstance(task.before, RemovalOp) and task.state:
-        with open(task.state, "rb") as f:
-            finalize = FusedOp([_Finalize(task.before, pickle.load(f))])
 
-    def batches():
-        if task.source is not None:
-            derived = f"{relative_source(task.source.source, task.read_opts)}:"
-            suffix = file_suffix(task.source.source) if task.add_suffix else None
-            for item in read_shard(task.source, task.read_opts):
-                if isinstance(item, pa.RecordBatch):
-                    if task.id_prefix:
-                        item = prefix_ids(item, derived, task.id_prefix)
-                    if suffix is not None and SUFFIX not in item.schema.names:  # as Data-Juicer: rows that
-                        # carry their own suffix keep it (add_suffixes skips a dataset that has the field)
-                        item = C.set_column(item, SUFFIX, pa.array([suffix] * item.num_rows, pa.string()))
-                yield item
+# -- observers: what the engine attaches to a task (the run's profile), outside the data loop -------------
+
+def observers_for(task: Task) -> list:
+    """The shard observers the engine attaches to ``task``: the profile when the run profiles
+    (``analysis.profile.ShardProfile``), then the task's own factories (``Task.observers``). An observer is
+    called as ``FusedOp``'s observer for each op of the chain, ``observe_removal(op, before, after)`` for an
+    earlier global op's decision, and ``finish(task)`` for the entries it adds to the completion record."""
+    factories = list(task.observers)
+    if task.profile:
+        from ..analysis.profile import ShardProfile
+        factories.insert(0, ShardProfile.for_task)
+    return [o for o in (f(task) for f in factories) if o is not None]
+
+
+class _Watch:
+    """The attached observers, as the chain and the internal steps call them."""
+
+    def __init__(self, observers: list):
+        self.observers = observers
+        if not observers:
+            self.chain = None
+        elif len(observers) == 1:
+            self.chain = observers[0]
         else:
-            yield from read_shard_parts(task.parts)
+            self.chain = lambda *a: [o(*a) for o in observers]
 
-    row_offset = 0  # position of the next input row within the shard (for removals)
-    for item in batches():
+    def removal(self, op, before: pa.RecordBatch, after: pa.RecordBatch) -> None:
+        for o in self.observers:
+            hook = getattr(o, "observe_removal", None)
+            if hook is not None:
+                hook(op, before, after)
+
+    def finish(self, task: Task) -> dict:
+        out: dict = {}
+        for o in self.observers:
+            out.update(o.finish(task) if hasattr(o, "finish") else {})
+        return out
+
+
+# -- internal ops: the engine's own steps before the user's chain, each with its own counts ---------------
+
+class _Step:
+    """An engine step of a shard task (not an op the user wrote): a batch in, a batch out. ``pos`` is where
+    it counts (None: it counts nothing; it never changes the number of rows)."""
+
+    name = ""
+    pos: int | None = None
+
+    def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:  # pragma: no cover
+        raise NotImplementedError
+
+
+class _PrefixIds(_Step):
+    """A multi-source run's source name before the ids the reader derived from the position."""
+
+    name = "prefix ids"
+
+    def __init__(self, derived: str, prefix: str):
+        self.derived, self.prefix = derived, prefix
+
+    def __call__(self, batch):
+        return prefix_ids(batch, self.derived, self.prefix)
+
+
+class _TagSuffix(_Step):
+    """Data-Juicer's ``__dj__suffix__``: the input file's suffix, on rows that do not carry their own (as
+    Data-Juicer's add_suffixes skips a dataset that has the field)."""
+
+    name = "tag suffix"
+
+    def __init__(self, suffix: str):
+        self.suffix = suffix
+
+    def __call__(self, batch):
+        if SUFFIX in batch.schema.names:
+            return batch
+        return C.set_column(batch, SUFFIX, pa.array([self.suffix] * batch.num_rows, pa.string()))
+
+
+class _Mixture(_Step):
+    """A source's mixture weight: rows sampled (or repeated) by a hash of their id; counts under MIX_POS."""
+
+    name = "mixture"
+    pos = MIX_POS
+
+    def __init__(self, weight: float, seed: int, ledger: _Ledger):
+        self.weight, self.seed, self.ledger = weight, seed, ledger
+
+    def __call__(self, batch):
+        n = batch.num_rows
+        batch, dropped = _mixture(batch, self.weight, self.seed)
+        m = self.ledger.count(MIX_POS)
+        m.rows_in += n
+        m.rows_out += batch.num_rows
+        m.removed += dropped.num_rows
+        m.added += batch.num_rows + dropped.num_rows - n
+        if dropped.num_rows:
+            why = f"not sampled (weight {self.weight})"
+            m.reasons[why] = m.reasons.get(why, 0) + dropped.num_rows
+        return batch
+
+
+class _Removals(_Step):
+    """The rows an earlier global op's resolve decided to drop (by their position in the shard). The op's
+    rows_in/rows_out were counted by its prepare step in the previous stage: here only what its decision
+    removes is subtracted, under its position."""
+
+    def __init__(self, op, removals: pa.Table | None, ledger: _Ledger):
+        self.op, self.removals, self.ledger = op, removals, ledger
+        self.name, self.pos = op.name, op.position
+        self.offset = 0  # position of the next row within the shard
+        self.rows = removals.column("row").to_numpy() if removals is not None and removals.num_rows else None
+
+    def __call__(self, batch):
+        n, row_offset = batch.num_rows, self.offset
+        self.offset += n
+        if self.rows is None:
+            return batch
+        rows = self.rows
+        lo, hi = np.searchsorted(rows, [row_offset, row_offset + n])
+        if hi <= lo:
+            return batch
+        sel = self.removals.slice(lo, hi - lo)
+        local = rows[lo:hi] - row_offset
+        mask = np.ones(n, bool)
+        mask[local] = False
+        gone = batch.take(pa.array(local))
+        gone = gone.append_column(REASON, sel.column("reason").combine_chunks())
+        for extra in sel.schema.names:
+            if extra not in ("row", "reason"):
+                gone = gone.append_column(f"__removed_{extra}", sel.column(extra).combine_chunks())
+        batch = batch.filter(pa.array(mask))
+        c = self.ledger.count(self.pos)
+        c.removed += gone.num_rows
+        c.rows_out -= gone.num_rows
+        for r, k in zip(*np.unique(np.asarray(sel.column("reason").to_pylist(), dtype=object).astype(str),
+                                   return_counts=True)):
+            c.reasons[str(r)] = c.reasons.get(str(r), 0) + int(k)
+        self.ledger.record_removed(self.pos, self.op.name, gone)
+        return batch
+
+
+class _FinalizeStep(_Step):
+    """An earlier global op's ``finalize`` over the rows it kept, row-local (a failing row is rejected, under
+    the op's position)."""
+
+    def __init__(self, op: RemovalOp, state, ledger: _Ledger):
+        self.fused = FusedOp([_Finalize(op, state)])
+        self.name, self.pos, self.ledger = op.name, op.position, ledger
+
+    def __call__(self, batch):
+        fr = self.fused.run_batch(batch)
+        c = self.ledger.count(self.pos)
+        c.rejected += fr.counts[0].rejected
+        c.rows_out -= fr.counts[0].rejected
+        c.seconds += fr.counts[0].seconds
+        for r in fr.rejects:
+            self.ledger.record_reject(self.pos, r)
+        return fr.batch
+
+
+class _Decision(_Step):
+    """An earlier global op's decision applied at the start of this stage (its removals, then its finalize),
+    shown to the observers as one step."""
+
+    def __init__(self, op, steps: list[_Step], watch: _Watch):
+        self.op, self.steps, self.watch = op, steps, watch
+        self.name, self.pos = op.name, op.position
+
+    def __call__(self, batch):
+        received = batch
+        for step in self.steps:
+            batch = step(batch)
+        if received.num_rows:
+            self.watch.removal(self.op, received, batch)
+        return batch
+
+
+def internal_steps(task: Task, ledger: _Ledger, watch: _Watch) -> list[_Step]:
+    """The engine's steps between the read and the user's chain: id prefixing and suffix tagging (stage 0 of
+    a source), mixture sampling (a weighted source), an earlier global op's removals and finalize."""
+    steps: list[_Step] = []
+    if task.source is not None:
+        if task.id_prefix:
+            steps.append(_PrefixIds(f"{relative_source(task.source.source, task.read_opts)}:", task.id_prefix))
+        if task.add_suffix:
+            steps.append(_TagSuffix(file_suffix(task.source.source)))
+        if task.source.weight != 1.0:
+            steps.append(_Mixture(task.source.weight, task.seed, ledger))
+    if task.before is not None:
+        parts: list[_Step] = [_Removals(task.before, _load_removals(task.removals), ledger)]
+        if isinstance(task.before, RemovalOp) and task.state:
+            with open(task.state, "rb") as f:
+                parts.append(_FinalizeStep(task.before, pickle.load(f), ledger))
+        steps.append(_Decision(task.before, parts, watch))
+    return steps
+
+
+# -- read, chain, write, marker ----------------------------------------------------------------------------
+
+def _read(task: Task, ledger: _Ledger):
+    """The shard's record batches; the reader's rejects go to the ledger (under the read pseudo-op)."""
+    items = read_shard(task.source, task.read_opts) if task.source is not None else read_shard_parts(task.parts)
+    for item in items:
         if isinstance(item, Reject):
-            c = count(READ_POS)
+            c = ledger.count(READ_POS)
             if item.counts_as_row:
                 c.rows_in += 1
                 c.rejected += 1
             else:  # a truncated or unreadable file: reported, but there is no row to count
                 c.file_errors += 1
-            record_reject(None, item)
+            ledger.record_reject(None, item)
             continue
-        batch = item
-        n = batch.num_rows
         if task.source is not None:
-            c = count(READ_POS)
-            c.rows_in += n
-            c.rows_out += n
-            if task.source.weight != 1.0:
-                batch, dropped = _mixture(batch, task.source.weight, task.seed)
-                m = count(MIX_POS)
-                m.rows_in += n
-                m.rows_out += batch.num_rows
-                m.removed += dropped.num_rows
-                m.added += batch.num_rows + dropped.num_rows - n
-                if dropped.num_rows:
-                    m.reasons[f"not sampled (weight {task.source.weight})"] = \
-                        m.reasons.get(f"not sampled (weight {task.source.weight})", 0) + dropped.num_rows
-        if task.before is not None:
-            # the op's rows_in/rows_out were counted by its prepare step in the previous stage; here only
-            # what its decision removes (and what finalize rejects) is subtracted
-            c = count(before_pos)
-            received = batch
-            if removals is not None and removals.num_rows:
-                rows = removals.column("row").to_numpy()
-                lo, hi = np.searchsorted(rows, [row_offset, row_offset + n])
-                if hi > lo:
-                    sel = removals.slice(lo, hi - lo)
-                    local = rows[lo:hi] - row_offset
-                    mask = np.ones(n, bool)
-                    mask[local] = False
-                    gone = batch.take(pa.array(local))
-                    gone = gone.append_column(REASON, sel.column("reason").combine_chunks())
-                    for extra in sel.schema.names:
-                        if extra not in ("row", "reason"):
-                            gone = gone.append_column(f"__removed_{extra}", sel.column(extra).combine_chunks())
-                    batch = batch.filter(pa.array(mask))
-                    c.removed += gone.num_rows
-                    c.rows_out -= gone.num_rows
-                    for r, k in zip(*np.unique(np.asarray(sel.column("reason").to_pylist(), dtype=object).astype(str),
-                                               return_counts=True)):
-                        c.reasons[str(r)] = c.reasons.get(str(r), 0) + int(k)
-                    record_removed(before_pos, task.before.name, gone)
-            if finalize is not None:
-                fr = finalize.run_batch(batch)
-                c.rejected += fr.counts[0].rejected
-                c.rows_out -= fr.counts[0].rejected
-                c.seconds += fr.counts[0].seconds
-                for r in fr.rejects:
-                    record_reject(before_pos, r)
-                batch = fr.batch
-            if prof is not None and received.num_rows:
-                prof.observe_removal(task.before, received, batch)
-        row_offset += n
-        res = fused.run_batch(batch)
-        for op, oc, gone in zip(task.ops, res.counts, res.removed):
-            count(op.position).merge(oc)
+            c = ledger.count(READ_POS)
+            c.rows_in += item.num_rows
+            c.rows_out += item.num_rows
+        yield item
+
+
+class _Chain:
+    """The stage's fused chain of the user's ops; its counts, removed rows and rejects go to the ledger."""
+
+    def __init__(self, ops: list, ledger: _Ledger, watch: _Watch):
+        self.ops, self.ledger = ops, ledger
+        self.fused = FusedOp(list(ops), observer=watch.chain)
+
+    def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        res = self.fused.run_batch(batch)
+        for op, oc, gone in zip(self.ops, res.counts, res.removed):
+            self.ledger.count(op.position).merge(oc)
             if gone is not None:
-                record_removed(op.position, op.name, gone)
+                self.ledger.record_removed(op.position, op.name, gone)
         for r in res.rejects:
-            record_reject(r.position, r)
-        out = res.batch
-        if task.out_kind != "ipc":
-            out = C.drop_private(out, task.keep_stats)
-        writer.write(out)
-        if progress is not None:
-            progress(n, batch.nbytes)
-    parts = writer.close()
-    rej_file, rem_file = rejects.close(), removed.close()
-    result = {"stage": task.stage, "shard": task.shard, "parts": parts, "rows_out": writer.rows,
-              "counts": {str(k): v.to_dict() for k, v in sorted(counts.items())},
-              "rejects": rej_file, "removed": rem_file,
-              "profile": prof.save(task.profile_path()) if prof is not None else None}
+            self.ledger.record_reject(r.position, r)
+        return res.batch
+
+
+class _Output:
+    """The task's output through the registered writer: a stage shard (Arrow IPC) or, for the last stage of
+    an exporting run, the export fragment (private columns dropped, stats kept when asked)."""
+
+    def __init__(self, task: Task):
+        os.makedirs(os.path.join(task.stage_dir, "out"), exist_ok=True)
+        self.export = task.out_kind != "ipc"
+        self.keep_stats = task.keep_stats
+        fmt = task.export_fmt if self.export else "ipc"
+        self.writer = open_writer(fmt, os.path.join(task.stage_dir, "out", task.name),
+                                  task.export_comp if self.export else "")
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self.writer.write(C.drop_private(batch, self.keep_stats) if self.export else batch)
+
+
+def _write_marker(task: Task, result: dict) -> None:
     os.makedirs(os.path.dirname(task.marker()), exist_ok=True)
     tmp = tmp_path(task.marker())
     with open(tmp, "w") as f:
         json.dump(result, f)
     atomic_rename(tmp, task.marker())
+
+
+def run_task(task: Task, progress=None) -> dict:
+    """Process one shard: read → the engine's steps → the user's chain → write → marker. Returns (and writes
+    as the completion marker, last) its counts and outputs."""
+    watch = _Watch(observers_for(task))
+    ledger = _Ledger(task)
+    steps = internal_steps(task, ledger, watch)
+    chain = _Chain(task.ops, ledger, watch)
+    output = _Output(task)
+    for batch in _read(task, ledger):
+        n = batch.num_rows
+        for step in steps:
+            batch = step(batch)
+        output.write(chain(batch))
+        if progress is not None:
+            progress(n, batch.nbytes)
+    parts = output.writer.close()
+    rej_file, rem_file = ledger.rejects.close(), ledger.removed.close()
+    result = {"stage": task.stage, "shard": task.shard, "parts": parts, "rows_out": output.writer.rows,
+              "counts": {str(k): v.to_dict() for k, v in sorted(ledger.counts.items())},
+              "rejects": rej_file, "removed": rem_file, "profile": None}
+    result.update(watch.finish(task))
+    _write_marker(task, result)
     return result
 
 

@@ -197,3 +197,56 @@ def with_ids(batch: pa.RecordBatch, shard: Shard, positions, opts: ReadOptions) 
         col = pc.cast(batch.column(idx), pa.string())
         return batch.set_column(idx, C.ID, pc.if_else(pc.is_null(col), made, col))
     return batch.append_column(C.ID, made)
+
+
+# -- writers: a registry like the readers' --------------------------------------------------------------
+
+class Writer:
+    """Writes one shard task's output: a stage shard (``ipc``, engine-internal Arrow IPC) or an export
+    fragment (``jsonl``, ``parquet``, ``arrow``). ``options`` are the run's writer options it understands
+    (``RunConfig.writer_options``; e.g. ``export_media``), as readers declare theirs."""
+
+    formats: ClassVar[tuple[str, ...]] = ()  # the output formats it writes
+    options: ClassVar[dict[str, str]] = {}  # writer options it understands → description
+    rows: int = 0
+
+    @classmethod
+    def open(cls, base: str, fmt: str, compression: str = "") -> "Writer":  # pragma: no cover
+        """A writer for one shard's output at ``base`` (the writer adds its file suffix)."""
+        raise NotImplementedError
+
+    def write(self, batch: pa.RecordBatch) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def close(self) -> list[str]:  # pragma: no cover
+        """Finish; returns the files written (each appears atomically)."""
+        raise NotImplementedError
+
+
+_WRITERS: dict[str, type] = {}
+
+
+def register_writer(cls):
+    for fmt in cls.formats:
+        _WRITERS[fmt] = cls
+    return cls
+
+
+def writers() -> dict[str, type]:
+    """Output format → writer class (the built-in ones live in ``io.writers``)."""
+    from . import writers as _builtin  # noqa: F401 - registers them
+    return _WRITERS
+
+
+def open_writer(fmt: str, base: str, compression: str = "") -> Writer:
+    """The registered writer for ``fmt``, opened for one shard's output at ``base``."""
+    try:
+        cls = writers()[fmt]
+    except KeyError:
+        raise ValueError(f"no writer for output format {fmt!r} (known: {', '.join(sorted(_WRITERS))})") from None
+    return cls.open(base, fmt, compression)
+
+
+def writer_options() -> dict[str, str]:
+    """Every writer option any writer understands."""
+    return {k: f"{'/'.join(c.formats)}: {d}" for c in dict.fromkeys(writers().values()) for k, d in c.options.items()}

@@ -18,7 +18,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from ..core import columns as C
-from .base import strip_compression
+from .base import Writer, register_writer, strip_compression
 from .streams import copy_range, iter_decompressed
 
 TMP = ".gm-tmp-"
@@ -102,9 +102,16 @@ def unify(schemas: list[pa.Schema]) -> pa.Schema:
 
 # -- stage shards ---------------------------------------------------------------------------------
 
-class ShardWriter:
+@register_writer
+class ShardWriter(Writer):
     """Writes one stage shard as Arrow IPC; starts a new part file when the schema changes
     incompatibly, so nothing is buffered and nothing is lost."""
+
+    formats = ("ipc",)
+
+    @classmethod
+    def open(cls, base: str, fmt: str = "ipc", compression: str = "") -> "ShardWriter":
+        return cls(base)
 
     def __init__(self, path: str):
         self.path = path
@@ -213,9 +220,20 @@ def _close_compressed(f, raw) -> None:
         raw.close()
 
 
-class FragmentWriter:
+@register_writer
+class FragmentWriter(Writer):
     """A worker's export fragment for one shard: JSONL bytes (optionally compressed as one member/frame,
     so fragments concatenate into a valid file) or Arrow IPC for the Parquet/Arrow exports."""
+
+    formats = ("jsonl", "parquet", "arrow")
+    # run-level options of the export (RunConfig.writer_options); the engine applies ``export_media`` as the
+    # last step of the chain (engine.media_op), so a missing media file rejects only its row
+    options = {"export_media": "media the export references: none (paths kept), link, copy (placed beside the "
+                               "export) or bytes (embedded; Parquet/HF only)"}
+
+    @classmethod
+    def open(cls, base: str, fmt: str, compression: str = "") -> "FragmentWriter":
+        return cls(base + (".jsonl" + compression if fmt == "jsonl" else ""), fmt, compression)
 
     def __init__(self, path: str, fmt: str, compression: str):
         self.path, self.fmt, self.comp = path, fmt, compression
