@@ -631,7 +631,8 @@ def http_app(server, host: str, token: str | None):
     bodies of at most api.MAX_BODY bytes, read before the SDK parses them."""
     import inspect
 
-    from .api import MAX_BODY, Guard
+    from .guard import Guard
+    from .http import MAX_BODY
     params = inspect.signature(server.streamable_http_app).parameters
     if "host" in params:  # mcp 2.x
         app = server.streamable_http_app(host=host)
