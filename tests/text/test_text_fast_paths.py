@@ -207,7 +207,8 @@ def test_case_folding_superset_prefilter_and_ascii_word_boundaries():
     """IGNORECASE classes become the code points Python's re matches (Kelvin sign, long s, dotted I...);
     a pattern RE2 cannot run (a look-ahead) runs in Python's re only on the rows its RE2 superset matches,
     with re.sub's result; a word boundary runs in RE2 as its ASCII \\b (the one knowing difference)."""
-    from gristmill.ops.text.cleaning import CleanLinksMapper, regex_sub
+    from gristmill.ops.text.clean_regex import CleanLinksMapper
+    from gristmill.ops.text.regex_sub import regex_sub
     from gristmill.ops.text.re2_exact import to_re2, to_re2_superset
     strs = ["kelvin \u212a", "long \u017f", "İstanbul", "plain", "ABC", "x"]
     for pat in [r"(?i)[a-z]+", r"(?i)k", r"(?i)s\w", r"(?i)[^a-z ]"]:

@@ -17,7 +17,7 @@ from pydantic import Field
 from ...core import columns as C
 from ...registry import register
 from ..base import Mapper, Params
-from .cleaning import PY_SPACES
+from .whitespace import PY_SPACES
 
 # DJ's split_sentence patterns, in order (its 4th class also holds '{', '6', '}' and '2', kept as is)
 _DJ_SPLITS = (r"([.。！!？?])([^’”])", r"(\.{6})([^’”])", r"(…{2})([^’”])", r"([.。!！？?.{6}…{2}][’”])([^’”])")
