@@ -12,7 +12,7 @@ import yaml
 from gm_testutil import REPO, check_accounting, read_jsonl, write_jsonl
 from gristmill.core import columns as C
 from gristmill.core.fused import FusedOp
-from gristmill.ops.fields import parse_human_number
+from gristmill.ops.human_number import parse_human_number
 from gristmill.registry import OpError, create_op
 
 BAIKE = [

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-import gristmill.ops.generic as G
+import gristmill.ops.select._kth as G
 from gm_testutil import SAMPLE
 from gristmill.core import columns as C
 from gristmill.dataset import Dataset

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-import gristmill.ops.generic as G
+import gristmill.ops.select._kth as G
 from djops_util import through_engine
 from gm_testutil import SAMPLE
 from gristmill.dataset import Dataset

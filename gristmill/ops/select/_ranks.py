@@ -1,7 +1,7 @@
 """Shared pieces of the selectors in this package: reading a field's per-row values for ``prepare``, order
 keys for floats, and finding the value at a given rank of the whole dataset on the workers.
 
-``kth`` is ``gristmill.ops.generic.kth_key``, the selectors' radix search over per-shard summaries (each
+``kth`` is ``gristmill.ops.select._kth.kth_key``, the selectors' radix search over per-shard summaries (each
 round one pass over every shard's key column through ``ctx.map``), so the driver never reads the keys;
 it returns the key at a rank and how many rows rank strictly below it, plus each shard's count of rows
 equal to it, which ``shares`` splits out in dataset order."""
@@ -14,9 +14,9 @@ import pyarrow as pa
 
 from ...core import columns as C
 from ..dedup._shuffle import read_columns, run_map
-from ..generic import _shard_keys as shard_keys
-from ..generic import kth_key as kth
-from ..generic import shares
+from ._kth import _shard_keys as shard_keys
+from ._kth import kth_key as kth
+from ._kth import shares
 
 __all__ = ["count_rows", "field_values", "float_order_keys", "kth", "native_field", "scalar", "shard_keys", "shares"]
 

@@ -10,7 +10,7 @@ upper bound are both given and the dataset has two rows or more. Data-Juicer ret
 sorted by value, descending; gristmill keeps them in dataset order (the same rows).
 
 Distributed: the values at rank ``lower`` and ``upper - 1`` are found with the radix search of
-``gristmill.ops.generic`` on the workers; each shard then drops its rows outside the window."""
+``gristmill.ops.select._kth`` on the workers; each shard then drops its rows outside the window."""
 from __future__ import annotations
 
 import sys
