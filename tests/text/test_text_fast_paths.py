@@ -194,7 +194,7 @@ def test_dj_regex_substitutions_in_re2_match_python_spans():
     """Data-Juicer's regex mappers run their (DOTALL) patterns in RE2 only through the exact translation:
     same replaced spans as re.sub, including Unicode \\s/\\w/\\d and lazy repeats; patterns that cannot be
     translated (word boundaries, ASCII mode, look-arounds) stay on Python's re."""
-    from gristmill.ops.text.basic import _to_re2
+    from gristmill.ops.text.regex_sub import _to_re2
     texts = ["a\u3000b\xa0c d", "naïve café_9 ٣٤ x", "<p>one</p>\n<p>two</p>", "x=1;\ny=22;", "", "中文 字符\t!"]
     for pat in [r"\s+", r"\w+", r"\d", r"<p>.*?</p>", r"<p>.*</p>", r"[^\s]+?;", r"\S{2,}", r"\W", r"x\D*?y"]:
         got = pc.replace_substring_regex(pa.array(texts), pattern=_to_re2(pat), replacement="#").to_pylist()

@@ -25,7 +25,7 @@ from ...core import columns as C
 from ...core import trust
 from ...registry import register
 from ..base import Mapper, Params
-from .basic import _to_re2
+from .regex_sub import _to_re2
 from ._hf_tokenizer import load_tokenizer
 
 

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from ...core import columns as C
 from ...registry import register
 from ..base import Mapper
-from .basic import replace_rows
+from .regex_sub import replace_rows
 
 _MARKUP = r"[<&\r\x00]"
 _HTML_SPACE = "\t\n\x0c\r "

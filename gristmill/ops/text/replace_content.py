@@ -1,59 +1,17 @@
-"""Basic text ops with Data-Juicer names, params and stats keys: length, word count, regex replace."""
+"""replace_content_mapper (Data-Juicer's): regex replacement, in pyarrow's RE2 kernel when the pattern
+allows."""
 from __future__ import annotations
 
 import re
-import string
-import sys
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field
 
 from ...core import columns as C
 from ...registry import register
-from ..base import Filter, Mapper, Params
-from .re2_exact import to_re2
-
-# Data-Juicer strips these from word edges before counting words (helper_func.SPECIAL_CHARACTERS, main part)
-WORD_STRIP = string.punctuation + string.digits + string.whitespace
-
-
-@register("text_length_filter")
-class TextLengthFilter(Filter):
-    """Keep samples whose text length in characters (code points) is within [min_len, max_len]."""
-
-    stat = "text_len"
-
-    class Params(Params):
-        min_len: int = Field(10, description="Minimum text length in characters.")
-        max_len: int = Field(sys.maxsize, description="Maximum text length in characters.")
-
-    def compute_stats(self, batch):
-        return C.with_stats(batch, {"text_len": pc.cast(pc.utf8_length(self.text(batch)), pa.int64())})
-
-
-def _to_re2(pattern: str) -> str | None:
-    """The RE2 form of a Python pattern (compiled with DOTALL, as Data-Juicer does) for pyarrow's
-    vectorised kernels, with the same match spans; None when it cannot be translated (look-arounds,
-    back-references), so the caller runs Python's ``re``. Translated from Python's parse, so
-    ``\\w``/``\\s``/``\\d`` keep Python's Unicode meaning (RE2's are ASCII-only). One knowing exception:
-    a word boundary ``\\b`` becomes RE2's, which treats non-ASCII letters as non-word characters (Python's
-    re runs such patterns, e.g. clean_links', in exponential time on some pages; RE2 in linear time)."""
-    try:
-        return to_re2(pattern, re.DOTALL, spans=True, ascii_boundaries=True)
-    except (NotImplementedError, re.error):
-        return None
-
-
-def replace_rows(out: pa.Array, text: pa.Array, hit: np.ndarray, fn) -> pa.Array:
-    """``out`` with each row where ``hit`` is set replaced by ``fn`` of that row of ``text``: the per-row
-    Python path for the (non-null) rows a vectorised pre-filter flagged."""
-    if not hit.any():
-        return out
-    mask = pa.array(hit)
-    new = [fn(t) for t in text.filter(mask).to_pylist()]
-    return pc.replace_with_mask(out, mask, pa.array(new, out.type))
+from ..base import Mapper, Params
+from .regex_sub import _to_re2
 
 
 def _to_re2_repl(repl: str) -> str | None:
