@@ -267,9 +267,6 @@ def cmd_analyze(args) -> int:
             if recipe.tokenize_only():
                 raise RecipeError(f"{args.target}: a tokenize-only recipe has no dataset to analyze (give "
                                   f"`gristmill analyze` a dataset path)")
-            if recipe.sources:
-                raise RecipeError(f"{args.target}: `gristmill analyze` takes one dataset; a recipe with `sources:` "
-                                  f"is analysed one source at a time (its path, with --ops)")
             for w in warnings:
                 if not w.startswith("no export_path"):  # analyze exports nothing
                     con.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
@@ -291,7 +288,9 @@ def cmd_analyze(args) -> int:
         from .ops.base import Filter
         if args.ops:
             ops = parse_ops(args.ops, args.allow_scripts)
-        elif not any(isinstance(o, Filter) for o in ops):
+        elif not any(isinstance(o, Filter) for o in ops) and not (
+                args.target.endswith((".yaml", ".yml")) and recipe.sources
+                and any(isinstance(o, Filter) for s in recipe._source_ops for o in s)):
             ops = parse_ops(list(DEFAULT_OPS))
             con.print(f"no filters given: analysing the default stats ({', '.join(DEFAULT_OPS)})", highlight=False)
         check_what_if(ops, args.what_if)  # bad changes refused before the analysis runs
@@ -300,6 +299,8 @@ def cmd_analyze(args) -> int:
         con.print(f"[red]error:[/red] {escape(str(e))}", highlight=False)
         return 2
     _warn_np(cfg.np, con)
+    if args.target.endswith((".yaml", ".yml")) and recipe.sources and not args.ops:
+        return _analyze_sources(recipe, cfg, ops, args, percentiles, con)
     con.print(f"[bold]analyze[/bold] {len(ops)} ops over {cfg.dataset_path}, np={cfg.np}", highlight=False)
     status, res = run_guarded(lambda: analyze(cfg, ops, what_if=args.what_if, k=args.k, percentiles=percentiles,
                                               log=lambda m: con.print(f"  {m}", highlight=False)),
@@ -307,6 +308,29 @@ def cmd_analyze(args) -> int:
     if res is None:
         return status
     print_analysis(res, con)
+    return 0
+
+
+def _analyze_sources(recipe, cfg, ops, args, percentiles, con) -> int:
+    """A `sources:` recipe: each source (its own filters and the shared ones), then the mix."""
+    from .analysis.analyze_sources import analyze_sources
+    from .recipe import source_configs
+    runs = source_configs(recipe, cfg)
+    con.print(f"[bold]analyze[/bold] {len(runs)} sources, {len(ops)} shared ops, np={cfg.np}", highlight=False)
+    status, res = run_guarded(lambda: analyze_sources(cfg, runs, ops, what_if=args.what_if, k=args.k,
+                                                      percentiles=percentiles,
+                                                      log=lambda m: con.print(f"  {m}", highlight=False)),
+                              cfg.work_dir, con)
+    if res is None:
+        return status
+    for name, one in res["sources"].items():
+        con.print(f"[bold]source {escape(name)}[/bold]", highlight=False)
+        print_analysis(one, con)
+    if res["mix"] is not None:
+        con.print("[bold]over the mix[/bold] (the shared filters over every source's rows)", highlight=False)
+        print_analysis(res["mix"], con)
+    else:
+        con.print(f"no analysis over the mix: {res['mix_skipped']}", highlight=False)
     return 0
 
 
