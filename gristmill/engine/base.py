@@ -1,31 +1,21 @@
-"""The Engine protocol (plan in, report out) and the engines by name.
+"""The entry point of a run: ``create_engine(cfg).run(ops)``, the stage loop (``runner.StageEngine``) on the
+executor ``cfg.engine`` names.
 
-The CLI, the recipe loader and the Python API depend on this module only; which engine runs a recipe is a
-setting (``engine: local | ray``, or Data-Juicer's ``executor_type``), never an import."""
+The pipeline, the recipe loader, ``Dataset`` and analyze depend on this module (or ``executor``) only; which
+executor runs a recipe is a setting (``engine: local | ray``, or Data-Juicer's ``executor_type``) looked up in
+the executor registry (``executor.EXECUTORS``), never an import."""
 from __future__ import annotations
 
-import importlib
-from typing import Callable, Protocol
+from typing import Callable
 
 from .config import RunConfig
+from .executor import EXECUTORS as ENGINES  # the valid ``engine`` names (the executor registry)
+from .runner import StageEngine
 
-ENGINES = {"local": "gristmill.engine.local:LocalEngine", "ray": "gristmill.engine.ray:RayEngine"}
-
-
-class Engine(Protocol):
-    name: str
-
-    def __init__(self, cfg: RunConfig, log: Callable[[str], None] | None = None): ...
-
-    def run(self, ops: list) -> dict:
-        """Run the ops over ``cfg``'s dataset; returns the run report (also written to WORK/report.json)."""
+__all__ = ["ENGINES", "StageEngine", "create_engine"]
 
 
-def create_engine(cfg: RunConfig, log: Callable[[str], None] | None = None) -> Engine:
-    """The engine ``cfg.engine`` names, or a ValueError naming the valid ones / the missing install."""
-    spec = ENGINES.get(cfg.engine)
-    if spec is None:
-        from ..core.names import closest
-        raise ValueError(f"unknown engine {cfg.engine!r}{closest(cfg.engine, ENGINES)} (engines: {', '.join(ENGINES)})")
-    module, cls = spec.split(":")
-    return getattr(importlib.import_module(module), cls)(cfg, log)
+def create_engine(cfg: RunConfig, log: Callable[[str], None] | None = None) -> StageEngine:
+    """The stage loop on the executor ``cfg.engine`` names, or a ValueError naming the valid ones / the
+    missing install (before any work)."""
+    return StageEngine(cfg, log)

@@ -5,6 +5,7 @@ A task is self-contained (``shard_task.Task``: its input, ops and output directo
 sees) and writes its own completion marker, so an executor can run tasks in any order and anywhere."""
 from __future__ import annotations
 
+import importlib
 from typing import Callable, Iterator, Protocol
 
 from ..core.resources import Resources, local_workers, stage_resources
@@ -45,6 +46,14 @@ class LocalExecutor:
         self.workers = np
         self.log = log
         self._pool: WorkerPool | None = None
+
+    @classmethod
+    def create(cls, np: int, address: str | None = None, log: Callable[[str], None] = lambda m: None):
+        return cls(np, log)
+
+    @staticmethod
+    def check() -> None:
+        """Nothing to check: worker processes of this machine."""
 
     def _get_pool(self, n_tasks: int) -> WorkerPool | None:
         if self._pool is None and self.workers > 1 and n_tasks > 1:
@@ -91,18 +100,40 @@ class LocalExecutor:
             self._pool = None
 
 
+# The executors by name (a recipe's ``engine: local | ray``, Data-Juicer's ``executor_type``): "module:Class",
+# imported only when asked for, so this module never imports an executor that imports it (ray/executor.py
+# imports run_one from here) and a missing Ray is a one-line refusal, not an import error at start-up. An
+# executor class has ``create(np, address, log)`` and ``check()`` (what it needs, before any work).
+EXECUTORS: dict[str, str] = {"local": "gristmill.engine.executor:LocalExecutor",
+                             "ray": "gristmill.engine.ray.executor:RayExecutor"}
+
+
+def register_executor(name: str, spec: str) -> None:
+    """Add (or replace) the executor ``name``: ``spec`` is "module:Class"."""
+    EXECUTORS[name] = spec
+
+
+def executor_class(engine: str) -> type:
+    """The class of the executor ``engine`` names, or a ValueError naming the valid ones."""
+    spec = EXECUTORS.get(engine)
+    if spec is None:
+        from ..core.names import closest
+        raise ValueError(f"unknown engine {engine!r}{closest(engine, EXECUTORS)} "
+                         f"(engines: {', '.join(EXECUTORS)})")
+    module, cls = spec.split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def check_executor(engine: str) -> None:
+    """Refuse, before any work, an unknown engine or one whose install is missing (Ray)."""
+    executor_class(engine).check()
+
+
 def make_executor(engine: str, np: int, address: str | None = None,
                   log: Callable[[str], None] = lambda m: None) -> Executor:
-    """The executor of the engine ``engine`` names (``local`` | ``ray``), for work that runs tasks without
-    the stage loop (tokenize). Ray is imported only when asked for (a one-line error without it)."""
-    if engine == "local":
-        return LocalExecutor(np, log)
-    if engine == "ray":
-        from .ray.executor import RayExecutor
-        return RayExecutor(np, address, log)
-    from ..core.names import closest
-    from .base import ENGINES
-    raise ValueError(f"unknown engine {engine!r}{closest(engine, ENGINES)} (engines: {', '.join(ENGINES)})")
+    """The executor ``engine`` names (``local``: ``np`` worker processes; ``ray``: the cluster at ``address``,
+    None for a local Ray instance with ``np`` CPUs). The stage loop and tokenize both get theirs here."""
+    return executor_class(engine).create(np, address, log)
 
 
 def _indexed(arg):

@@ -33,7 +33,7 @@ from ..io.writers import (ShardWriter, assemble, atomic_rename, export_format, r
                           tmp_path)
 from ..ops.base import Grouper, Op, RemovalOp
 from .config import RunConfig
-from .executor import Executor
+from .executor import Executor, check_executor, make_executor
 from .export_record import begin_export, begin_media, check_export_target, finish_export
 from .lock import ExportLock, WorkDirLock
 from .media_op import check_mode, export_media_mode, export_media_op, read_refs
@@ -48,12 +48,13 @@ from .shard_task import MIX_POS, READ_POS, SUFFIX, Task, load_marker
 
 
 class StageEngine:
-    """Runs a plan stage by stage: row-local chains as shard tasks on ``make_executor()``'s workers, global
-    ops' resolve steps over the finished stage, then the export. Engines differ only in the executor."""
-
-    name = "stages"
+    """Runs a plan stage by stage: row-local chains as shard tasks on the executor ``cfg.engine`` names
+    (``executor.make_executor``: local worker processes or Ray tasks), global ops' resolve steps over the
+    finished stage, then the export. Local and Ray differ only in the executor."""
 
     def __init__(self, cfg: RunConfig, log: Callable[[str], None] | None = None):
+        check_executor(cfg.engine)  # an unknown engine or a missing Ray install: refused before any work
+        self.name = cfg.engine
         self.cfg = cfg
         self.log = log or (lambda m: None)
         self.work = os.path.abspath(cfg.work_dir)
@@ -252,8 +253,8 @@ class StageEngine:
         return report
 
     # -- pieces ---------------------------------------------------------------------------------
-    def make_executor(self) -> Executor:  # pragma: no cover - each engine names its own
-        raise NotImplementedError
+    def make_executor(self) -> Executor:
+        return make_executor(self.cfg.engine, self.cfg.np, self.cfg.engine_address, self.log)
 
     def _run_tasks(self, stage: Stage, tasks: list[Task], executor: Executor) -> list[dict]:
         results: list[dict | None] = [load_marker(t) for t in tasks]

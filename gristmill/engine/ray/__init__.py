@@ -1,6 +1,4 @@
-"""The Ray engine: the same stage loop as the local engine, with shard tasks and resolve pieces as Ray tasks.
+"""The Ray executor (``executor.RayExecutor``): shard tasks, resolve pieces and tokenize shards as Ray tasks;
+the stage loop is the local engine's. Registered in ``engine.executor.EXECUTORS`` as ``ray``.
 
-Importing this package does not import Ray; creating the engine does, and fails in one line without it."""
-from .engine import RayEngine
-
-__all__ = ["RayEngine"]
+Importing this package does not import Ray; creating the executor does, and fails in one line without it."""

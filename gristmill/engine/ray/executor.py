@@ -68,6 +68,15 @@ class RayExecutor:
                  else "the Ray instance this process is connected to")
         log(f"ray: {self.workers} CPUs on {nodes} node(s) of {where}")
 
+    @classmethod
+    def create(cls, np: int, address: str | None = None, log: Callable[[str], None] = lambda m: None):
+        return cls(np, address, log)
+
+    @staticmethod
+    def check() -> None:
+        """Ray installed (a one-line refusal otherwise), before any work."""
+        require_ray()
+
     def task_options(self, tasks: list) -> tuple[dict, int | None]:
         """The Ray options of these tasks (one stage's) from their ops' declared resources
         (``core.resources.stage_resources``): ``num_cpus``, ``num_gpus``, ``memory``; and how many may be
