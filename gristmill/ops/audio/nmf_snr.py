@@ -1,6 +1,5 @@
-"""audio_duration_filter, audio_size_filter, audio_nmf_snr_filter: Data-Juicer's per-audio stats
-(``audio_duration`` s, ``audio_sizes`` bytes, ``audio_nmf_snr`` dB) with ``any_or_all`` over a
-sample's audios. Durations stream the decoded frames (nothing held); sizes read no audio at all."""
+"""audio_nmf_snr_filter: Data-Juicer's per-audio NMF signal-to-noise ratio (``audio_nmf_snr``, dB) with
+``any_or_all`` over a sample's audios."""
 from __future__ import annotations
 
 import sys
@@ -12,39 +11,8 @@ from pydantic import Field, PositiveInt
 from ...core import columns as C
 from ...media import audio as A
 from ...registry import register
-from ..image._common import SizeParams, SizeRangeFilter
 from ..base import Filter
 from ..video._common import AudioParams, flatten, items_of, list_array
-
-
-@register("audio_duration_filter")
-class AudioDurationFilter(Filter):
-    """Keep samples whose audios last between ``min_duration`` and ``max_duration`` seconds (decoded
-    samples / sampling rate)."""
-
-    ranges = (("audio_duration", "min_duration", "max_duration"),)
-
-    class Params(AudioParams):
-        min_duration: float = Field(0, description="Minimum duration in seconds.")
-        max_duration: float = Field(sys.maxsize, description="Maximum duration in seconds.")
-
-    def compute_stats(self, batch):
-        flat, off = flatten(items_of(self, batch))
-        return C.with_stats(batch, {"audio_duration": list_array([A.duration(v) for v in flat], off, pa.float64())})
-
-
-@register("audio_size_filter")
-class AudioSizeFilter(SizeRangeFilter):
-    """Keep samples whose audio files' sizes are within range (bytes, or with a unit: ``50KB``; 1 KB =
-    1024 B as in Data-Juicer)."""
-
-    size_stat = "audio_sizes"
-
-    class Params(AudioParams, SizeParams):
-        pass
-
-    def items(self, batch):
-        return items_of(self, batch)
 
 
 def nmf_snr(y: np.ndarray, iters: int) -> float:
