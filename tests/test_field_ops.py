@@ -1,4 +1,4 @@
-"""fields_to_text_mapper, extract_json_field_mapper, human_number_mapper (gristmill/ops/fields.py) on rows
+"""fields_to_text_mapper, extract_json_field_mapper, human_number_mapper (gristmill/ops/, a file each) on rows
 shaped like Steel-LLM's sources (Baidu Baike, Zhihu, BELLE), op by op, fused, and through `gristmill run`;
 and `gristmill head` on rows without a text field."""
 import json
