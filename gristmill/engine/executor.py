@@ -6,6 +6,7 @@ sees) and writes its own completion marker, so an executor can run tasks in any 
 from __future__ import annotations
 
 import importlib
+import threading
 from typing import Callable, Iterator, Protocol
 
 from ..core.resources import Resources, local_workers, stage_resources
@@ -24,7 +25,36 @@ class Executor(Protocol):
         """``[fn(x) for x in items]`` on the workers (``fn`` a module-level function), in order."""
 
     def close(self, abort: bool = False) -> None:
-        """Release the workers; ``abort`` stops running tasks at once (interrupts, errors)."""
+        """Release the workers; ``abort`` stops running tasks at once (interrupts, errors). Waits for a
+        :meth:`release` under way."""
+
+    def warm_up(self, n_tasks: int, fn: Callable) -> None:
+        """Start the workers ``n_tasks`` tasks will use now, in the background (``fn(None)`` on each), while
+        this process gets ready; the next ``run``/``map`` waits for them. A no-op where nothing starts."""
+
+    def in_process(self, n_tasks: int) -> bool:
+        """Whether ``n_tasks`` tasks would run in this process (no worker to start)."""
+
+    def release(self) -> None:
+        """Let the workers go on a thread (their exit overlaps what the caller does next); ``close`` waits."""
+
+
+class BackgroundRelease:
+    """``release``/``close`` for an executor whose ``_shutdown(abort)`` may be called twice."""
+
+    _closing: threading.Thread | None = None
+
+    def release(self) -> None:
+        if self._closing is None:
+            self._closing = threading.Thread(target=self._shutdown, name="gristmill-executor-release",
+                                             daemon=True)
+            self._closing.start()
+
+    def close(self, abort: bool = False) -> None:
+        if self._closing is not None:
+            self._closing.join()
+            self._closing = None
+        self._shutdown(abort)
 
 
 def run_one(task: Task, progress=None) -> dict:
@@ -39,13 +69,17 @@ def _run_in_worker(task: Task) -> dict:
     return run_one(task, report_progress)
 
 
-class LocalExecutor:
-    """``np`` worker processes on this machine, started on first need; np=1 runs tasks in-process."""
+class LocalExecutor(BackgroundRelease):
+    """``np`` worker processes on this machine, started on first need (or by :meth:`warm_up`); np=1 runs
+    tasks in-process. A fully resumed run starts no worker."""
 
     def __init__(self, np: int, log: Callable[[str], None] = lambda m: None):
         self.workers = np
         self.log = log
         self._pool: WorkerPool | None = None
+        self._warming: threading.Thread | None = None
+        self._ready: threading.Event | None = None
+        self._let_go = threading.Event()
 
     @classmethod
     def create(cls, np: int, address: str | None = None, log: Callable[[str], None] = lambda m: None):
@@ -63,6 +97,37 @@ class LocalExecutor:
             self._pool = WorkerPool(n)
         return self._pool
 
+    def in_process(self, n_tasks: int) -> bool:
+        return self.workers <= 1 or n_tasks <= 1
+
+    def warm_up(self, n_tasks: int, fn: Callable) -> None:
+        """Worker processes start (interpreter, imports: ~0.4 s of CPU each) while this process gets ready
+        (tokenize loads its tokenizer): a ``map`` of ``fn`` on a thread, which the next ``run``/``map``
+        waits for. The thread then lives until :meth:`close`: the workers it spawned die with it
+        (``PR_SET_PDEATHSIG`` follows the thread that created a process, not the process)."""
+        if self.in_process(n_tasks) or self._pool is not None or self._warming is not None:
+            return
+        n = min(self.workers, n_tasks)
+        ready, self._let_go = threading.Event(), threading.Event()
+        let_go = self._let_go
+
+        def warm():
+            try:
+                self._map(fn, [None] * n)
+            except BaseException:  # noqa: BLE001 - a pool that cannot start fails the real run the same way
+                pass
+            ready.set()
+            let_go.wait()
+
+        self._ready = ready
+        self._warming = threading.Thread(target=warm, name="gristmill-executor-workers", daemon=True)
+        self._warming.start()
+
+    def _wait_warm(self) -> None:
+        if self._ready is not None:  # one map at a time on a pool (each drains the progress queue)
+            self._ready.wait()
+            self._ready = None
+
     def at_once(self, tasks: list) -> int:
         """How many of these tasks (one stage's) run at once: ``np``, capped by the stage's declared
         resources (``core.resources.local_workers``: its ops' ``procs``, this machine's CPUs and memory).
@@ -76,6 +141,7 @@ class LocalExecutor:
         return n
 
     def run(self, tasks: list[Task], on_progress) -> Iterator[dict]:
+        self._wait_warm()
         pool = self._get_pool(len(tasks))
         if pool is None or len(tasks) <= 1:
             for t in tasks:
@@ -86,6 +152,10 @@ class LocalExecutor:
                                           limit=n if n < self.workers else None)
 
     def map(self, fn: Callable, items: list) -> list:
+        self._wait_warm()
+        return self._map(fn, items)
+
+    def _map(self, fn: Callable, items: list) -> list:
         pool = self._get_pool(len(items))
         if pool is None:
             return [fn(x) for x in items]
@@ -94,10 +164,16 @@ class LocalExecutor:
             out[i] = res
         return [out[i] for i in range(len(items))]
 
-    def close(self, abort: bool = False) -> None:
+    def _shutdown(self, abort: bool = False) -> None:
         if self._pool is not None:
+            if not abort and self._ready is not None:
+                self._ready.wait()
             self._pool.close(abort=abort)
             self._pool = None
+        self._let_go.set()
+        if self._warming is not None:
+            self._warming.join(timeout=5)
+            self._warming = None
 
 
 # The executors by name (a recipe's ``engine: local | ray``, Data-Juicer's ``executor_type``): "module:Class",

@@ -12,10 +12,9 @@ import glob
 import hashlib
 import json
 import os
-import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -40,6 +39,9 @@ from .shards import (
     warm_worker,
 )
 from .store import TokenStore
+
+if TYPE_CHECKING:
+    from ..engine.executor import Executor
 
 MANIFEST = "gristmill-tokens.json"
 STATS = "stats.json"
@@ -190,7 +192,10 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
     check_paths({"tokenize output": cfg.output, "tokenize work dir": tok_root,
                  **{f"tokenize output ({f})": d for f, d in cfg.format_list() if d != cfg.output}}, cfg.source_paths(),
                 [f for j in jobs for f in (j.shard.files or [j.shard.source])])
-    executor = _LazyExecutor(engine, nproc, address, log or (lambda m: None))
+    from ..engine.executor import make_executor
+    # the registry's executor (an unknown engine or a missing Ray fails here, before any work); local workers
+    # start only when a shard is to do (a fully resumed run starts none)
+    executor = make_executor(engine, nproc, address, log or (lambda m: None))
     with WorkDirLock(work_dir):  # one run per work dir (WorkDirBusy otherwise)
         tok_dir = os.path.join(tok_root, "tok")
         # temp files of a killed run: every one in the work dir (the lock says no run is writing there), the
@@ -199,85 +204,12 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
         for d in {cfg.output, *(d for _, d in cfg.format_list())}:
             remove_stale_tmp(d, recursive=False)
         try:
-            report = _run(cfg, jobs, names, executor, tok_dir, progress, t0)
+            report = _run(cfg, jobs, names, executor, (nproc, engine), tok_dir, progress, t0)
         except BaseException:
             executor.close(abort=True)  # an interrupt or error stops the workers at once; done shards stay done
             raise
         executor.close()
         return report
-
-
-class _LazyExecutor:
-    """The engine's executor, made on first use (a fully resumed run starts no worker and joins no cluster)."""
-
-    def __init__(self, engine: str, np: int, address: str | None, log: Callable[[str], None]):
-        from ..engine.executor import make_executor
-        self.engine, self.np, self._make = engine, np, lambda: make_executor(engine, np, address, log)
-        self._ex = None
-        self._warming: threading.Thread | None = None
-        self._ready: threading.Event | None = None
-        self._release = threading.Event()
-        self._closing: threading.Thread | None = None
-        if engine != "local":  # an unknown engine or a missing Ray fails before any work
-            self.get()
-
-    def warm_up(self, n_tasks: int) -> None:
-        """Local worker processes start (interpreter, imports: ~0.4 s of CPU each) while this process loads
-        the tokenizer and sets up: a ``map`` on a thread, which the first :meth:`get` waits for. The thread
-        then lives until :meth:`close`: the workers it spawned die with it (``PR_SET_PDEATHSIG`` follows the
-        thread that created a process, not the process)."""
-        if self.engine != "local" or self.in_process(n_tasks) or self._ex is not None:
-            return
-        ex = self._ex = self._make()
-        n = min(self.np, n_tasks)
-        ready, self._release = threading.Event(), threading.Event()
-
-        def warm():
-            try:
-                ex.map(warm_worker, [None] * n)
-            except BaseException:  # noqa: BLE001 - a pool that cannot start fails the real run the same way
-                pass
-            ready.set()
-            self._release.wait()
-        self._ready = ready
-        self._warming = threading.Thread(target=warm, name="gristmill-tokenize-workers", daemon=True)
-        self._warming.start()
-
-    def get(self):
-        if self._ex is None:
-            self._ex = self._make()
-        if self._ready is not None:  # one map at a time on a pool (each drains the progress queue)
-            self._ready.wait()
-            self._ready = None
-        return self._ex
-
-    def in_process(self, n_tasks: int) -> bool:
-        """Whether ``n_tasks`` tasks would run in this process (the local executor at np=1, or one task)."""
-        return self.engine == "local" and (self.np <= 1 or n_tasks <= 1)
-
-    def release(self) -> None:
-        """Let the workers go on a thread (their exit overlaps phase 2, which runs here); :meth:`close`
-        waits for it."""
-        if self._ex is not None and self._closing is None:
-            self._closing = threading.Thread(target=self._close, name="gristmill-tokenize-release", daemon=True)
-            self._closing.start()
-
-    def close(self, abort: bool = False) -> None:
-        if self._closing is not None:
-            self._closing.join()
-            self._closing = None
-        self._close(abort)
-
-    def _close(self, abort: bool = False) -> None:
-        if self._ex is not None:
-            if not abort and self._ready is not None:
-                self._ready.wait()
-            self._ex.close(abort=abort)
-            self._ex = None
-        self._release.set()
-        if self._warming is not None:
-            self._warming.join(timeout=5)
-            self._warming = None
 
 
 def _plan_jobs(cfg: TokenizeConfig) -> tuple[list[ShardJob], list[list[str]]]:
@@ -294,22 +226,22 @@ def _plan_jobs(cfg: TokenizeConfig) -> tuple[list[ShardJob], list[list[str]]]:
     return jobs, names
 
 
-def _run(cfg: TokenizeConfig, jobs: list[ShardJob], names: list[list[str]], executor: _LazyExecutor,
-         tok_dir: str, progress: bool, t0: float) -> dict:
+def _run(cfg: TokenizeConfig, jobs: list[ShardJob], names: list[list[str]], executor: Executor,
+         np_engine: tuple[int, str], tok_dir: str, progress: bool, t0: float) -> dict:
     if not all(os.path.exists(os.path.join(tok_dir, f"{j.name}.done.json")) for j in jobs):
-        executor.warm_up(len(jobs))  # some shard is to do: start the workers now
+        executor.warm_up(len(jobs), warm_worker)  # some shard is to do: start the workers now
     sp = resolve_specials(cfg)
     spec = sp.spec
     os.makedirs(tok_dir, exist_ok=True)
     use_spec(spec)  # tasks run in this process use this spec's backends, built once
     try:
-        return _run_with(cfg, jobs, names, executor, tok_dir, progress, t0, sp)
+        return _run_with(cfg, jobs, names, executor, np_engine, tok_dir, progress, t0, sp)
     finally:
         forget_spec(spec)
 
 
-def _run_with(cfg, jobs, names, executor: _LazyExecutor, tok_dir: str, progress: bool, t0: float,
-              sp: Specials) -> dict:
+def _run_with(cfg, jobs, names, executor: Executor, np_engine: tuple[int, str], tok_dir: str, progress: bool,
+              t0: float, sp: Specials) -> dict:
     spec, eos_id, bos_id, pad_id = sp.spec, sp.eos_id, sp.bos_id, sp.pad_id
     # a shard's tokens are reused only for the same tokenizer, specials, reader, text key and input bytes
     # (the input's identity: a changed file, or an export rewritten by a changed recipe, is tokenized again)
@@ -389,7 +321,7 @@ def _run_with(cfg, jobs, names, executor: _LazyExecutor, tok_dir: str, progress:
     report = {
         "backend": backend, "backend_info": backend_info, "backends_used": backends_used,
         "shards": len(jobs), "shards_skipped": len(jobs) - len(todo), "shards_fell_back": fell_back,
-        "np": executor.np, "engine": executor.engine, "docs": sum(r.docs for r in res_list), "tokens": tokens_in,
+        "np": np_engine[0], "engine": np_engine[1], "docs": sum(r.docs for r in res_list), "tokens": tokens_in,
         "rejects": sum(r.rejects for r in res_list), "empty_docs": sum(r.empty for r in res_list),
         "seconds": round(seconds, 3), "setup_seconds": round(t_setup, 3), "tokenize_seconds": round(t_tok, 3),
         "write_seconds": round(t_write, 3),
@@ -401,7 +333,7 @@ def _run_with(cfg, jobs, names, executor: _LazyExecutor, tok_dir: str, progress:
     return report
 
 
-def _phase1(todo, settings, fps, backend, checked, cfg, executor: _LazyExecutor, tok_dir,
+def _phase1(todo, settings, fps, backend, checked, cfg, executor: Executor, tok_dir,
             progress) -> dict[str, ShardResult]:
     """Tokenize ``todo`` with ``backend`` as tasks on the executor (in the order given: largest first);
     shards outside ``checked`` re-check their first documents against the reference."""
@@ -412,7 +344,7 @@ def _phase1(todo, settings, fps, backend, checked, cfg, executor: _LazyExecutor,
     bar = _TokenBar(progress)
     bar.start("tokenize", len(tasks))
     try:
-        for rec in executor.get().run(tasks, bar.add):
+        for rec in executor.run(tasks, bar.add):
             r = ShardResult(**rec)
             results[r.name] = r
             bar.shard_done()

@@ -12,7 +12,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterator
 
 from ...core.resources import Resources, stage_resources
-from ..executor import run_one
+from ..executor import BackgroundRelease, run_one
 from ..shard_task import Task
 from .connect import connect, require_ray, shutdown
 
@@ -44,7 +44,7 @@ def _call(fn: Callable, item, cwd: str):
     return fn(item)
 
 
-class RayExecutor:
+class RayExecutor(BackgroundRelease):
     """Runs tasks on the Ray cluster ``address`` names (None: a local Ray instance with ``np`` CPUs, shut
     down on close; a cluster this process joined is left running)."""
 
@@ -157,7 +157,13 @@ class RayExecutor:
             raise BrokenProcessPool(f"a Ray worker died ({type(e).__name__}) {MAX_RETRIES + 1} times "
                                     "running the same task") from None
 
-    def close(self, abort: bool = False) -> None:
+    def warm_up(self, n_tasks: int, fn: Callable) -> None:
+        """Nothing to start: the cluster's workers are Ray's."""
+
+    def in_process(self, n_tasks: int) -> bool:
+        return False
+
+    def _shutdown(self, abort: bool = False) -> None:
         """``abort`` force-cancels every outstanding task (kills its worker), so an interrupt stops the
         cluster's work too; unfinished shards have no completion marker and rerun on resume."""
         if abort:
