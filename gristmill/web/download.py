@@ -381,6 +381,12 @@ class _Downloader:
         self.headers = {"User-Agent": USER_AGENT, **(headers or {})}
         self.progress = progress
 
+    def settings(self) -> dict:
+        """The constructor's arguments but ``progress`` (what a :class:`DownloadTask` carries to a worker)."""
+        return {"retries": self.retries, "backoff": self.backoff, "timeout": self.timeout,
+                "checksums": self.checksums, "etag_md5": self.etag_md5, "headers": self.headers,
+                "policy": self.policy}
+
     def expected_checksum(self, url: str, dest: str) -> str | None:
         path = urlsplit(url).path.lstrip("/")
         for key in (path, unquote(path), os.path.basename(dest)):
@@ -606,13 +612,16 @@ def download(urls_or_paths_file: str | list[str], out_dir: str, base_url: str | 
              retries: int = 5, backoff: float = 1.0, timeout: float = 60.0, checksums: str | dict | None = None,
              etag_md5: bool = False, limit: int | None = None, headers: dict[str, str] | None = None,
              progress: Callable[[str, int], None] | None = None, report_path: str | None = None,
-             allow_file_urls: bool = False) -> DownloadReport:
+             allow_file_urls: bool = False, executor=None) -> DownloadReport:
     """Download every URL (or ``base_url`` + path) listed in a file (``.gz`` allowed, e.g. Common Crawl's
     ``warc.paths.gz``) or given as a list into ``out_dir``. Returns a report; failed files are listed in it
     (never raised) so one bad URL does not stop the rest. ``limit`` takes the first N entries only.
     The report is also written to ``report_path`` (default ``out_dir/download-report.json``).
     Before anything is fetched, a missing list, a malformed URL, a scheme other than http(s) (``file://``
-    only with ``allow_file_urls``) or two URLs with one local name raise DownloadError."""
+    only with ``allow_file_urls``) or two URLs with one local name raise DownloadError.
+    ``executor`` (``engine.executor.make_executor``): each file is a :class:`DownloadTask` on its workers
+    (on Ray, ``out_dir`` must be storage every node sees) instead of one of ``workers`` threads here; the
+    files, the report and its order are the same."""
     t0 = time.monotonic()
     pairs = planned(urls_or_paths_file, out_dir, base_url, limit, allow_file_urls)
     sums = checksums if isinstance(checksums, dict) else (load_checksums(checksums) if checksums else {})
@@ -622,8 +631,13 @@ def download(urls_or_paths_file: str | list[str], out_dir: str, base_url: str | 
         raise DownloadError(str(e)) from None
     d = _Downloader(retries, backoff, timeout, sums, etag_md5, headers, progress, trust.current())
     _make_dirs(out_dir)
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        results = list(pool.map(lambda p: d.fetch(*p), pairs))
+    if executor is not None:
+        tasks = [DownloadTask(i, url, dest, d.settings()) for i, (url, dest) in enumerate(pairs)]
+        got = {rec["index"]: FileResult(**rec["result"]) for rec in executor.run(tasks, lambda rows, nb: None)}
+        results = [got[i] for i in range(len(pairs))]
+    else:
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            results = list(pool.map(lambda p: d.fetch(*p), pairs))
     report = DownloadReport(files=results, seconds=time.monotonic() - t0)
     path = report_path or os.path.join(out_dir, "download-report.json")
     try:
@@ -636,6 +650,26 @@ def download(urls_or_paths_file: str | list[str], out_dir: str, base_url: str | 
             json.dump(report.to_dict(), f, indent=1)
         os.replace(tmp, path)
     return report
+
+
+@dataclass
+class DownloadTask:
+    """One file of a download as a task on an executor (the task kind ``download``, beside shard, resolve and
+    tokenize tasks): ``run`` fetches ``url`` to ``dest`` with the downloader's settings (retries, checksums,
+    headers, the trust policy) and returns its :class:`FileResult` as a dict. Resumable and idempotent like
+    every task: a complete file is skipped, a partial one resumed."""
+    index: int
+    url: str
+    dest: str
+    settings: dict
+
+    @property
+    def stage_dir(self) -> str:
+        return os.path.dirname(self.dest) or "."
+
+    def run(self, progress=None) -> dict:
+        d = _Downloader(**self.settings, progress=None)
+        return {"index": self.index, "result": asdict(d.fetch(self.url, self.dest))}
 
 
 # -- recipe stage ----------------------------------------------------------------------------------
