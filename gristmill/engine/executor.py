@@ -5,9 +5,11 @@ A task is self-contained (``shard_task.Task``: its input, ops and output directo
 sees) and writes its own completion marker, so an executor can run tasks in any order and anywhere."""
 from __future__ import annotations
 
+import contextlib
 import importlib
 import threading
-from typing import Callable, Iterator, Protocol
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator, Protocol
 
 from ..core.resources import Resources, local_workers, stage_resources
 from .paths import naming
@@ -57,11 +59,33 @@ class BackgroundRelease:
         self._shutdown(abort)
 
 
+@dataclass
+class ResolveTask:
+    """The task kind of a global op's resolve pieces (dedup partitions, selector histograms, grouper
+    partitions: ``ResolveContext.map``): ``fn(item)``, ``fn`` a module-level function; its value comes back
+    with its index, so ``map`` returns values in order whatever order the tasks finish in."""
+    index: int
+    fn: Callable
+    item: object
+    stage_dir = None  # a piece names its own files
+
+    def run(self, progress=None) -> dict:
+        return {"index": self.index, "value": self.fn(self.item)}
+
+
+def in_order(records: Iterable[dict], n: int) -> list:
+    """The values of ``n`` finished :class:`ResolveTask` records, in task order."""
+    out = {r["index"]: r["value"] for r in records}
+    return [out[i] for i in range(n)]
+
+
 def run_one(task: Task, progress=None) -> dict:
-    """Run one task; an OSError without a file name (a full disk) names the stage directory. A task of
-    another kind (a tokenize shard) brings its own ``run(progress) -> dict`` and ``stage_dir``."""
-    with naming(task.stage_dir):
-        own = getattr(task, "run", None)
+    """Run one task; an OSError without a file name (a full disk) names the stage directory. The task kinds:
+    a shard task (``shard_task.Task``), and those that bring their own ``run(progress) -> dict`` and
+    ``stage_dir``: a resolve piece (:class:`ResolveTask`), a tokenize shard (``tokenize.shards``), a
+    download (``web.download.DownloadTask``)."""
+    own = getattr(task, "run", None)
+    with naming(task.stage_dir) if task.stage_dir else contextlib.nullcontext():
         return own(progress) if own is not None else run_task(task, progress)
 
 
@@ -156,13 +180,11 @@ class LocalExecutor(BackgroundRelease):
         return self._map(fn, items)
 
     def _map(self, fn: Callable, items: list) -> list:
+        tasks = [ResolveTask(i, fn, x) for i, x in enumerate(items)]
         pool = self._get_pool(len(items))
         if pool is None:
-            return [fn(x) for x in items]
-        out: dict[int, object] = {}
-        for i, res in pool.map_unordered(_indexed, [(fn, i, x) for i, x in enumerate(items)], lambda r, b: None):
-            out[i] = res
-        return [out[i] for i in range(len(items))]
+            return in_order((run_one(t) for t in tasks), len(tasks))
+        return in_order(pool.map_unordered(_run_in_worker, tasks, lambda r, b: None), len(tasks))
 
     def _shutdown(self, abort: bool = False) -> None:
         if self._pool is not None:
@@ -211,7 +233,3 @@ def make_executor(engine: str, np: int, address: str | None = None,
     None for a local Ray instance with ``np`` CPUs). The stage loop and tokenize both get theirs here."""
     return executor_class(engine).create(np, address, log)
 
-
-def _indexed(arg):
-    fn, i, x = arg
-    return i, fn(x)

@@ -1,4 +1,5 @@
-"""``RayExecutor``: shard tasks and resolve pieces as Ray tasks, results yielded as they finish.
+"""``RayExecutor``: every task kind (shard tasks, resolve pieces, tokenize shards, downloads) as Ray tasks,
+results yielded as they finish.
 
 A shard task reads its input from shared storage, writes its outputs atomically and its completion marker
 last, so it is idempotent: Ray may rerun a task lost with its worker or node (``max_retries``) on any other
@@ -12,7 +13,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterator
 
 from ...core.resources import Resources, stage_resources
-from ..executor import BackgroundRelease, run_one
+from ..executor import BackgroundRelease, ResolveTask, in_order, run_one
 from ..shard_task import Task
 from .connect import connect, require_ray, shutdown
 
@@ -39,11 +40,6 @@ def _shard(task: Task, cwd: str) -> tuple[dict, int, int]:
     return run_one(task, progress), seen[0], seen[1]
 
 
-def _call(fn: Callable, item, cwd: str):
-    _in_driver_cwd(cwd)
-    return fn(item)
-
-
 class RayExecutor(BackgroundRelease):
     """Runs tasks on the Ray cluster ``address`` names (None: a local Ray instance with ``np`` CPUs, shut
     down on close; a cluster this process joined is left running)."""
@@ -58,7 +54,6 @@ class RayExecutor(BackgroundRelease):
         self._cwd = os.getcwd()
         opts = dict(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=False)
         self._shard = ray.remote(**opts)(_shard)
-        self._call = ray.remote(**opts)(_call)
         self._pending: set = set()
         self.log = log
         self._warned_gpu = False
@@ -122,12 +117,13 @@ class RayExecutor(BackgroundRelease):
                 yield result
 
     def map(self, fn: Callable, items: list) -> list:
-        refs = [self._call.remote(fn, x, self._cwd) for x in items]
+        """Resolve pieces as tasks (:class:`ResolveTask`, one CPU each), values in order."""
+        refs = [self._shard.remote(ResolveTask(i, fn, x), self._cwd) for i, x in enumerate(items)]
         self._pending.update(refs)
         waiting = list(refs)
         while waiting:  # wait in short steps, so an interrupt is not held up by a long resolve piece
             _, waiting = self._wait(waiting, len(waiting))
-        return [self._get(r) for r in refs]
+        return in_order((self._get(r)[0] for r in refs), len(refs))
 
     def _wait(self, refs: list, n: int):
         """``ray.wait`` for up to ``POLL_S`` (a cluster run has ~10⁵ shards: waiting for one at a time would
