@@ -27,7 +27,8 @@ FORBIDDEN = {
     "gristmill.web": ("gristmill.ops", "gristmill.io", "gristmill.engine", *UPPER),
     "gristmill.registry": ("gristmill.engine", *UPPER),
     **{m: ("gristmill.engine", "gristmill.tokenize", *UPPER) for m in OBSERVERS},
-    "gristmill.engine": ("gristmill.tokenize", "gristmill.analysis.analyze", "gristmill.analysis.inspect", *UPPER),
+    "gristmill.engine": ("gristmill.tokenize", "gristmill.analysis.analyze", "gristmill.analysis.analyze_sources",
+                         "gristmill.analysis.inspect", *UPPER),
     "gristmill.tokenize": UPPER,
     "gristmill.recipe": UPPER,
     "gristmill.pipeline": FACES,
@@ -36,6 +37,7 @@ FORBIDDEN = {
 # modules that are not a layer of their own (package glue, shared helpers below everything)
 UNLAYERED = ("gristmill", "gristmill.cache", "gristmill.resources", "gristmill.resources.words", "gristmill.columns", "gristmill.opsdoc", "gristmill.models_cli",
              "gristmill.recipe_dj", "gristmill.analysis", "gristmill.analysis.analyze", "gristmill.analysis.inspect",
+             "gristmill.analysis.analyze_sources",
              "gristmill.cli", "gristmill.dataset")
 
 
