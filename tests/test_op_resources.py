@@ -44,13 +44,16 @@ def test_a_recipe_s_runtime_params_show_on_the_built_ops_with_no_ignored_warning
     assert not any("no effect" in w for w in warnings), warnings
 
 
-def test_a_gpu_model_op_with_device_cuda_asks_for_a_gpu():
+def test_a_gpu_model_op_asks_for_a_gpu():
     from gristmill.models import unchecked
     with unchecked():
         cuda = create_op("image_nsfw_filter", {"device": "cuda"})
-        auto = create_op("image_nsfw_filter", {})
+        auto = create_op("image_nsfw_filter", {})  # device: auto, a GPU where there is one
+        cpu = create_op("image_nsfw_filter", {"device": "cpu"})
+        acc_cpu = create_op("image_nsfw_filter", {"accelerator": "cpu"})
         two = create_op("image_nsfw_filter", {"device": "cuda", "num_gpus": 2})
-    assert cuda.resources.gpus == 1 and auto.resources.gpus == 0 and two.resources.gpus == 2
+    assert [o.resources.gpus for o in (cuda, auto, cpu, acc_cpu, two)] == [1, 1, 0, 0, 2]
+    assert type(auto).resources.gpus == 0  # the class default stays one CPU
 
 
 @pytest.mark.parametrize("params, msg", [

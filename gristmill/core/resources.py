@@ -71,7 +71,8 @@ def parse_memory(value) -> int:
 def from_dj_params(base: Resources, params: dict, device: str | None = None) -> Resources:
     """``base`` with the Data-Juicer runtime params in ``params`` applied (the ones in
     :data:`DJ_RESOURCE_PARAMS`; others are not read). ``accelerator: cuda`` (or an op's ``device`` param
-    naming ``cuda``) means one GPU unless ``num_gpus``/``gpu_required`` says how many."""
+    naming ``cuda``, or ``auto`` unless ``accelerator: cpu``: a GPU model op) means one GPU unless
+    ``num_gpus``/``gpu_required`` says how many."""
     changes: dict = {}
     for key in ("cpu_required", "num_cpus"):
         if params.get(key) is not None:
@@ -83,8 +84,9 @@ def from_dj_params(base: Resources, params: dict, device: str | None = None) -> 
     acc = params.get("accelerator")
     if acc is not None and str(acc).lower() not in {"cpu", "cuda", "gpu", "auto", "none"}:
         raise ValueError(f"accelerator: {acc!r} is not cpu or cuda")
-    if gpus is None and (str(acc or "").lower() in {"cuda", "gpu"} or str(device or "").startswith("cuda")):
-        gpus = 1.0
+    acc, dev = str(acc or "").lower(), str(device or "").lower()
+    if gpus is None and (acc in {"cuda", "gpu"} or dev.startswith("cuda") or (dev == "auto" and acc != "cpu")):
+        gpus = 1.0  # a model op on a GPU (``device: auto`` uses one where there is one)
     if gpus is not None:
         changes["gpus"] = gpus
     for key in ("mem_required", "memory"):
