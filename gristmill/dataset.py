@@ -67,8 +67,8 @@ class Dataset:
         ``bytes`` embeds them (docs/multimodal.md, "Exporting media")."""
         work_dir = work_dir or work_dir_for(path, os.path.basename(path))
         cfg = self._config(work_dir, path, np, progress=progress, **kw)
-        if export_media != "none":  # the engine reads it there (engine.media_op)
-            cfg.reader_params["export_media"] = export_media
+        if export_media != "none":  # a writer option, applied by the engine (engine.media_op)
+            cfg.writer_options["export_media"] = export_media
         report = self._run(cfg)
         self.last_report = report
         return report

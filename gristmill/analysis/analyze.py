@@ -30,6 +30,7 @@ class KeepStatsColumns(Mapper):
 
     kind = "mapper"
     name = "keep id + stats"
+    internal = True  # an engine step of the analysis: not a row of its funnel
 
     def config(self) -> dict:
         return {"op": "keep_stats_columns"}
