@@ -18,6 +18,19 @@ class WorkDirBusy(RuntimeError):
     pass
 
 
+def _try_lock(path: str) -> tuple[int | None, str]:
+    """``(fd, "")`` with ``path`` opened and exclusively locked, or ``(None, holder)`` when another process
+    holds it (its pid, host and start, as it wrote them)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _read_holder(fd)
+        os.close(fd)
+        return None, holder
+    return fd, ""
+
+
 class WorkDirLock:
     def __init__(self, work_dir: str):
         self.path = os.path.join(work_dir, ".lock")
@@ -25,14 +38,10 @@ class WorkDirLock:
 
     def __enter__(self) -> "WorkDirLock":
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read_holder(fd)
-            os.close(fd)
+        fd, holder = _try_lock(self.path)
+        if fd is None:
             raise WorkDirBusy(f"work dir {os.path.dirname(self.path)} is in use by another run "
-                              f"({holder}); wait for it, stop it, or use another --work-dir") from None
+                              f"({holder}); wait for it, stop it, or use another --work-dir")
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                                   "started": time.strftime("%Y-%m-%d %H:%M:%S")}).encode(), 0)
@@ -94,14 +103,10 @@ class ExportLock:
                 return self
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = _read_holder(fd)
-                os.close(fd)
+            fd, holder = _try_lock(self.path)
+            if fd is None:
                 raise ExportBusy(f"export {self.export} is being written by another run ({holder}); wait for "
-                                 f"it, stop it, or choose another export_path") from None
+                                 f"it, stop it, or choose another export_path")
             try:  # the holder before us may have removed the file after we opened it: lock the one named
                 same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
             except FileNotFoundError:
