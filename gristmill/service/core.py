@@ -23,6 +23,17 @@ class TooLarge(ValueError):
     """A request over one of the limits above (the REST API's 413)."""
 
 
+def _events(yaml, text: str, loader):
+    """The parser's events; PyYAML ≥ 6.0.4's own nesting guard (its scanner reads a flow collection ahead,
+    so it stops a deep one before our count sees it) is the same refusal as ours: TooLarge."""
+    try:
+        yield from yaml.parse(text, Loader=loader)
+    except yaml.YAMLError as e:
+        if "nesting depth" in str(e):
+            raise TooLarge(f"the recipe nests lists and mappings deeper than {MAX_DEPTH} levels") from None
+        raise
+
+
 def load_yaml(text: str):
     """A recipe's YAML text → Python data, within the limits, checked on the parser's events before any
     object is built: at most MAX_YAML characters of text (measured before parsing), and, with every alias
@@ -58,7 +69,7 @@ def load_yaml(text: str):
         if len(stack) - 1 + d > MAX_DEPTH:
             raise TooLarge(f"the recipe nests lists and mappings deeper than {MAX_DEPTH} levels")
 
-    for ev in yaml.parse(text, Loader=loader):
+    for ev in _events(yaml, text, loader):
         if isinstance(ev, yaml.AliasEvent):
             if ev.anchor in open_anchors:
                 m = ev.start_mark
