@@ -73,12 +73,7 @@ def _env_pixels() -> int:
 def service_policy(roots, allow_code: bool = False, allow_private_urls: bool = False,
                    max_pixels: int | None = None) -> Policy:
     """The service's policy over ``roots`` (made real paths)."""
-    real = []
-    for r in roots:
-        p = os.path.realpath(os.path.expanduser(str(r)))
-        if p not in real:
-            real.append(p)
-    return Policy(roots=tuple(real), allow_code=allow_code, allow_private_urls=allow_private_urls,
+    return Policy(roots=real_roots(roots), allow_code=allow_code, allow_private_urls=allow_private_urls,
                   max_pixels=int(max_pixels) if max_pixels else _env_pixels())
 
 
@@ -138,6 +133,16 @@ def with_pixels(policy: Policy, max_pixels: int) -> Policy:
 
 
 # -- files ---------------------------------------------------------------------------------------------
+def real_roots(roots) -> tuple[str, ...]:
+    """``roots`` as real paths (``~`` expanded, symlinks followed), each once, in order."""
+    out: list[str] = []
+    for r in roots:
+        p = os.path.realpath(os.path.expanduser(str(r)))
+        if p not in out:
+            out.append(p)
+    return tuple(out)
+
+
 def inside(real: str, roots) -> bool:
     """``real`` (a resolved path) is one of ``roots`` or below one."""
     for r in roots:

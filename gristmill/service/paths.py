@@ -7,6 +7,8 @@ from __future__ import annotations
 import glob as globmod
 import os
 
+from ..core import trust
+
 
 class PathRefused(PermissionError):
     pass
@@ -16,19 +18,7 @@ MAGIC = "*?["
 
 
 def norm_roots(roots) -> list[str]:
-    out = []
-    for r in roots:
-        real = os.path.realpath(os.path.expanduser(str(r)))
-        if real not in out:
-            out.append(real)
-    return out
-
-
-def _inside(real: str, roots: list[str]) -> bool:
-    for r in roots:
-        if real == r or real.startswith(r.rstrip(os.sep) + os.sep):
-            return True
-    return False
+    return list(trust.real_roots(roots))
 
 
 def absolute(path: str, base: str) -> str:
@@ -42,7 +32,7 @@ def check_path(path, roots: list[str], base: str, what: str = "path") -> str:
     if not isinstance(path, str) or not path or "\x00" in path:
         raise PathRefused(f"{what}: not a usable path: {path!r}")
     p = absolute(path, base)
-    if not _inside(os.path.realpath(p), roots):
+    if not trust.inside(os.path.realpath(p), roots):
         raise PathRefused(f"{what}: {path!r} is outside the server's data roots")
     return p
 
@@ -55,19 +45,19 @@ def check_input(path, roots: list[str], base: str, what: str = "dataset_path") -
         literal = p
         while any(ch in literal for ch in MAGIC):
             literal = os.path.dirname(literal)
-        if not _inside(os.path.realpath(literal), roots):
+        if not trust.inside(os.path.realpath(literal), roots):
             raise PathRefused(f"{what}: {path!r} is outside the server's data roots")
         hits = globmod.glob(p, recursive=True)
     else:
         hits = [p]
     for h in hits:
-        if not _inside(os.path.realpath(h), roots):
+        if not trust.inside(os.path.realpath(h), roots):
             raise PathRefused(f"{what}: {path!r} names {h!r}, outside the server's data roots")
         if os.path.isdir(h):
             for d, subdirs, files in os.walk(h):
                 for name in subdirs + files:
                     q = os.path.join(d, name)
-                    if os.path.islink(q) and not _inside(os.path.realpath(q), roots):
+                    if os.path.islink(q) and not trust.inside(os.path.realpath(q), roots):
                         raise PathRefused(f"{what}: {path!r} holds {q!r}, a link out of the server's data roots")
     return p
 
