@@ -61,13 +61,15 @@ class ConsoleObserver:
 
 
 def print_error(e, con) -> int:
-    """A ``PipelineError`` as one line (an interruption in yellow, with how to resume); its exit status."""
-    from .pipeline.errors import SIGINT, SIGTERM
-    if e.status in (SIGINT, SIGTERM):
+    """An error as one line, its brackets shown as text; its exit status: a ``PipelineError``'s own (an
+    interruption in yellow, with how to resume), 2 for anything else (a refusal before any work)."""
+    from .pipeline.errors import REFUSED, SIGINT, SIGTERM
+    status = getattr(e, "status", REFUSED)
+    if status in (SIGINT, SIGTERM):
         con.print(f"[yellow]{escape(e.message)}[/yellow]: {escape(e.hint)}", highlight=False)
     else:
         con.print(f"[red]error:[/red] {escape(e)}", highlight=False)
-    return e.status
+    return status
 
 
 def run_guarded(fn, work_dir: str, con) -> tuple[int, object]:
@@ -168,7 +170,6 @@ def cmd_ops(args) -> int:
         print(json.dumps({n: describe(c) for n, c in ops.items()}, indent=2, default=str))
         return 0
     from rich.console import Console
-    from rich.markup import escape  # docs hold brackets ([min_len, max_len]) that are not markup
     from rich.table import Table
     from .opsdoc import default_text, summary
     # a terminal's width, or COLUMNS when set (a pipe without it: 200)
@@ -261,9 +262,11 @@ def cmd_analyze(args) -> int:
     from .engine.config import RunConfig
     from .recipe import RecipeError, load_recipe, run_config
     con = _console()
+    sources = None  # a recipe's `sources:`: analysed per source and over the mix
     try:
         if args.target.endswith((".yaml", ".yml")):
             recipe, ops, warnings = load_recipe(args.target, {"allow_scripts": True} if args.allow_scripts else None)
+            sources = recipe.sources
             if recipe.tokenize_only():
                 raise RecipeError(f"{args.target}: a tokenize-only recipe has no dataset to analyze (give "
                                   f"`gristmill analyze` a dataset path)")
@@ -289,17 +292,14 @@ def cmd_analyze(args) -> int:
         if args.ops:
             ops = parse_ops(args.ops, args.allow_scripts)
         elif not any(isinstance(o, Filter) for o in ops) and not (
-                args.target.endswith((".yaml", ".yml")) and recipe.sources
-                and any(isinstance(o, Filter) for s in recipe._source_ops for o in s)):
+                sources and any(isinstance(o, Filter) for s in recipe._source_ops for o in s)):
             ops = parse_ops(list(DEFAULT_OPS))
             con.print(f"no filters given: analysing the default stats ({', '.join(DEFAULT_OPS)})", highlight=False)
         check_what_if(ops, args.what_if)  # bad changes refused before the analysis runs
     except (RecipeError, FileNotFoundError, ValueError) as e:
-        from rich.markup import escape
-        con.print(f"[red]error:[/red] {escape(str(e))}", highlight=False)
-        return 2
+        return print_error(e, con)
     _warn_np(cfg.np, con)
-    if args.target.endswith((".yaml", ".yml")) and recipe.sources and not args.ops:
+    if sources and not args.ops:
         return _analyze_sources(recipe, cfg, ops, args, percentiles, con)
     con.print(f"[bold]analyze[/bold] {len(ops)} ops over {cfg.dataset_path}, np={cfg.np}", highlight=False)
     status, res = run_guarded(lambda: analyze(cfg, ops, what_if=args.what_if, k=args.k, percentiles=percentiles,
@@ -400,9 +400,7 @@ def cmd_split(args) -> int:
         res = split_dataset(list(args.paths), args.output, args.n, opts, args.format, comp, args.prefix,
                             log=lambda m: con.print(f"  {m}", highlight=False))
     except (SplitRefused, RunRefused, FileNotFoundError, ValueError) as e:
-        from rich.markup import escape
-        con.print(f"[red]error:[/red] {escape(str(e))}", highlight=False)
-        return 2
+        return print_error(e, con)
     for f in res["files"]:
         print(f"{f['path']}\t{f['rows']:,} rows\t{f['bytes'] / 1e6:,.1f} MB")
     con.print(f"{res['rows']:,} rows in {len(res['files'])} files", highlight=False)
@@ -420,8 +418,7 @@ def cmd_tokenize(args) -> int:
     try:
         section, np_, work, engine, address = _tokenize_job(args)
     except (RecipeError, FileNotFoundError, ValueError) as e:
-        con.print(f"[red]error:[/red] {e}", highlight=False)
-        return 2
+        return print_error(e, con)
     from .tokenize.run import run_tokenize
     status, report = run_guarded(lambda: run_tokenize(section, np=np_, work_dir=work, progress=not args.no_progress,
                                                       engine=engine, address=address,

@@ -40,7 +40,7 @@ class Result:
         return {"status": self.status, "error": self.error.to_dict() if self.error else None,
                 "rows_read": rep.get("rows_read"), "rows_out": rep.get("rows_out"),
                 "exported_files": rep.get("exported_files"), "report_html": rep.get("report_html"),
-                "tokens": (self.tokens or {}).get("outputs") if self.tokens else None,
+                "tokens": self.tokens.get("outputs") if self.tokens else None,
                 "tokens_html": self.tokens_html}
 
 
