@@ -401,7 +401,6 @@ class JobManager:
         save dirs) made absolute against the first data root and checked (PathRefused when outside the roots;
         a write path may not exist yet). A model param holding a store name (``en.arpa.bin``, ``org/model``) is
         left to the store. Entries that are not ops are left for validation to report."""
-        from ..core import trust
         from ..registry import all_ops
         ops = all_ops()
         out = []
@@ -423,7 +422,6 @@ class JobManager:
             return [self._op_path(x, kind, what) for x in v]
         if not isinstance(v, str) or not v:
             return v
-        from ..core import trust
         if kind == "model" and not os.path.lexists(os.path.join(self.base, os.path.expanduser(v))) \
                 and trust.is_model_name(v):
             return v
@@ -472,10 +470,8 @@ class JobManager:
             return s
         s = dict(s)
         at = f"sources[{i}]"
-        if isinstance(s.get("path"), list):
-            s["path"] = [self.check_input(p, f"{at}.path") for p in s["path"]]
-        elif s.get("path") is not None:
-            s["path"] = self.check_input(s["path"], f"{at}.path")
+        if s.get("path") is not None:
+            s["path"] = map_dataset_path(s["path"], lambda p: self.check_input(p, f"{at}.path"))
         if isinstance(s.get("process"), list):
             s["process"] = self.check_op_paths(s["process"], f"{at}.process")
         return s
