@@ -413,11 +413,12 @@ def cmd_split(args) -> int:
 
 def cmd_tokenize(args) -> int:
     """Tokenize a recipe's export (its `tokenize:` section) or a file that is just a tokenize section."""
+    from .pipeline import PipelineError
     from .recipe import RecipeError
     con = _console()
     try:
         section, np_, work, engine, address = _tokenize_job(args)
-    except (RecipeError, FileNotFoundError, ValueError) as e:
+    except (PipelineError, RecipeError, FileNotFoundError, ValueError) as e:
         return print_error(e, con)
     from .tokenize.run import run_tokenize
     status, report = run_guarded(lambda: run_tokenize(section, np=np_, work_dir=work, progress=not args.no_progress,
@@ -438,8 +439,9 @@ def _tokenize_job(args) -> tuple[dict, int, str, str, str | None]:
     shards, on the recipe's engine (executor_type / ray_address) unless --engine / --address say otherwise."""
     import yaml
 
-    from .pipeline.tokenize_step import check_section, export_section, exported_files
-    from .recipe import RecipeError, load_recipe, run_config
+    from .pipeline import plan_recipe
+    from .pipeline.tokenize_step import export_section, exported_files
+    from .recipe import RecipeError
     from .tokenize.run import preflight
     try:
         with open(args.recipe) as f:
@@ -455,13 +457,12 @@ def _tokenize_job(args) -> tuple[dict, int, str, str, str | None]:
         preflight(raw, f"{args.recipe}: tokenize")
         return raw, args.np or 1, args.work_dir or D.work_dir_for("tokenize", "tokenize"), args.engine or "local", \
             args.address
-    recipe, _, _ = load_recipe(args.recipe, {"allow_scripts": True})
-    if not recipe.tokenize:
+    plan = plan_recipe(args.recipe, np=args.np, work_dir=args.work_dir, progress=False, engine=args.engine,
+                       address=args.address, allow_scripts=True)
+    if not plan.tokenize:
         raise RecipeError(f"{args.recipe}: the `tokenize:` section is empty (see docs/tokenize.md)")
-    check_section(recipe, args.recipe)
-    cfg = run_config(recipe, np=args.np, work_dir=args.work_dir, progress=False, engine=args.engine,
-                     address=args.address)
-    return (export_section(recipe, exported_files(recipe, cfg.work_dir)), cfg.np, cfg.work_dir, cfg.engine,
+    cfg = plan.cfg
+    return (export_section(plan, exported_files(plan, cfg.work_dir)), cfg.np, cfg.work_dir, cfg.engine,
             cfg.engine_address)
 
 

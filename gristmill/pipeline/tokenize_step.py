@@ -29,8 +29,10 @@ def check_section(recipe, source: str) -> None:
         if recipe.tokenize_only():
             preflight(recipe.tokenize, f"{source}: tokenize")
             return
+        from ..tokenize.config import with_export
         inputs = [p for _, p in parse_weighted(recipe.dataset_path)] + export
-        preflight(export_section(recipe, None), f"{source}: tokenize", inputs, pending=export)
+        # before the run, the export path stands for what it will hold
+        preflight(with_export(recipe.tokenize, recipe.export_path), f"{source}: tokenize", inputs, pending=export)
     except (ValueError, FileNotFoundError) as e:
         raise RecipeError(str(e)) from None
 
@@ -50,27 +52,24 @@ def check_mixable(recipe) -> None:
                           f"drop the weights")
 
 
-def export_section(recipe, done) -> dict:
-    """The tokenize section of ``recipe`` (a ``recipe.Recipe`` or a ``pipeline.Plan``) reading what the run
-    wrote: ``done`` is the run's report (or its exported files; None before the run). A multi-source run's
-    sources are mixed by their weights from their own files; a section naming its own sources keeps them;
-    a tokenize-only recipe's section is its own."""
+def export_section(plan, done) -> dict:
+    """The ``pipeline.Plan``'s tokenize section reading what the run wrote: ``done`` is the run's report (or
+    its exported files; None before the run). A multi-source run's sources are mixed by their weights from
+    their own files; a section naming its own sources keeps them; a tokenize-only recipe's section is its
+    own."""
     from ..tokenize.config import with_export, with_sources
-    section = recipe.tokenize
-    only = recipe.tokenize_only() if callable(recipe.tokenize_only) else recipe.tokenize_only
-    if only:
-        return section
-    export = recipe.cfg.export_path if hasattr(recipe, "cfg") else recipe.export_path
-    if recipe.sources and isinstance(done, dict):
-        return with_sources(section, mixture(recipe.sources, done), export, done.get("exported_files"))
+    if plan.tokenize_only:
+        return plan.tokenize
+    export = plan.cfg.export_path
+    if plan.sources and isinstance(done, dict):
+        return with_sources(plan.tokenize, mixture(plan.sources, done), export, done.get("exported_files"))
     if isinstance(done, dict):
         done = done.get("exported_files")
-    return with_export(section, export, done)
+    return with_export(plan.tokenize, export, done)
 
 
 def mixture(sources, report: dict) -> list[dict] | None:
-    """[{name, weight, paths}] of a multi-source run's output (``sources``: the recipe's, or the plan's
-    SourceRuns), or None when its rows no longer split by source (a grouper in the shared process) and no
+    """[{name, weight, paths}] of a multi-source run's output (``sources``: the plan's SourceRuns), or None when its rows no longer split by source (a grouper in the shared process) and no
     weights ask for it."""
     files = report.get("source_files")
     if files is None:
@@ -81,20 +80,21 @@ def mixture(sources, report: dict) -> list[dict] | None:
             for s in sources]
 
 
-def exported_files(recipe, work_dir: str):
-    """What the recipe's last run wrote for the tokenize step (its report.json): the exported files, or for
+def exported_files(plan, work_dir: str):
+    """What the plan's last run wrote for the tokenize step (its report.json): the exported files, or for
     a multi-source recipe the report itself (per source files); None when the section names its own sources."""
     from ..recipe import RecipeError
-    if recipe.tokenize.get("sources") is not None or recipe.tokenize.get("dataset_path") is not None:
+    if plan.tokenize.get("sources") is not None or plan.tokenize.get("dataset_path") is not None:
         return None
     try:
         with open(os.path.join(work_dir, "report.json")) as f:
             report = json.load(f)
     except (OSError, ValueError):
         report = {}
-    if recipe.sources and report.get("sources") is not None and report.get("export_path") == recipe.export_path:
+    export = plan.cfg.export_path
+    if plan.sources and report.get("sources") is not None and report.get("export_path") == export:
         return report
-    if report.get("export_path") == recipe.export_path and report.get("exported_files"):
+    if report.get("export_path") == export and report.get("exported_files"):
         return report["exported_files"]
     raise RecipeError(f"no export of this recipe in {work_dir} (report.json): run `gristmill run` on it first, or "
                       f"give the tokenize section `sources`")
