@@ -24,3 +24,10 @@ def cli_reference(svc_root, tmp_path_factory):
             cache[name] = cli_export(recipe, svc_root, tmp_path_factory.mktemp(f"cli-{name}"))
         return cache[name]
     return get
+
+
+@pytest.fixture()
+def client(server):
+    """An HTTP client of the module's ``server`` fixture (a LiveServer); a module may override it."""
+    with server.client() as c:
+        yield c

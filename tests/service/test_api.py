@@ -23,12 +23,6 @@ def server(svc_root, tmp_path_factory):
     m.close()
 
 
-@pytest.fixture()
-def client(server):
-    with server.client() as c:
-        yield c
-
-
 def test_health_and_catalogue(client):
     from gristmill import __version__
     assert client.get("/api/health").json() == {"ok": True, "version": __version__}

@@ -41,12 +41,6 @@ def server(svc_root, tmp_path_factory):
     m.close()
 
 
-@pytest.fixture()
-def client(server):
-    with server.client() as c:
-        yield c
-
-
 def _job_dirs(server) -> set[str]:
     jobs = Path(server.state) / "jobs"
     return {p.name for p in jobs.iterdir()} if jobs.is_dir() else set()

@@ -92,12 +92,6 @@ def server(world):
     m.close()
 
 
-@pytest.fixture()
-def client(server):
-    with server.client() as c:
-        yield c
-
-
 def _apply(client, rows, op, params):
     r = client.post("/api/apply", json={"rows": rows, "process": [{op: params}]})
     assert r.status_code == 200, r.text
