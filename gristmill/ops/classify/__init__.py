@@ -1,0 +1,1 @@
+"""Model-based curation ops: classifiers, embeddings."""
