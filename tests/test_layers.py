@@ -20,6 +20,7 @@ OBSERVERS = tuple(f"gristmill.analysis.{m}" for m in ("profile", "sketch", "mode
                                                        "html", "plots", "thumbs", "where"))
 # layer → the gristmill packages it must not reach (docs/architecture.md has the same table)
 FORBIDDEN = {
+    "gristmill.fs": ("gristmill.io", "gristmill.ops", "gristmill.engine", "gristmill.tokenize", *UPPER),
     "gristmill.io": ("gristmill.ops", "gristmill.engine", *UPPER),
     "gristmill.ops": ("gristmill.io", "gristmill.engine", *UPPER),
     "gristmill.media": ("gristmill.ops", "gristmill.io", "gristmill.engine", *UPPER),  # shared by ops and readers

@@ -1,0 +1,317 @@
+"""One filesystem layer behind every path: local paths go to the operating system unchanged (no overhead),
+URLs (``s3://``, ``gs://``, ``hf://``, ``memory://``, any fsspec protocol) go through fsspec with the
+recipe's ``storage_options`` for the longest matching prefix, on top of the usual credentials of each
+library (AWS env/config incl. ``AWS_ENDPOINT_URL`` and profiles, ``GOOGLE_APPLICATION_CREDENTIALS``,
+``HF_TOKEN``). ``file://`` URLs are plain local paths.
+
+Reads are large and sequential: files are opened with a read-ahead cache of ``READ_BLOCK`` bytes (fsspec's
+default is 5 MB random-access ranges; a reader streaming a 1 GB JSONL file wants few, long GETs).
+
+Nothing here logs a credential: error messages name the URL only (``redact`` strips ``user:secret@``).
+"""
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import posixpath
+import re
+
+URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+READ_BLOCK = 16 << 20  # read-ahead of a sequential read from object storage
+WRITE_BLOCK = 16 << 20  # multipart part size of an upload
+OPTIONS_ENV = "GRISTMILL_STORAGE_OPTIONS"  # JSON {prefix: options}: worker processes inherit the recipe's
+_OPTIONS: dict[str, dict] = {}
+
+
+class StorageError(ValueError):
+    """A URL that cannot be used (missing bucket, no credentials, no permission, no fsspec driver): one line
+    naming the URL; the run is refused (exit 2) before any work."""
+
+
+def is_url(path) -> bool:
+    """True for ``s3://…``, ``gs://…``, ``hf://…``, ``memory://…`` (not for ``file://``, a local path)."""
+    if not isinstance(path, str):
+        return False
+    m = URL.match(path)
+    return bool(m) and m.group(1).lower() != "file"
+
+
+def local(path):
+    """``file:///a/b`` → ``/a/b``; anything else unchanged."""
+    if isinstance(path, str) and path.lower().startswith("file://"):
+        return path[len("file://"):]
+    return path
+
+
+def protocol(url: str) -> str:
+    m = URL.match(url)
+    return m.group(1).lower() if m else "file"
+
+
+def redact(url: str) -> str:
+    """The URL without a ``user:secret@`` part."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@", r"\1", str(url))
+
+
+# -- storage options ----------------------------------------------------------------------------------------
+
+def set_storage_options(options: dict | None) -> None:
+    """Install a recipe's ``storage_options``: ``{prefix: {option: value}}`` (``s3://bucket-a/``:
+    ``{endpoint_url: …, key: …}``), or one dict of options for every URL (prefix ``""``). Inherited by
+    worker processes through the environment; never written to a report."""
+    global _OPTIONS
+    if not options:
+        _OPTIONS = {}
+        os.environ.pop(OPTIONS_ENV, None)
+        return
+    if not isinstance(options, dict):
+        raise StorageError(f"storage_options must be a mapping, got {type(options).__name__}")
+    if not all(isinstance(v, dict) for v in options.values()):
+        options = {"": options}
+    _OPTIONS = {str(k): dict(v) for k, v in options.items()}
+    os.environ[OPTIONS_ENV] = json.dumps(_OPTIONS)
+
+
+def storage_options_for(url: str) -> dict:
+    """The options for ``url``: defaults for its protocol, then the longest matching recipe prefix."""
+    opts = _OPTIONS
+    if not opts and os.environ.get(OPTIONS_ENV):
+        try:
+            opts = json.loads(os.environ[OPTIONS_ENV])
+        except ValueError:
+            opts = {}
+    proto = protocol(url)
+    out: dict = {}
+    if proto in ("s3", "s3a"):
+        out["default_block_size"] = WRITE_BLOCK
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        if endpoint:
+            out["endpoint_url"] = endpoint
+    elif proto in ("gs", "gcs"):
+        out["block_size"] = WRITE_BLOCK
+    for prefix in sorted(opts, key=len):
+        if url.startswith(prefix) or (prefix and not URL.match(prefix) and protocol(url) == prefix):
+            out.update(opts[prefix])
+    return out
+
+
+def filesystem(url: str):
+    """(fsspec filesystem, path inside it) for a URL."""
+    try:
+        import fsspec.core
+    except ImportError:  # pragma: no cover - fsspec is a core dependency
+        raise StorageError(f"{redact(url)}: fsspec is not installed (pip install 'gristmill[storage]')") from None
+    try:
+        fs, path = fsspec.core.url_to_fs(url, **storage_options_for(url))
+    except ImportError as e:
+        extra = {"s3": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "hf": "huggingface_hub"}.get(protocol(url), str(e))
+        raise StorageError(f"{redact(url)}: the {protocol(url)}:// driver is not installed ({extra}; "
+                           f"pip install 'gristmill[storage]')") from None
+    except ValueError as e:
+        raise StorageError(f"{redact(url)}: {e}") from None
+    return fs, path
+
+
+def _full(fs, path: str, like: str) -> str:
+    """A listed path back as a URL of the same protocol as ``like``."""
+    proto = protocol(like)
+    return path if URL.match(path) else f"{proto}://{path.lstrip('/') if proto != 'memory' else path.lstrip('/')}"
+
+
+# -- reading ------------------------------------------------------------------------------------------------
+
+def open_input(path: str, mode: str = "rb", block_size: int = READ_BLOCK):
+    """A file object for reading: the built-in ``open`` for local paths, an fsspec file with a large
+    read-ahead buffer for URLs."""
+    if not is_url(path):
+        return builtins.open(local(path), mode)
+    fs, p = filesystem(path)
+    try:
+        return fs.open(p, mode, block_size=block_size, cache_type="readahead")
+    except TypeError:  # a filesystem without those keywords
+        return fs.open(p, mode)
+
+
+def arrow_source(path: str):
+    """What pyarrow readers take: the path itself when local, else an open fsspec file."""
+    return local(path) if not is_url(path) else open_input(path)
+
+
+def size(path: str) -> int:
+    if not is_url(path):
+        return os.path.getsize(local(path))
+    fs, p = filesystem(path)
+    return int(fs.size(p))
+
+
+def exists(path: str) -> bool:
+    if not is_url(path):
+        return os.path.exists(local(path))
+    fs, p = filesystem(path)
+    return bool(fs.exists(p))
+
+
+def isdir(path: str) -> bool:
+    if not is_url(path):
+        return os.path.isdir(local(path))
+    fs, p = filesystem(path)
+    return bool(fs.isdir(p))
+
+
+def isfile(path: str) -> bool:
+    if not is_url(path):
+        return os.path.isfile(local(path))
+    fs, p = filesystem(path)
+    return bool(fs.isfile(p))
+
+
+def identity(path: str) -> tuple:
+    """What identifies a file's content for resume: (path, size, mtime) locally, (URL, size, ETag or
+    mtime/generation) in object storage."""
+    if not is_url(path):
+        st = os.stat(local(path))
+        return (os.path.abspath(local(path)), st.st_size, st.st_mtime_ns)
+    fs, p = filesystem(path)
+    info = fs.info(p)
+    tag = info.get("ETag") or info.get("etag") or info.get("generation") or info.get("md5Hash") \
+        or info.get("blob_id") or info.get("LastModified") or info.get("mtime") or info.get("created")
+    return (path, int(info.get("size") or 0), str(tag))
+
+
+def glob(pattern: str) -> list[str]:
+    """Sorted URLs matching a glob pattern (``**`` recursive)."""
+    fs, p = filesystem(pattern)
+    return sorted(_full(fs, h, pattern) for h in fs.glob(p) if not fs.isdir(h))
+
+
+def find(url: str) -> list[str]:
+    """Every file under a URL prefix, sorted, as URLs."""
+    fs, p = filesystem(url)
+    return sorted(_full(fs, h, url) for h in fs.find(p))
+
+
+def join(base: str, *parts: str) -> str:
+    return posixpath.join(base, *parts) if is_url(base) else os.path.join(local(base), *parts)
+
+
+def dirname(path: str) -> str:
+    return posixpath.dirname(path.rstrip("/")) if is_url(path) else os.path.dirname(os.path.abspath(local(path)))
+
+
+def basename(path: str) -> str:
+    return posixpath.basename(path.rstrip("/")) if is_url(path) else os.path.basename(local(path))
+
+
+def normalise(path: str) -> str:
+    """An absolute local path, or the URL with no trailing slash and no ``.``/``..`` parts."""
+    if not is_url(path):
+        return os.path.realpath(os.path.abspath(local(path)))
+    proto = URL.match(path).group(0)
+    rest = posixpath.normpath(path[len(proto):])
+    return proto + (rest if rest != "." else "")
+
+
+# -- writing ------------------------------------------------------------------------------------------------
+
+def write_bytes(url: str, data: bytes, exclusive: bool = False) -> None:
+    """Put one object; with ``exclusive`` only if no object has that key (S3 ``If-None-Match: *``, GCS
+    ``ifGenerationMatch=0``, ``open(…, 'xb')`` elsewhere): FileExistsError when one does."""
+    fs, p = filesystem(url)
+    if not exclusive:
+        fs.pipe_file(p, data)
+        return
+    try:
+        if protocol(url) in ("s3", "s3a"):
+            fs.pipe_file(p, data, mode="create")
+        else:
+            with fs.open(p, "xb") as f:
+                f.write(data)
+    except FileExistsError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a precondition failure comes as a client error
+        if "PreconditionFailed" in str(e) or "pre-condition" in str(e) or "412" in str(e):
+            raise FileExistsError(url) from None
+        raise
+
+
+def read_bytes(url: str) -> bytes:
+    if not is_url(url):
+        with builtins.open(local(url), "rb") as f:
+            return f.read()
+    fs, p = filesystem(url)
+    return fs.cat_file(p)
+
+
+def upload(local_path: str, url: str) -> None:
+    """Copy a local file to a URL (parallel multipart above ``WRITE_BLOCK`` where the store has it)."""
+    fs, p = filesystem(url)
+    fs.put_file(local_path, p)
+
+
+def download(url: str, local_path: str) -> None:
+    fs, p = filesystem(url)
+    os.makedirs(os.path.dirname(local_path) or ".", exist_ok=True)
+    tmp = os.path.join(os.path.dirname(local_path) or ".", f".gm-tmp-{os.getpid()}-{os.path.basename(local_path)}")
+    fs.get_file(p, tmp)
+    os.replace(tmp, local_path)
+
+
+def remove(url: str) -> None:
+    fs, p = filesystem(url)
+    try:
+        fs.rm_file(p)
+    except FileNotFoundError:
+        pass
+
+
+# -- checks before any work ---------------------------------------------------------------------------------
+
+def describe_error(url: str, e: BaseException) -> str:
+    """One line for an access error: what is wrong with ``url`` (no credentials in it)."""
+    text = str(e)
+    low = text.lower()
+    if "nosuchbucket" in low or "bucket does not exist" in low or "bucket not found" in low:
+        why = "the bucket does not exist"
+    elif isinstance(e, PermissionError) or "accessdenied" in low or "access denied" in low or "forbidden" in low \
+            or "403" in low:
+        why = "permission denied"
+    elif "credential" in low or "invalidaccesskeyid" in low or "signaturedoesnotmatch" in low or "token" in low:
+        why = "no valid credentials (AWS_ACCESS_KEY_ID/AWS_PROFILE, GOOGLE_APPLICATION_CREDENTIALS, HF_TOKEN, " \
+              "or the recipe's storage_options)"
+    elif isinstance(e, FileNotFoundError):
+        why = "does not exist"
+    else:
+        why = f"{type(e).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+    return f"{redact(url)}: {why}"
+
+
+def _bucket_root(url: str) -> str:
+    proto = URL.match(url).group(0)
+    rest = url[len(proto):]
+    if protocol(url) in ("s3", "s3a", "gs", "gcs", "az", "abfs"):
+        return proto + rest.split("/", 1)[0]
+    return url
+
+
+def check_access(url: str, what: str, write: bool = False) -> None:
+    """Before any work: the bucket of ``url`` exists and answers with these credentials; for an output,
+    a probe object can be written (and is deleted). StorageError naming ``what`` and the URL otherwise."""
+    try:
+        fs, _ = filesystem(url)
+        root = _bucket_root(url)
+        _, rp = filesystem(root)
+        if protocol(url) in ("s3", "s3a", "gs", "gcs"):
+            fs.invalidate_cache()
+            fs.ls(rp, detail=False) if rp else None
+            if not fs.exists(rp):
+                raise FileNotFoundError(f"bucket does not exist: {root}")
+        if write:
+            import uuid
+            probe = join(url, f".gm-tmp-probe-{uuid.uuid4().hex}")
+            write_bytes(probe, b"ok")
+            remove(probe)
+    except StorageError as e:
+        raise StorageError(f"{what} {e}") from None
+    except Exception as e:  # noqa: BLE001 - every driver raises its own kinds
+        raise StorageError(f"{what} {describe_error(url, e)}") from None

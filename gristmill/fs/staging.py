@@ -1,0 +1,324 @@
+"""Work dirs and exports in object storage, with the guarantees of a local disk.
+
+Object stores have no rename, no append and no locks. The engine's own work dir protocol (files appear
+whole, a shard's completion marker is written after its outputs, a stage's manifest after its markers) is
+kept by running the engine on a local staging copy and *committing* it to the bucket in the same order:
+
+- every sweep of :class:`Mirror` lists the markers first, then uploads every other new or changed file, and
+  only then the markers it listed: a marker in the bucket always has its outputs there (write-once keys per
+  shard, a marker written last);
+- a killed run resumes from what the bucket holds: :meth:`Mirror.restore` makes the staging copy equal to
+  the bucket (files the bucket lacks are dropped, changed ones downloaded), so a run on another machine, or
+  after the staging disk was wiped, reuses every committed shard and recomputes the rest;
+- one run per work dir: :class:`RemoteLock` is an object created with a conditional write (S3
+  ``If-None-Match: *``) holding a lease that the run renews; a lease left by a killed run expires and is
+  taken over;
+- an export is committed by a manifest written last (:func:`commit_export`): the old manifest is removed
+  first, the files uploaded, stale files of the previous export deleted, then the manifest written; a reader
+  that trusts only manifested exports never sees a half-written one.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+
+from . import (StorageError, basename, download, filesystem, find, is_url, join, read_bytes, redact, remove,
+               upload, write_bytes)
+
+TMP = ".gm-tmp-"
+LOCK_NAME = ".lock"
+LEASE_S = float(os.environ.get("GRISTMILL_LOCK_LEASE_S", "60"))
+SYNC_S = float(os.environ.get("GRISTMILL_SYNC_S", "2"))
+MANIFEST_SUFFIX = ".gristmill-manifest.json"
+
+
+def staging_root() -> str:
+    return os.environ.get("GRISTMILL_STAGING") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "gristmill", "staging")
+
+
+def staging_dir(url: str, kind: str) -> str:
+    """The local staging directory of a work dir or export URL (stable: the same URL resumes in the same
+    place on this machine)."""
+    h = hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:16]
+    return os.path.join(staging_root(), f"{kind}-{h}")
+
+
+def is_marker(rel: str) -> bool:
+    """Files that commit others: shard markers (``done/…json``), resolve/group/export ``done.json``, the
+    stage manifest and the report. They are uploaded after everything else of a sweep."""
+    parts = rel.split("/")
+    name = parts[-1]
+    return ("done" in parts[:-1] or name.endswith("done.json") or name in ("manifest.json", "report.json"))
+
+
+def _skip(rel: str) -> bool:
+    name = rel.rsplit("/", 1)[-1]
+    return name.startswith(TMP) or name == LOCK_NAME or name.startswith(".gm-mirror")
+
+
+class Mirror:
+    """A local directory committed to a URL prefix in marker-last order (see the module doc)."""
+
+    def __init__(self, url: str, local: str, log=lambda m: None):
+        self.url, self.local, self.log = url.rstrip("/"), local, log
+        self.index_path = local.rstrip("/") + ".gm-mirror.json"
+        self.sent: dict[str, list] = {}  # rel -> [size, mtime_ns] as uploaded
+        self._stop = threading.Event()
+        self._thread = None
+        self._lock = threading.Lock()
+        self.error: BaseException | None = None
+
+    def _rel(self, url: str) -> str:
+        return url[len(self.url):].lstrip("/")
+
+    def _local_files(self) -> dict[str, os.stat_result]:
+        out = {}
+        for d, subdirs, names in os.walk(self.local):
+            subdirs.sort()
+            for n in names:
+                p = os.path.join(d, n)
+                rel = os.path.relpath(p, self.local).replace(os.sep, "/")
+                if _skip(rel):
+                    continue
+                try:
+                    out[rel] = os.stat(p)
+                except OSError:
+                    pass
+        return out
+
+    def restore(self) -> int:
+        """Make the staging copy what the bucket holds; returns how many files were downloaded."""
+        os.makedirs(self.local, exist_ok=True)
+        fs, p = filesystem(self.url)
+        remote = {}
+        try:
+            for path, info in fs.find(p, detail=True).items():
+                rel = path[len(p.rstrip("/")):].lstrip("/")
+                if rel and not _skip(rel):
+                    remote[rel] = info
+        except FileNotFoundError:
+            pass
+        try:
+            with open(self.index_path) as f:
+                index = json.load(f)
+        except (OSError, ValueError):
+            index = {}
+        here = self._local_files()
+        for rel in sorted(set(here) - set(remote)):  # not committed: the run that wrote it did not finish it
+            os.unlink(os.path.join(self.local, rel))
+        got = 0
+        self.sent = {}
+        for rel, info in sorted(remote.items()):
+            tag = str(info.get("ETag") or info.get("etag") or info.get("size"))
+            st = here.get(rel)
+            rec = index.get(rel)
+            if not (st and rec and rec[0] == st.st_size and rec[1] == st.st_mtime_ns and rec[2] == tag):
+                download(join(self.url, rel), os.path.join(self.local, rel))
+                got += 1
+            st = os.stat(os.path.join(self.local, rel))
+            self.sent[rel] = [st.st_size, st.st_mtime_ns, tag]
+        self._save_index()
+        return got
+
+    def _save_index(self) -> None:
+        tmp = f"{self.index_path}.{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump(self.sent, f)
+        os.replace(tmp, self.index_path)
+
+    def sync(self) -> int:
+        """One sweep: outputs first, markers (listed before the outputs) last, then deletions (markers
+        first). Returns how many objects were written or deleted."""
+        with self._lock:
+            fs, _ = filesystem(self.url)
+            markers = {r: st for r, st in self._local_files().items() if is_marker(r)}
+            files = self._local_files()
+            n = 0
+            for rel in sorted(r for r in files if not is_marker(r)) + sorted(markers):
+                st = files.get(rel) if rel not in markers else markers[rel]
+                rec = self.sent.get(rel)
+                if rec and rec[0] == st.st_size and rec[1] == st.st_mtime_ns:
+                    continue
+                src = os.path.join(self.local, rel)
+                try:
+                    upload(src, join(self.url, rel))
+                except FileNotFoundError:
+                    if os.path.exists(src):
+                        raise
+                    continue  # deleted locally while we swept
+                n += 1
+                try:
+                    tag = fs.info(filesystem(join(self.url, rel))[1]).get("ETag") or str(st.st_size)
+                except Exception:  # noqa: BLE001
+                    tag = str(st.st_size)
+                self.sent[rel] = [st.st_size, st.st_mtime_ns, str(tag)]
+            gone = [r for r in self.sent if r not in files and r not in markers]
+            for rel in sorted(gone, key=lambda r: (not is_marker(r), r)):
+                remove(join(self.url, rel))
+                del self.sent[rel]
+                n += 1
+            if n:
+                self._save_index()
+            return n
+
+    def start(self) -> None:
+        def loop():
+            while not self._stop.wait(SYNC_S):
+                try:
+                    self.sync()
+                except BaseException as e:  # noqa: BLE001 - surfaced by stop()
+                    self.error = e
+                    return
+        self._thread = threading.Thread(target=loop, name="gristmill-mirror", daemon=True)
+        self._thread.start()
+
+    def stop(self, final: bool = True) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if final:
+            self.sync()
+        if self.error is not None:
+            raise StorageError(f"work dir {redact(self.url)}: upload failed: {self.error}")
+
+
+class RemoteLockBusy(RuntimeError):
+    pass
+
+
+class RemoteLock:
+    """One run per work dir URL: ``URL/.lock`` created only if absent (a conditional write), holding an
+    owner id and a lease renewed every third of ``LEASE_S``; a lease not renewed in time (a killed run) is
+    taken over."""
+
+    def __init__(self, url: str, lease_s: float = LEASE_S):
+        self.url = join(url.rstrip("/"), LOCK_NAME)
+        self.lease_s = lease_s
+        self.owner = uuid.uuid4().hex
+        self._stop = threading.Event()
+        self._thread = None
+
+    def _body(self) -> bytes:
+        return json.dumps({"owner": self.owner, "pid": os.getpid(), "host": socket.gethostname(),
+                           "expires": time.time() + self.lease_s}).encode()
+
+    def acquire(self) -> None:
+        for _ in range(3):
+            try:
+                write_bytes(self.url, self._body(), exclusive=True)
+                break
+            except FileExistsError:
+                try:
+                    held = json.loads(read_bytes(self.url) or b"{}")
+                except FileNotFoundError:
+                    continue  # released meanwhile
+                except ValueError:
+                    held = {}
+                if held.get("expires", 0) > time.time():
+                    raise RemoteLockBusy(f"work dir {redact(self.url[:-len(LOCK_NAME) - 1])} is in use by another run "
+                                      f"(pid {held.get('pid')} on {held.get('host')}, lease renewed until "
+                                      f"{time.strftime('%H:%M:%S', time.localtime(held['expires']))}); wait for "
+                                      "it, stop it, or use another --work-dir") from None
+                remove(self.url)  # an expired lease: its run was killed
+        else:
+            raise StorageError(f"work dir lock {redact(self.url)}: could not be taken")
+
+        def renew():
+            while not self._stop.wait(self.lease_s / 3):
+                try:
+                    write_bytes(self.url, self._body())
+                except Exception:  # noqa: BLE001 - retried at the next tick
+                    pass
+        self._thread = threading.Thread(target=renew, name="gristmill-lease", daemon=True)
+        self._thread.start()
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        try:
+            held = json.loads(read_bytes(self.url) or b"{}")
+            if held.get("owner") == self.owner:
+                remove(self.url)
+        except (FileNotFoundError, ValueError):
+            pass
+
+    def __enter__(self):
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+# -- exports ------------------------------------------------------------------------------------------------
+
+def manifest_url(export_url: str, directory: bool) -> str:
+    """The commit manifest of an export: inside a directory export, beside a file export."""
+    u = export_url.rstrip("/")
+    if directory:
+        return join(u, MANIFEST_SUFFIX.lstrip("."))
+    return join(u.rsplit("/", 1)[0], f".{basename(u)}{MANIFEST_SUFFIX}")
+
+
+def read_manifest(export_url: str, directory: bool) -> dict | None:
+    try:
+        return json.loads(read_bytes(manifest_url(export_url, directory)))
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def commit_export(files: list[str], local_base: str, export_url: str, directory: bool, log=lambda m: None,
+                  extra: dict | None = None) -> list[str]:
+    """Upload an export written under ``local_base`` (a directory holding it) to ``export_url``'s
+    directory and commit it: old manifest removed, files uploaded, stale files of the previous export
+    deleted, the manifest (names, sizes, SHA-256) written last. Returns the URLs written."""
+    base_url = export_url.rstrip("/") if directory else export_url.rsplit("/", 1)[0]
+    old = read_manifest(export_url, directory)
+    remove(manifest_url(export_url, directory))  # uncommitted from here until the new manifest
+    rels = sorted(os.path.relpath(f, local_base).replace(os.sep, "/") for f in files)
+    entries = []
+    urls = []
+    for rel in rels:
+        src = os.path.join(local_base, rel)
+        h = hashlib.sha256()
+        with open(src, "rb") as f:
+            while b := f.read(8 << 20):
+                h.update(b)
+        upload(src, join(base_url, rel))
+        urls.append(join(base_url, rel))
+        entries.append({"name": rel, "size": os.path.getsize(src), "sha256": h.hexdigest()})
+    for e in (old or {}).get("files", []):
+        if e["name"] not in rels:
+            remove(join(base_url, e["name"]))
+    body = {"export": redact(export_url), "files": entries, "committed": time.time(), **(extra or {})}
+    write_bytes(manifest_url(export_url, directory), json.dumps(body, indent=1).encode())
+    log(f"committed the export to {redact(export_url)} ({len(entries)} file(s), manifest written last)")
+    return urls
+
+
+def foreign_files(export_url: str, directory: bool, names: list[str]) -> list[str]:
+    """Objects in the export's name space that no gristmill manifest claims (refused before any work, as
+    foreign files beside a local export are)."""
+    fs, p = filesystem(export_url)
+    if directory:
+        try:
+            present = [u for u in find(export_url) if not basename(u).startswith(".")]
+        except FileNotFoundError:
+            present = []
+    else:
+        present = [u for u in (join(export_url.rsplit("/", 1)[0], basename(n)) for n in names)
+                   if fs.exists(filesystem(u)[1])]
+    claimed = {e["name"] for e in (read_manifest(export_url, directory) or {}).get("files", [])}
+    base_url = export_url.rstrip("/") if directory else export_url.rsplit("/", 1)[0]
+    return [u for u in present if u[len(base_url):].lstrip("/") not in claimed]
+
+
+__all__ = ["Mirror", "RemoteLock", "RemoteLockBusy", "commit_export", "foreign_files", "is_url", "manifest_url",
+           "read_manifest", "staging_dir"]
