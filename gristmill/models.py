@@ -24,6 +24,7 @@ PATTERNS = {  # regex → what it is
     r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]+)?\.arpa": "KenLM model (text ARPA)",
     r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]+)?\.sp\.model": "SentencePiece model",
     r"lid\.176\.bin": "fastText language-ID model",
+    r"[A-Za-z0-9][\w.+-]*\.(?:fasttext\.bin|ftz)": "fastText classifier",  # fasttext_*_filter (classify)
 }
 _TMP_PREFIX = ".gm-tmp-"
 _checking = contextvars.ContextVar("gristmill_models_checking", default=True)
