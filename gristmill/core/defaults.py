@@ -16,4 +16,7 @@ def work_dir_for(output: str, name: str) -> str:
     reports, rejects), so reruns of the same command find it. The one rule the recipe, the Python API and
     ``gristmill tokenize`` share."""
     import os
+    import re
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", output) and not output.lower().startswith("file://"):
+        return f"{output.rstrip('/').rsplit('/', 1)[0]}/.gristmill-work-{name}"  # beside it in the bucket
     return os.path.join(os.path.dirname(os.path.abspath(output)), f".gristmill-work-{name}")

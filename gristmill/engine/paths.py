@@ -11,6 +11,7 @@ import fnmatch
 import os
 import shutil
 
+from .. import fs
 from ..io.planner import parse_weighted
 from ..io.writers import TMP
 
@@ -21,7 +22,7 @@ class RunRefused(ValueError):
 
 
 def _real(p: str) -> str:
-    return os.path.realpath(os.path.abspath(p))
+    return fs.normalise(p)  # a URL stays a URL (compared by prefix like a path)
 
 
 def _inside(child: str, parent: str) -> bool:
@@ -33,7 +34,7 @@ def input_roots(dataset_path) -> tuple[list[str], list[str]]:
     roots, globs = [], []
     for _, p in parse_weighted(dataset_path):
         if any(ch in p for ch in "*?["):
-            globs.append(os.path.abspath(p))
+            globs.append(p if fs.is_url(p) else os.path.abspath(p))
         else:
             roots.append(_real(p))
     return roots, globs
@@ -55,7 +56,7 @@ def check_outputs(dataset_path, input_files: list[str], export_path: str | None,
             if _inside(f, target):
                 raise RunRefused(f"{what} {target} contains the input {f}: refusing to write over the input")
         for r in roots:
-            if os.path.isdir(r) and _inside(target, r):
+            if not fs.is_url(r) and os.path.isdir(r) and _inside(target, r):
                 raise RunRefused(f"{what} {target} is inside the input directory {r}: the next run would read "
                                    f"it back as input; write it elsewhere")
         for g in globs:

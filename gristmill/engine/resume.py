@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+from .. import fs
 from ..io.base import ReadOptions, Shard
 from ..io.writers import atomic_rename, tmp_path
 from .config import RunConfig
@@ -12,12 +13,9 @@ from .plan import Stage, fingerprint
 
 
 def input_fingerprint(shards: list[Shard], opts: ReadOptions, cfg: RunConfig) -> str:
-    """Covers every input file's identity (path, size, mtime) and everything that shapes the read."""
+    """Covers every input file's identity (path, size, mtime; an object's URL, size, ETag) and everything that shapes the read."""
     files = sorted({s.source for s in shards} | {f for s in shards for f in s.files})
-    stat = []
-    for f in files:
-        st = os.stat(f)
-        stat.append((os.path.abspath(f), st.st_size, st.st_mtime_ns))
+    stat = [fs.identity(f) for f in files]  # (path, size, mtime) here; (URL, size, ETag) in object storage
     return fingerprint(stat, [(s.source, s.reader, s.start, s.end, s.weight) for s in shards],
                        opts.text_key, opts.batch_size, opts.shard_bytes, opts.params, cfg.seed, cfg.input_format)
 

@@ -306,9 +306,9 @@ def check_access(url: str, what: str, write: bool = False) -> None:
             fs.ls(rp, detail=False) if rp else None
             if not fs.exists(rp):
                 raise FileNotFoundError(f"bucket does not exist: {root}")
-        if write:
+        if write:  # beside the output: an object never has a key below it
             import uuid
-            probe = join(url, f".gm-tmp-probe-{uuid.uuid4().hex}")
+            probe = join(posixpath.dirname(url.rstrip("/")), f".gm-tmp-probe-{uuid.uuid4().hex}")
             write_bytes(probe, b"ok")
             remove(probe)
     except StorageError as e:

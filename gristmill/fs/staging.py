@@ -32,8 +32,15 @@ from . import (StorageError, basename, download, filesystem, find, is_url, join,
 
 TMP = ".gm-tmp-"
 LOCK_NAME = ".lock"
-LEASE_S = float(os.environ.get("GRISTMILL_LOCK_LEASE_S", "60"))
-SYNC_S = float(os.environ.get("GRISTMILL_SYNC_S", "2"))
+LEASE_S = 60.0  # the work dir lock's lease (GRISTMILL_LOCK_LEASE_S): a killed run's lock is taken over after it
+SYNC_S = 2.0  # seconds between commit sweeps of a work dir (GRISTMILL_SYNC_S)
+
+
+def _setting(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return default
 MANIFEST_SUFFIX = ".gristmill-manifest.json"
 
 
@@ -169,7 +176,7 @@ class Mirror:
 
     def start(self) -> None:
         def loop():
-            while not self._stop.wait(SYNC_S):
+            while not self._stop.wait(_setting("GRISTMILL_SYNC_S", SYNC_S)):
                 try:
                     self.sync()
                 except BaseException as e:  # noqa: BLE001 - surfaced by stop()
@@ -197,9 +204,9 @@ class RemoteLock:
     owner id and a lease renewed every third of ``LEASE_S``; a lease not renewed in time (a killed run) is
     taken over."""
 
-    def __init__(self, url: str, lease_s: float = LEASE_S):
+    def __init__(self, url: str, lease_s: float | None = None):
         self.url = join(url.rstrip("/"), LOCK_NAME)
-        self.lease_s = lease_s
+        self.lease_s = lease_s or _setting("GRISTMILL_LOCK_LEASE_S", LEASE_S)
         self.owner = uuid.uuid4().hex
         self._stop = threading.Event()
         self._thread = None

@@ -1,5 +1,6 @@
 """Arrow IPC reader (file or stream format) and Hugging Face ``save_to_disk`` directories."""
 from __future__ import annotations
+from .. import fs as _fs
 
 import json
 import os
@@ -13,12 +14,13 @@ from .base import Reader, Shard, register_reader
 
 def _open_ipc(path: str):
     import pyarrow.ipc as ipc
-    src = pa.memory_map(path)
+    def src():
+        return pa.BufferReader(_fs.read_bytes(path)) if _fs.is_url(path) else pa.memory_map(path)
     try:
-        r = ipc.open_file(src)
+        r = ipc.open_file(src())
         return (r.get_batch(i) for i in range(r.num_record_batches))
     except pa.ArrowInvalid:
-        src = pa.memory_map(path)
+        src = src()
         return iter(ipc.open_stream(src))
 
 

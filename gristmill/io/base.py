@@ -171,6 +171,11 @@ def reader_for(path: str, explicit: str | None = None) -> Reader:
 
 
 def relative_source(path: str, opts: ReadOptions) -> str:
+    if "://" in path:  # an object-store URL: relative to the common URL prefix, as a local path to its root
+        import posixpath
+        if opts.root and path.startswith(opts.root.rstrip("/") + "/"):
+            return posixpath.relpath(path[len(opts.root.rstrip("/")):], "/")
+        return posixpath.basename(path)
     if opts.root:
         try:
             rel = os.path.relpath(path, opts.root)

@@ -1,5 +1,6 @@
 """CSV / TSV reader (header row); a row with the wrong number of fields is a reject with its line."""
 from __future__ import annotations
+from .. import fs as _fs
 
 import numpy as np
 import pyarrow as pa
@@ -32,7 +33,7 @@ class CsvReader(Reader):
                               source=shard.source, line=line))
             return "skip"
 
-        src = pa.BufferReader(data) if comp else shard.source
+        src = pa.BufferReader(data) if comp else _fs.arrow_source(shard.source)
         try:  # the text column is text whatever it looks like (a column of numbers is not an int64 column)
             reader = pcsv.open_csv(src, read_options=pcsv.ReadOptions(block_size=8 << 20),
                                    parse_options=pcsv.ParseOptions(delimiter=delim, newlines_in_values=True,
@@ -82,6 +83,8 @@ class _CsvLines:
 
 def _mmap(path: str):
     import mmap
+    if _fs.is_url(path):
+        return _fs.read_bytes(path)
     with open(path, "rb") as f:
         try:
             return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)

@@ -1,6 +1,7 @@
 """JSON array reader (.json): items streamed with ijson's C parser, exactly re-read where it would round or
 mangle a value; a .json file that is really JSON lines is read as such."""
 from __future__ import annotations
+from .. import fs as _fs
 
 import re
 
@@ -80,7 +81,7 @@ class _RawStream:
 
     def __init__(self, path, comp, watch=False):
         self._it = iter_decompressed(path, comp) if comp else None
-        self._f = open(path, "rb") if not comp else None
+        self._f = _fs.open_input(path) if not comp else None
         self._buf = b""
         self._first = True
         self._watch = watch

@@ -1,6 +1,7 @@
 """JSON lines reader (.jsonl/.ndjson): plain files are split into byte ranges so several workers share one
 big file; a bad line is a reject with its line number and the rest of the file is still read."""
 from __future__ import annotations
+from .. import fs as _fs
 
 import os
 from typing import Iterator
@@ -51,7 +52,7 @@ class LineCounter:
         if self.compression:
             yield from safe_decompressed(self.path, self.compression)
             return
-        with open(self.path, "rb") as f:
+        with _fs.open_input(self.path) as f:
             while b := f.read(16 << 20):
                 yield b
 
@@ -222,7 +223,7 @@ class JsonlReader(Reader):
 
     def plan(self, path, opts):
         _, comp = strip_compression(path)
-        size = os.path.getsize(path)
+        size = _fs.size(path)
         if comp or size <= opts.shard_bytes:
             return [Shard(source=path, reader=self.name)]
         return [Shard(source=path, reader=self.name, start=s, end=e) for s, e in byte_ranges(size, opts.shard_bytes)]

@@ -12,6 +12,7 @@ neither first nor last in the first question) is a reject, not the end of the ru
 (ijson), never the whole file in memory. Read only when asked: ``input_format: llava``.
 """
 from __future__ import annotations
+from .. import fs as _fs
 
 import hashlib
 import os
@@ -111,7 +112,7 @@ class LlavaReader(Reader):
         rows, positions = [], []
         i = 0
         try:
-            with open(shard.source, "rb") as f:
+            with _fs.open_input(shard.source) as f:
                 for item in ijson.items(f, "item", use_float=True):
                     try:
                         row = convert(item, o)

@@ -1,5 +1,6 @@
 """Parquet reader: big files are split into shards of whole row groups."""
 from __future__ import annotations
+from .. import fs as _fs
 
 import numpy as np
 
@@ -17,7 +18,7 @@ class ParquetReader(Reader):
     def plan(self, path, opts):
         import pyarrow.parquet as pq
         try:
-            md = pq.ParquetFile(path).metadata
+            md = pq.ParquetFile(_fs.arrow_source(path)).metadata
         except Exception:  # noqa: BLE001 - unreadable file: one shard that reports the error
             return [Shard(source=path, reader=self.name)]
         shards, start, acc = [], 0, 0
@@ -32,7 +33,7 @@ class ParquetReader(Reader):
     def read(self, shard, opts):
         import pyarrow.parquet as pq
         try:
-            f = pq.ParquetFile(shard.source)
+            f = pq.ParquetFile(_fs.arrow_source(shard.source))
             md = f.metadata
             groups = list(range(shard.start, shard.end if shard.end is not None else md.num_row_groups))
             row0 = sum(md.row_group(i).num_rows for i in range(shard.start))

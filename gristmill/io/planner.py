@@ -11,6 +11,7 @@ import os
 import re
 from dataclasses import replace
 
+from .. import fs
 from .base import ReadOptions, Shard, reader_for, readers, strip_compression
 
 SKIP_NAMES = ("_SUCCESS", ".DS_Store")
@@ -18,16 +19,16 @@ URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # s3://, gs://, hf://, https:/
 
 
 def check_not_uri(path, what: str, output: bool = False) -> None:
-    """A ValueError (one line) for an object-store URI or URL where a path on a mounted file system is
-    needed: read as a local path it would name nothing (an input) or a directory called ``s3:`` (an output)."""
-    if isinstance(path, str) and URI.match(path):
-        if output:
-            raise ValueError(f"{what} {path!r}: object storage is not supported for outputs (they need atomic "
-                             "renames and file locks); write to a POSIX file system (local disk, NFS, a shared "
-                             "volume) and copy the result to the bucket afterwards (aws s3 sync, gcloud storage rsync)")
-        raise ValueError(f"{what} {path!r}: object storage and URLs are not read directly; mount the bucket "
-                         "with a FUSE client (mountpoint-s3, s3fs, gcsfuse) and give the mounted path, or "
-                         "download the files first")
+    """A ValueError (one line) for a URL no filesystem driver handles (``http://``: read-only, no listing),
+    or an object-store URL as an output where no staging is wired (``engine.remote`` stages a run's work dir
+    and export); object-store inputs go through ``gristmill.fs``."""
+    if isinstance(path, str) and output and fs.is_url(path):
+        raise ValueError(f"{what} {fs.redact(path)!r}: object storage outputs are supported for the work dir and "
+                         "export of a run over dataset_path and for tokenize outputs, not here; write to a local "
+                         "path and copy the result to the bucket")
+    if isinstance(path, str) and URI.match(path) and fs.protocol(path) in ("http", "https"):
+        raise ValueError(f"{what} {path!r}: http(s) URLs are not read as datasets; download the files first "
+                         "or give an s3:// gs:// hf:// URL")
 
 
 def parse_weighted(spec) -> list[tuple[float, str]]:
@@ -68,6 +69,9 @@ def _known_ext(path: str) -> bool:
 def expand(path: str) -> list[str]:
     """Files (or reader-claimed directories) that ``path`` names, sorted."""
     check_not_uri(path, "dataset_path")
+    if fs.is_url(path):
+        return _expand_url(path)
+    path = fs.local(path)
     if any(ch in path for ch in "*?["):
         hits = sorted(globmod.glob(path, recursive=True))
         if not hits:
@@ -94,6 +98,26 @@ def expand(path: str) -> list[str]:
     return [path]
 
 
+def _expand_url(path: str) -> list[str]:
+    """``expand`` for object storage: a glob, a prefix (every known data file under it) or one object."""
+    fs.check_access(path, "dataset_path")
+    if any(ch in path for ch in "*?["):
+        hits = [h for h in fs.glob(path) if _known_ext(h) or not path.endswith(("/**", "/*"))]
+        if not hits:
+            raise FileNotFoundError(f"no files match {fs.redact(path)!r}")
+        return hits
+    if fs.isdir(path):
+        out = [u for u in fs.find(path) if not any(part.startswith(".") for part in
+                                                   u[len(path.rstrip("/")):].split("/"))
+               and fs.basename(u) not in SKIP_NAMES and _known_ext(fs.basename(u))]
+        if not out:
+            raise FileNotFoundError(f"no readable data files under {fs.redact(path)!r}")
+        return out
+    if not fs.exists(path):
+        raise FileNotFoundError(f"dataset path {fs.redact(path)!r} does not exist")
+    return [path]
+
+
 def plan_dataset(paths, opts: ReadOptions, fmt: str | None = None) -> list[Shard]:
     """Ordered shards for a dataset spec (str, weighted str, or list)."""
     shards: list[Shard] = []
@@ -106,5 +130,11 @@ def plan_dataset(paths, opts: ReadOptions, fmt: str | None = None) -> list[Shard
 
 
 def common_root(shards: list[Shard]) -> str:
+    urls = [s.source for s in shards if fs.is_url(s.source)]
+    if urls:  # ids are relative to the common prefix of the URLs, as they are to a common local directory
+        if len(urls) < len(shards) or len({fs.protocol(u) for u in urls}) > 1:
+            return ""
+        return fs.URL.match(urls[0]).group(0) + os.path.commonpath(
+            [fs.dirname(u)[len(fs.URL.match(u).group(0)):] for u in urls])
     dirs = [os.path.dirname(os.path.abspath(s.source)) for s in shards]
     return os.path.commonpath(dirs) if dirs else ""

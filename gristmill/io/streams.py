@@ -5,6 +5,7 @@ yields every byte that was decodable before the cut (and reports the truncation)
 last buffer.
 """
 from __future__ import annotations
+from .. import fs as _fs
 
 import bz2
 import lzma
@@ -44,11 +45,11 @@ def iter_decompressed(path: str, kind: str) -> Iterator[bytes]:
     """Yield decompressed bytes; raise TruncatedInput at the end if the stream was cut short.
     Concatenated members (multi-member gzip, several zstd frames) are read in full."""
     if not kind:
-        with open(path, "rb") as f:
+        with _fs.open_input(path) as f:
             while chunk := f.read(READ_SIZE):
                 yield chunk
         return
-    with open(path, "rb") as f:
+    with _fs.open_input(path) as f:
         d = None  # decompressor of the member being read; None between members
         while True:
             raw = f.read(READ_SIZE)
@@ -87,9 +88,9 @@ def line_chunks(path: str, compression: str, start: int = 0, end: int | None = N
     if compression:
         yield from _compressed_chunks(path, compression, chunk_size)
         return
-    size = os.path.getsize(path)
+    size = _fs.size(path)
     end = size if end is None else min(end, size)
-    with open(path, "rb") as f:
+    with _fs.open_input(path) as f:
         pos = start
         if start > 0:
             f.seek(start - 1)
@@ -140,7 +141,7 @@ def _compressed_chunks(path: str, compression: str, chunk_size: int) -> Iterator
 def read_all(path: str, compression: str) -> bytes:
     """Whole (decompressed) file; for formats that cannot be streamed line by line."""
     if not compression:
-        with open(path, "rb") as f:
+        with _fs.open_input(path) as f:
             return f.read()
     return b"".join(iter_decompressed(path, compression))
 

@@ -1,5 +1,6 @@
 """Plain text reader: one document per file, or one per line (``txt_mode: line``)."""
 from __future__ import annotations
+from .. import fs as _fs
 
 import os
 
@@ -93,8 +94,8 @@ class TextReader(Reader):
 
     def plan(self, path, opts):
         _, comp = strip_compression(path)
-        if opts.param("txt_mode", "file") == "line" and not comp and os.path.getsize(path) > opts.shard_bytes:
+        if opts.param("txt_mode", "file") == "line" and not comp and _fs.size(path) > opts.shard_bytes:
             return [Shard(source=path, reader=self.name, start=s, end=e)
-                    for s, e in byte_ranges(os.path.getsize(path), opts.shard_bytes)]
+                    for s, e in byte_ranges(_fs.size(path), opts.shard_bytes)]
         return [Shard(source=path, reader=self.name)]
 

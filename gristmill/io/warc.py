@@ -15,6 +15,7 @@ format) use warcio. Record parsing is per-record Python around those libraries: 
 bytes until decoded, so there is nothing to vectorise; the batch is built once per ``batch_size`` records.
 """
 from __future__ import annotations
+from .. import fs as _fs
 
 import os
 import re
@@ -250,11 +251,11 @@ def iter_warc(path: str, rows: _Rows) -> Iterator[Record | Reject]:
     _, comp = strip_compression(path)
     resync = comp == ".gz" or comp == ""
     magic = b"\x1f\x8b\x08" if comp == ".gz" else b"WARC/1."
-    size = os.path.getsize(path)
+    size = _fs.size(path)
     start, last = 0, None  # where to (re)start reading; offset of the last record read
     ordinal = 0
     cut_at = None  # offset of a record found cut short by the end of the file
-    with open(path, "rb") as f:
+    with _fs.open_input(path) as f:
         while True:
             f.seek(start)
             err = None
@@ -402,11 +403,11 @@ def _arc_stream(path: str):
     _, comp = strip_compression(path)
     if comp == ".lz4":
         import lz4.frame
-        return lz4.frame.open(path, "rb")
+        return lz4.frame.open(_fs.open_input(path), "rb")
     if comp in (".zst", ".zstd"):
         import zstandard
-        return zstandard.ZstdDecompressor().stream_reader(open(path, "rb"))
-    return open(path, "rb")  # warcio handles gzip members itself
+        return zstandard.ZstdDecompressor().stream_reader(_fs.open_input(path))
+    return _fs.open_input(path)  # warcio handles gzip members itself
 
 
 def iter_arc(path: str, rows: _Rows) -> Iterator[Record | Reject]:

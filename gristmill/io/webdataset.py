@@ -12,6 +12,7 @@ truncated or corrupt archive keeps the samples read before the damage and reject
 error. One shard per tar file.
 """
 from __future__ import annotations
+from .. import fs as _fs
 
 import hashlib
 import json
@@ -110,7 +111,7 @@ class WebDatasetReader(Reader):
             return row, p
 
         try:
-            with tarfile.open(shard.source, mode="r|*") as tf:
+            with _fs.open_input(shard.source) as raw, tarfile.open(fileobj=raw, mode="r|*") as tf:
                 for m in tf:
                     if not m.isfile():
                         continue

@@ -12,6 +12,7 @@ default ``0``, the articles) are not documents and are skipped. A truncated or d
 read before the damage and reports the rest as a reject.
 """
 from __future__ import annotations
+from .. import fs as _fs
 
 import bz2
 import re
@@ -38,17 +39,17 @@ def _local(tag: str) -> str:
 def _open(path: str):
     _, comp = strip_compression(path)
     if comp == ".bz2":
-        return bz2.open(path, "rb")
+        return bz2.open(_fs.open_input(path), "rb")
     if comp == ".gz":
         import gzip
-        return gzip.open(path, "rb")
+        return gzip.open(_fs.open_input(path), "rb")
     if comp in (".zst", ".zstd"):
         import zstandard
-        return zstandard.ZstdDecompressor().stream_reader(open(path, "rb"))
+        return zstandard.ZstdDecompressor().stream_reader(_fs.open_input(path))
     if comp == ".xz":
         import lzma
-        return lzma.open(path, "rb")
-    return open(path, "rb")
+        return lzma.open(_fs.open_input(path), "rb")
+    return _fs.open_input(path)
 
 
 _BLANKS = re.compile(r"\n{3,}")

@@ -1,0 +1,200 @@
+"""A run whose work dir and/or export are object-storage URLs (``s3://``, ``gs://``, ``memory://``…).
+
+The stage loop runs unchanged on a local staging copy (``gristmill.fs.staging``): the work dir is committed
+to its URL while the run goes, in marker-last order, and restored from it before the run starts (so a
+killed run resumes from what the bucket holds, on this machine or another); the export is uploaded at the
+end and committed by its manifest, written last. Before any work: every bucket answers with the
+credentials at hand (and takes a probe write for the outputs), no input overlaps an output, and no foreign
+object sits in the export's name space — else one line naming the URL, exit 2, nothing written.
+"""
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import re
+from dataclasses import replace
+
+from .. import fs
+from ..fs import staging
+from ..io.base import strip_compression
+from ..io.planner import parse_weighted
+from ..io.writers import export_format
+from .lock import WorkDirBusy
+from .paths import RunRefused
+
+
+def has_remote_outputs(cfg) -> bool:
+    return fs.is_url(cfg.work_dir) or fs.is_url(cfg.export_path)
+
+
+def check_remote_inputs(dataset_path) -> None:
+    """Every URL input's bucket answers (one line naming the URL otherwise)."""
+    if dataset_path is None:
+        return
+    for _, p in parse_weighted(dataset_path):
+        if fs.is_url(p):
+            fs.check_access(p, "dataset_path")
+
+
+def _inside(child: str, parent: str) -> bool:
+    parent = parent.rstrip("/")
+    return child == parent or child.startswith(parent + "/")
+
+
+def _stem_pattern(name: str):
+    base, comp = strip_compression(name)
+    stem, ext = os.path.splitext(base)
+    return re.compile(re.escape(stem) + r"(-\d{5,}-of-\d{5,})?" + re.escape(ext + comp) + r"\Z")
+
+
+class RemoteRun:
+    """Maps a run's URL outputs to local staging, and commits them (see the module doc)."""
+
+    def __init__(self, cfg, log=lambda m: None):
+        self.cfg, self.log = cfg, log
+        self.work_url = fs.normalise(cfg.work_dir) if fs.is_url(cfg.work_dir) else None
+        self.export_url = fs.normalise(cfg.export_path) if fs.is_url(cfg.export_path) else None
+        self.directory = bool(self.export_url) and export_format(cfg.export_path)[0] == "arrow"
+        work = staging.staging_dir(self.work_url, "work") if self.work_url else cfg.work_dir
+        export = cfg.export_path
+        if self.export_url:
+            self.export_stage = staging.staging_dir(self.export_url, "export")
+            export = os.path.join(self.export_stage, fs.basename(self.export_url))
+        self.local_cfg = replace(cfg, work_dir=work, export_path=export)
+        self.mirror = staging.Mirror(self.work_url, work, log) if self.work_url else None
+        self.lock = staging.RemoteLock(self.work_url) if self.work_url else None
+
+    # -- before any work -------------------------------------------------------------------------------
+    def check(self) -> None:
+        check_remote_inputs(self.cfg.dataset_path)
+        outs = [(u, w) for u, w in ((self.work_url, "work_dir"), (self.export_url, "export_path")) if u]
+        for write in (False, True):  # every bucket answers before a probe is written to any
+            for url, what in outs:
+                fs.check_access(url, what, write=write)
+        inputs = [fs.normalise(p) for _, p in parse_weighted(self.cfg.dataset_path or []) if fs.is_url(p)]
+        for what, url in (("export_path", self.export_url), ("work dir", self.work_url)):
+            for i in inputs:
+                plain = re.split(r"[*?\[]", i, 1)[0]
+                if url and (_inside(url, plain) or _inside(i, url)):
+                    raise RunRefused(f"{what} {fs.redact(url)} overlaps the input {fs.redact(i)}: the next run "
+                                     "would read it back as input; write it elsewhere")
+        if self.export_url:
+            self._check_foreign()
+
+    def _check_foreign(self) -> None:
+        if self.directory:
+            names = []
+        else:
+            parent = posixpath.dirname(self.export_url)
+            pat = _stem_pattern(fs.basename(self.export_url))
+            try:
+                names = [u for u in fs.find(parent) if posixpath.dirname(u) == parent and pat.match(fs.basename(u))]
+            except FileNotFoundError:
+                names = []
+        foreign = staging.foreign_files(self.export_url, self.directory, names)
+        if foreign:
+            more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+            raise RunRefused(f"export_path {fs.redact(self.export_url)}: {fs.redact(foreign[0])}{more} exists and "
+                             "was not written by gristmill (no manifest claims it); refusing to replace it")
+
+    # -- the run -----------------------------------------------------------------------------------------
+    def __enter__(self):
+        if self.lock is not None:
+            try:
+                self.lock.acquire()
+            except staging.RemoteLockBusy as e:
+                raise WorkDirBusy(str(e)) from None
+        try:
+            if self.mirror is not None:
+                got = self.mirror.restore()
+                if got:
+                    self.log(f"restored {got} committed file(s) of work dir {fs.redact(self.work_url)}")
+                self.mirror.start()
+        except BaseException:
+            self._release()
+            raise
+        return self
+
+    def finish(self, report: dict) -> dict:
+        """After a successful run: the report names the URLs, the work dir is committed, then the export
+        (files, then its manifest)."""
+        report = self._urls(report)
+        if self.mirror is not None:
+            self._rewrite_reports()
+            self.mirror.stop(final=True)
+        if self.export_url:
+            files = self._export_files()
+            base = os.path.join(self.export_stage, fs.basename(self.export_url)) if self.directory \
+                else self.export_stage
+            urls = staging.commit_export(files, base, self.export_url, self.directory, self.log)
+            report["exported_files"] = urls
+        return report
+
+    def _export_files(self) -> list[str]:
+        out = []
+        for d, subdirs, names in os.walk(self.export_stage):
+            subdirs[:] = sorted(s for s in subdirs if not s.startswith("."))
+            out += [os.path.join(d, n) for n in sorted(names) if not n.startswith(".")]
+        return out
+
+    def _subst(self) -> list[tuple[str, str]]:
+        pairs = []
+        if self.work_url:
+            pairs.append((os.path.abspath(self.local_cfg.work_dir), self.work_url))
+        if self.export_url:
+            d = self.export_stage if not self.directory else os.path.join(self.export_stage, fs.basename(self.export_url))
+            pairs.append((d, self.export_url if self.directory else posixpath.dirname(self.export_url)))
+        return pairs
+
+    def _urls(self, obj):
+        """Local staging paths in a report → the URLs they stand for."""
+        if isinstance(obj, str):
+            for a, b in self._subst():
+                if obj == a or obj.startswith(a + os.sep):
+                    return b + obj[len(a):].replace(os.sep, "/")
+            return obj
+        if isinstance(obj, dict):
+            return {k: self._urls(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [self._urls(v) for v in obj]
+        return obj
+
+    def _rewrite_reports(self) -> None:
+        path = os.path.join(self.local_cfg.work_dir, "report.json")
+        try:
+            with open(path) as f:
+                rep = json.load(f)
+        except (OSError, ValueError):
+            return
+        tmp = f"{path}.gm-tmp"
+        with open(tmp, "w") as f:
+            json.dump(self._urls(rep), f, indent=1, default=str)
+        os.replace(tmp, path)
+
+    def _release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if exc_type is not None and self.mirror is not None:
+                try:  # what finished before the failure is committed: the rerun resumes from it
+                    self.mirror.stop(final=True)
+                except Exception as e:  # noqa: BLE001 - the original error matters more
+                    self.log(f"warning: {e}")
+        finally:
+            self._release()
+
+
+def run_remote(engine, body):
+    """``body()`` (the stage loop) with ``engine``'s URL outputs staged locally and committed."""
+    remote = RemoteRun(engine.cfg, engine.log)
+    remote.check()
+    cfg, work = engine.cfg, engine.work
+    engine.cfg, engine.work = remote.local_cfg, os.path.abspath(remote.local_cfg.work_dir)
+    try:
+        with remote:
+            return remote.finish(body())
+    finally:
+        engine.cfg, engine.work = cfg, work
