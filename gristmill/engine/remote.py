@@ -56,23 +56,25 @@ class RemoteRun:
         self.work_url = fs.normalise(cfg.work_dir) if fs.is_url(cfg.work_dir) else None
         self.export_url = fs.normalise(cfg.export_path) if fs.is_url(cfg.export_path) else None
         self.directory = bool(self.export_url) and export_format(cfg.export_path)[0] == "arrow"
+        self.inputs = cfg.dataset_path
         work = staging.staging_dir(self.work_url, "work") if self.work_url else cfg.work_dir
         export = cfg.export_path
         if self.export_url:
             self.export_stage = staging.staging_dir(self.export_url, "export")
             export = os.path.join(self.export_stage, fs.basename(self.export_url))
         self.local_cfg = replace(cfg, work_dir=work, export_path=export)
+        self.local_work = work
         self.mirror = staging.Mirror(self.work_url, work, log) if self.work_url else None
         self.lock = staging.RemoteLock(self.work_url) if self.work_url else None
 
     # -- before any work -------------------------------------------------------------------------------
     def check(self) -> None:
-        check_remote_inputs(self.cfg.dataset_path)
+        check_remote_inputs(self.inputs)
         outs = [(u, w) for u, w in ((self.work_url, "work_dir"), (self.export_url, "export_path")) if u]
         for write in (False, True):  # every bucket answers before a probe is written to any
             for url, what in outs:
                 fs.check_access(url, what, write=write)
-        inputs = [fs.normalise(p) for _, p in parse_weighted(self.cfg.dataset_path or []) if fs.is_url(p)]
+        inputs = [fs.normalise(p) for _, p in parse_weighted(self.inputs or []) if fs.is_url(p)]
         for what, url in (("export_path", self.export_url), ("work dir", self.work_url)):
             for i in inputs:
                 plain = re.split(r"[*?\[]", i, 1)[0]
@@ -141,7 +143,7 @@ class RemoteRun:
     def _subst(self) -> list[tuple[str, str]]:
         pairs = []
         if self.work_url:
-            pairs.append((os.path.abspath(self.local_cfg.work_dir), self.work_url))
+            pairs.append((os.path.abspath(self.local_work), self.work_url))
         if self.export_url:
             d = self.export_stage if not self.directory else os.path.join(self.export_stage, fs.basename(self.export_url))
             pairs.append((d, self.export_url if self.directory else posixpath.dirname(self.export_url)))
@@ -161,7 +163,7 @@ class RemoteRun:
         return obj
 
     def _rewrite_reports(self) -> None:
-        path = os.path.join(self.local_cfg.work_dir, "report.json")
+        path = os.path.join(self.local_work, "report.json")
         try:
             with open(path) as f:
                 rep = json.load(f)
@@ -198,3 +200,29 @@ def run_remote(engine, body):
             return remote.finish(body())
     finally:
         engine.cfg, engine.work = cfg, work
+
+
+class TokenizeOutputs(RemoteRun):
+    """``gristmill tokenize`` with its output directory and/or work dir in object storage: the same
+    staging, lock and marker-last commit; the output directory is committed by its manifest, written last.
+    ``local_output``/``local_work`` are what the tokenizer writes to."""
+
+    def __init__(self, output: str, work_dir: str, inputs, log=lambda m: None):  # noqa: D107 - no super
+        self.log, self.inputs = log, inputs
+        self.work_url = fs.normalise(work_dir) if fs.is_url(work_dir) else None
+        self.export_url = fs.normalise(output) if fs.is_url(output) else None
+        self.directory = True
+        self.local_work = staging.staging_dir(self.work_url, "work") if self.work_url else work_dir
+        if self.export_url:
+            self.export_stage = staging.staging_dir(self.export_url, "export")
+            self.local_output = os.path.join(self.export_stage, fs.basename(self.export_url))
+        else:
+            self.local_output = output
+        self.mirror = staging.Mirror(self.work_url, self.local_work, log) if self.work_url else None
+        self.lock = staging.RemoteLock(self.work_url) if self.work_url else None
+
+    def local(self, path: str) -> str:
+        """A path under the output URL → the same path under its staging directory."""
+        if self.export_url and fs.is_url(path) and _inside(fs.normalise(path), self.export_url):
+            return self.local_output + fs.normalise(path)[len(self.export_url):]
+        return path

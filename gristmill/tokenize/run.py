@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
+from .. import fs as _fs
 from ..engine.progress import Progress
 from ..io.base import ReadOptions
 from ..io.planner import expand, plan_dataset
@@ -92,8 +93,9 @@ def preflight(config, where: str = "tokenize", inputs: Sequence[str] = (), pendi
     section, the tokenizer and its special tokens, that the sources exist (except those under a ``pending``
     path's stem: a run's export, written first) and that the output stays off the sources and ``inputs``."""
     cfg = parse_section(config, where)
-    from ..io.planner import check_not_uri
-    check_not_uri(cfg.output, f"{where}: output", output=True)  # else a local directory named 's3:'
+    for d in {cfg.output, *(d for _, d in cfg.format_list())}:
+        if _fs.is_url(d):  # the bucket answers and takes a write (one line naming the URL otherwise)
+            _fs.check_access(d, f"{where}: output", write=True)
     try:
         resolve_specials(cfg)
     except TokenizerError as e:
@@ -134,7 +136,7 @@ def check_paths(targets: dict[str, str], inputs: Sequence[str], files: Sequence[
     """Refuse a target (label -> path) that is an input file, holds one of ``inputs``/``files``, sits inside
     an input directory, or matches an input glob: one line naming both paths."""
     roots = [_real(p) for p in inputs if not glob.has_magic(p)]
-    globs = [os.path.abspath(p) for p in inputs if glob.has_magic(p)]
+    globs = [p if _fs.is_url(p) else os.path.abspath(p) for p in inputs if glob.has_magic(p)]
     named = sorted({*roots, *(_real(f) for f in files)})
     for what, target in targets.items():
         t = _real(target)
@@ -145,7 +147,7 @@ def check_paths(targets: dict[str, str], inputs: Sequence[str], files: Sequence[
                 raise OutputOverInput(f"{what} {t} contains the input {f}: refusing to write over it; choose "
                                       f"another path")
         for r in roots:
-            if os.path.isdir(r) and _inside(t, r):
+            if (_fs.isdir(r) if _fs.is_url(r) else os.path.isdir(r)) and _inside(t, r):
                 raise OutputOverInput(f"{what} {t} is inside the input directory {r}: it would be read back as "
                                       f"input; choose a path outside it")
         for g in globs:
@@ -155,7 +157,7 @@ def check_paths(targets: dict[str, str], inputs: Sequence[str], files: Sequence[
 
 
 def _real(p: str) -> str:
-    return os.path.realpath(os.path.abspath(os.path.expanduser(p)))
+    return _fs.normalise(p) if _fs.is_url(p) else os.path.realpath(os.path.abspath(os.path.expanduser(p)))
 
 
 def _inside(child: str, parent: str) -> bool:
@@ -186,6 +188,8 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
     from ..engine.lock import WorkDirLock
     from ..engine.paths import remove_stale_tmp
     cfg = parse_section(config)
+    if any(_fs.is_url(d) for d in (cfg.output, work_dir, *(d for _, d in cfg.format_list()))):
+        return _run_staged(cfg, np, work_dir, progress, engine, address, log)
     nproc = max(1, int(np))
     jobs, names = _plan_jobs(cfg)
     tok_root = os.path.abspath(os.path.join(work_dir, "tokenize"))
@@ -210,6 +214,31 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
             raise
         executor.close()
         return report
+
+
+def _run_staged(cfg: TokenizeConfig, np: int, work_dir: str, progress: bool, engine: str, address: str | None,
+                log: Callable[[str], None] | None) -> dict:
+    """``run_tokenize`` with the output and/or work dir in object storage (``engine.remote``): the run
+    writes to local staging; the work dir is committed as it goes (a killed run resumes from the bucket),
+    the output directory at the end, its manifest last."""
+    from ..engine.remote import TokenizeOutputs
+    from ..engine.paths import RunRefused
+    for _, d in cfg.format_list():
+        if _fs.is_url(d) and not (_fs.is_url(cfg.output) and (_fs.normalise(d) + "/").startswith(
+                _fs.normalise(cfg.output).rstrip("/") + "/")):
+            raise RunRefused(f"tokenize output ({_fs.redact(d)}): a format's output in object storage must sit "
+                             f"under `output` ({_fs.redact(cfg.output)})")
+    remote = TokenizeOutputs(cfg.output, work_dir, cfg.source_paths(), log or (lambda m: None))
+    remote.check()
+    formats = cfg.formats
+    if formats is not None:
+        formats = [f if isinstance(f, str) or not f.output else f.model_copy(update={"output": remote.local(f.output)})
+                   for f in formats]
+    local_cfg = cfg.model_copy(update={"output": remote.local_output, "export_path": None, "formats": formats})
+    with remote:
+        report = run_tokenize(local_cfg, np=np, work_dir=remote.local_work, progress=progress, engine=engine,
+                              address=address, log=log)
+        return remote.finish(report)
 
 
 def _plan_jobs(cfg: TokenizeConfig) -> tuple[list[ShardJob], list[list[str]]]:
@@ -357,8 +386,8 @@ def _shard_size(shard) -> int:
     """Bytes of input behind a shard (for largest-first scheduling only)."""
     try:
         if shard.files:
-            return sum(os.path.getsize(f) for f in shard.files)
-        size = os.path.getsize(shard.source)
+            return sum(_fs.size(f) for f in shard.files)
+        size = _fs.size(shard.source)
     except OSError:
         return 0
     if shard.end is not None and 4096 < shard.end - shard.start <= size:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from .. import fs as _fs
 from ..io.writers import atomic_rename, tmp_path
 from .backends import Backend, TokenizerSpec, verify
 from .formats import read_json, write_json
@@ -213,12 +214,16 @@ def input_identity(shard, memo: dict | None = None) -> list:
 
 
 def _files_under(path: str) -> list[str]:
+    if _fs.is_url(path):
+        return [path]
     if not os.path.isdir(path):
         return [path]
     return sorted(os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs)
 
 
 def _file_identity(path: str) -> list:
+    if _fs.is_url(path):  # an object: its URL, size and ETag (a rewrite changes the ETag)
+        return list(_fs.identity(path))
     st = os.stat(path)
     ident = [os.path.abspath(path), st.st_size, st.st_mtime_ns]
     if st.st_size <= SMALL_FILE:
