@@ -564,12 +564,14 @@ def build_parser() -> argparse.ArgumentParser:
     _inspect_args(ins)
     ins.set_defaults(fn=lambda a: __import__("gristmill.analysis.inspect", fromlist=["x"]).cmd_inspect(a))
     try:
-        from .web.download import add_download_command
+        from .web.download_cli import add_download_command
         add_download_command(sub)
     except ImportError:
         pass
     from .models_cli import add_models_command
     add_models_command(sub)
+    from .classify_cli import add_classify_command
+    add_classify_command(sub)
     return p
 
 
