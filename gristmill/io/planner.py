@@ -102,7 +102,9 @@ def _expand_url(path: str) -> list[str]:
     """``expand`` for object storage: a glob, a prefix (every known data file under it) or one object."""
     fs.check_access(path, "dataset_path")
     if any(ch in path for ch in "*?["):
-        hits = [h for h in fs.glob(path) if _known_ext(h) or not path.endswith(("/**", "/*"))]
+        hidden = fs.basename(path).startswith(".")  # like glob.glob: wildcards do not match dot files
+        hits = [h for h in fs.glob(path) if (_known_ext(h) or not path.endswith(("/**", "/*")))
+                and (hidden or not fs.basename(h).startswith("."))]
         if not hits:
             raise FileNotFoundError(f"no files match {fs.redact(path)!r}")
         return hits
