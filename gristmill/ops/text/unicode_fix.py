@@ -24,6 +24,7 @@ segments that need it (a long page with one bad line costs one line of ftfy, not
 from __future__ import annotations
 
 import re
+import sys
 import unicodedata
 from functools import lru_cache
 
@@ -33,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field
 
+from ...cache import cached_arrays
 from ...core import columns as C
 from ...registry import register
 from ..base import Mapper, Params
@@ -80,13 +82,36 @@ def _regex_width(pattern: str, flags: int) -> int:
 @lru_cache(maxsize=4)
 def tables(normalization: str):
     """(class table: 0 keep / 1 char-fixed / 2 mark (check normalisation) / 3 needs ftfy, trigger table,
-    CharMap, badness regex (Python, made multi-line), the same in RE2 syntax or None)."""
+    CharMap, badness regex (Python, made multi-line), the same in RE2 syntax or None).
+
+    Building them takes ~2 s (Python's Unicode predicates over all 1.1 M code points, the regex
+    translation), once per process: every engine worker would pay it. So the built arrays are kept on disk
+    (``cache.cached_arrays``, keyed by this file, the normalisation form, ftfy's and Python's Unicode
+    versions) and later processes load them in a few milliseconds."""
+    from ftfy.badness import BADNESS_RE
+
+    import ftfy
+    with open(__file__, "rb") as f:
+        key = b"|".join([f.read(), normalization.encode(), str(ftfy.__version__).encode(),
+                         unicodedata.unidata_version.encode(), repr(sys.version_info[:2]).encode()])
+    cls, trig, keys, starts, data, re2 = cached_arrays("fix-unicode", key, lambda: _build_tables(normalization))
+    mapping = {int(k): data[starts[i]:starts[i + 1]].tobytes().decode("utf-8") for i, k in enumerate(keys)}
+    bad = re.compile(BADNESS_RE.pattern, BADNESS_RE.flags | re.MULTILINE)
+    width = _regex_width(BADNESS_RE.pattern, BADNESS_RE.flags)
+    if width > _WIDTH:
+        raise RuntimeError(f"ftfy's badness regex matches up to {width} chars; fast path assumes {_WIDTH}")
+    bad_re2 = re2.tobytes().decode("utf-8") if len(re2) else None
+    return cls, trig, CharMap(mapping), bad, bad_re2
+
+
+def _build_tables(normalization: str) -> tuple[np.ndarray, ...]:
+    """The arrays of :func:`tables`: class table, trigger table, the character fixes as (code points,
+    offsets, UTF-8 bytes) and the badness regex in RE2 syntax as UTF-8 bytes (empty: RE2 cannot run it)."""
     import ftfy.fixes as fx
     from ftfy import chardata as cd
     from ftfy.badness import BADNESS_RE
 
     cls = np.zeros(cc.N_CP, np.int8)
-    t = cc.table()
     # normalisation must be the identity: no marks, no jamo, every char stable on its own
     cats = np.array([unicodedata.category(chr(c)) if not 0xD800 <= c <= 0xDFFF else "Cs" for c in range(cc.N_CP)])
     cls[np.char.startswith(cats, "M")] = 2
@@ -125,15 +150,16 @@ def tables(normalization: str):
         if c < cc.N_CP:
             trig[c] = 1
     bad = re.compile(BADNESS_RE.pattern, BADNESS_RE.flags | re.MULTILINE)
-    width = _regex_width(BADNESS_RE.pattern, BADNESS_RE.flags)
-    if width > _WIDTH:
-        raise RuntimeError(f"ftfy's badness regex matches up to {width} chars; fast path assumes {_WIDTH}")
-    del t
     try:
         bad_re2 = to_re2(bad.pattern, bad.flags)
     except NotImplementedError:  # a future ftfy pattern RE2 cannot run: Python's re scans the windows
-        bad_re2 = None
-    return cls, trig, CharMap(mapping), bad, bad_re2
+        bad_re2 = ""
+    keys = np.array(sorted(mapping), np.int32)
+    enc = [mapping[int(k)].encode("utf-8") for k in keys]
+    starts = np.zeros(len(enc) + 1, np.int64)
+    starts[1:] = np.cumsum([len(e) for e in enc])
+    return (cls, trig, keys, starts, np.frombuffer(b"".join(enc), np.uint8).copy(),
+            np.frombuffer(bad_re2.encode("utf-8"), np.uint8).copy())
 
 
 _WIDTH = 7  # the longest match of ftfy's badness regex (checked in tables())
