@@ -26,6 +26,7 @@ FORBIDDEN = {
     "gristmill.media": ("gristmill.ops", "gristmill.io", "gristmill.engine", *UPPER),  # shared by ops and readers
     "gristmill.models": ("gristmill.ops", "gristmill.io", "gristmill.engine", *UPPER),
     "gristmill.web": ("gristmill.ops", "gristmill.io", "gristmill.engine", *UPPER),
+    "gristmill.llm": ("gristmill.ops", "gristmill.io", "gristmill.engine", *UPPER),  # the LLM ops' client
     "gristmill.registry": ("gristmill.engine", *UPPER),
     **{m: ("gristmill.engine", "gristmill.tokenize", *UPPER) for m in OBSERVERS},
     "gristmill.engine": ("gristmill.tokenize", "gristmill.analysis.analyze", "gristmill.analysis.analyze_sources",

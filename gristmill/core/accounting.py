@@ -18,6 +18,8 @@ class OpCounts:
     file_errors: int = 0  # whole-file read problems (truncated, unreadable): rejects that are not rows
     seconds: float = 0.0
     reasons: dict[str, int] = field(default_factory=dict)
+    service: dict[str, float] = field(default_factory=dict)
+    """Counts of an op that calls a service (an LLM endpoint: requests, retries, failures, tokens), summed."""
 
     def merge(self, other: "OpCounts") -> None:
         self.rows_in += other.rows_in
@@ -29,16 +31,20 @@ class OpCounts:
         self.seconds += other.seconds
         for k, v in other.reasons.items():
             self.reasons[k] = self.reasons.get(k, 0) + v
+        for k, v in other.service.items():
+            self.service[k] = self.service.get(k, 0) + v
 
     def to_dict(self) -> dict:
         return {"rows_in": self.rows_in, "rows_out": self.rows_out, "removed": self.removed,
                 "rejected": self.rejected, "added": self.added, "file_errors": self.file_errors,
                 "seconds": round(self.seconds, 6),
-                "reasons": dict(sorted(self.reasons.items()))}
+                "reasons": dict(sorted(self.reasons.items())),
+                **({"service": {k: round(v, 6) if isinstance(v, float) else v
+                                for k, v in self.service.items()}} if self.service else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> "OpCounts":
-        return cls(**{**d, "reasons": dict(d.get("reasons", {}))})
+        return cls(**{**d, "reasons": dict(d.get("reasons", {})), "service": dict(d.get("service", {}))})
 
 
 @dataclass

@@ -18,6 +18,11 @@ from . import columns as C
 from .accounting import REASON, OpCounts, Reject
 
 
+class StopRun(RuntimeError):
+    """A failure no row caused (a service every row needs is down or refuses the run's key): raised by an
+    op, it is never turned into rejects; the run stops with its message (exit status 1)."""
+
+
 class RowLocal(Protocol):
     """What the executor needs of an op."""
 
@@ -63,6 +68,8 @@ class FusedOp:
             row = batch.slice(r, 1)
             try:
                 k, g = op.apply_row_local(row)
+            except StopRun:
+                raise
             except Exception as e:  # noqa: BLE001 - every failure becomes a reject, never a crash
                 rec = row.to_pylist()[0]
                 rec = {k2: v for k2, v in rec.items() if not k2.startswith(C.TMP_PREFIX)}
@@ -88,6 +95,8 @@ class FusedOp:
             if n_in:
                 try:
                     out, gone = op.apply_row_local(batch)
+                except StopRun:
+                    raise
                 except Exception:  # noqa: BLE001
                     before = len(rejects)
                     out, gone = self._apply_rowwise(op, batch, rejects)
@@ -95,6 +104,9 @@ class FusedOp:
             else:
                 out, gone = batch, None
             c.seconds = time.perf_counter() - t0
+            take = getattr(op, "take_service_counts", None)  # an op calling a service (LLM requests, tokens)
+            if take is not None:
+                c.service = take()
             if gone is not None and gone.num_rows:
                 c.removed = gone.num_rows
                 removed[i] = gone

@@ -25,6 +25,7 @@ from ..core import columns as C
 from ..core import defaults as D
 from ..core.accounting import REASON, OpCounts, Reject
 from ..core.fused import FusedOp
+from ..core.run_context import running_in
 from ..io.base import ReadOptions, Shard, open_writer, relative_source, strip_compression
 from ..io.formats import read_shard
 from ..io.writers import atomic_rename, read_shard_parts, tmp_path
@@ -465,7 +466,13 @@ def _write_marker(task: Task, result: dict) -> None:
 
 def run_task(task: Task, progress=None) -> dict:
     """Process one shard: read → the engine's steps → the user's chain → write → marker. Returns (and writes
-    as the completion marker, last) its counts and outputs."""
+    as the completion marker, last) its counts and outputs. Ops see the run's work dir
+    (``core.run_context``: where the LLM ops keep their request cache)."""
+    with running_in(os.path.dirname(os.path.dirname(os.path.abspath(task.stage_dir)))):
+        return _run_task(task, progress)
+
+
+def _run_task(task: Task, progress=None) -> dict:
     watch = _Watch(observers_for(task))
     ledger = _Ledger(task)
     steps = internal_steps(task, ledger, watch)

@@ -96,6 +96,7 @@ def guarded(fn, resume: str) -> tuple[int, object]:
     failure while running, 130 / 143 for SIGINT / SIGTERM (the work dir stays resumable)."""
     from concurrent.futures.process import BrokenProcessPool
 
+    from ..core.fused import StopRun
     from ..engine.interrupt import Interrupted, signals_raise
     from ..engine.lock import WorkDirBusy
     try:
@@ -104,6 +105,8 @@ def guarded(fn, resume: str) -> tuple[int, object]:
     except (Interrupted, KeyboardInterrupt) as e:
         status = e.exit_status if isinstance(e, Interrupted) else SIGINT
         return status, PipelineError(f"interrupted ({e or 'SIGINT'})", hint=resume, status=status)
+    except StopRun as e:  # a service every row needs is down (an LLM endpoint): no row is to blame
+        return FAILED, PipelineError(str(e), hint=f"fix that and {resume}", status=FAILED)
     except (WorkDirBusy, FileNotFoundError, ValueError, PermissionError) as e:
         return REFUSED, PipelineError(str(e), status=REFUSED)
     except BrokenProcessPool:

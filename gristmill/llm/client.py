@@ -1,0 +1,345 @@
+"""An OpenAI-compatible client for many requests at once (chat completions, embeddings).
+
+``LLMClient.post_many(bodies)`` sends request bodies concurrently (at most ``max_concurrent`` in flight per
+process), within the requests/min and tokens/min limits, retrying 429s, 5xx, timeouts and dropped
+connections with exponential backoff and jitter (a ``Retry-After`` is honoured), answering from the request
+cache what was asked before. Each body gets an ``Outcome``: the response JSON, or the error of a request
+that still failed after the retries (the op rejects that row). An endpoint that cannot be reached at all,
+or that refuses the key, the path or the model (401, 403, 404) raises ``EndpointError`` instead: every
+row would fail the same way, so the run stops and names the endpoint."""
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import os
+import random
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from ..core.fused import StopRun
+from .cache import open_cache, request_key
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 521, 522, 523, 524, 529})
+FATAL_STATUS = frozenset({401, 403, 404, 405})
+MAX_RETRY_AFTER = 600.0  # seconds: a longer Retry-After is capped
+
+
+class EndpointError(StopRun):
+    """The endpoint cannot answer any request (down, wrong URL, key or model): the run stops, naming it."""
+
+
+class RequestFailed(Exception):
+    """One request that still failed after its retries (its row goes to the rejects with this message)."""
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Where and how to send: everything but the key's value is plain data (pickled with the op)."""
+
+    url: str
+    """The full URL requests are posted to (base URL + endpoint path)."""
+    api_key_env: str | None = "OPENAI_API_KEY"
+    """The environment variable holding the key (read in the process that sends; None: none)."""
+    api_key: str | None = field(default=None, repr=False)
+    """A key given in the recipe (model_params.api_key); wins over the environment."""
+    max_concurrent: int = 16
+    requests_per_minute: float | None = None
+    tokens_per_minute: float | None = None
+    timeout: float = 120.0
+    max_retries: int = 6
+    retry_base_delay: float = 1.0
+    retry_max_delay: float = 60.0
+    connect_retries: int = 2
+    """Attempts after a refused connection before the endpoint is declared down."""
+    cache_dir: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def key(self) -> str | None:
+        if self.api_key:
+            return self.api_key
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+
+@dataclass
+class Counters:
+    """What one op's requests cost: reported per op in report.json (``llm``)."""
+
+    requests: int = 0  # HTTP requests sent (retries included)
+    retries: int = 0
+    failures: int = 0  # requests given up after their retries (rows rejected)
+    cached: int = 0  # answered from the request cache
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    request_seconds: float = 0.0  # summed time of the requests (they overlap)
+
+    def take(self) -> dict:
+        """The counts since the last take (and reset them)."""
+        d = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
+        for k in self.__dict__:
+            setattr(self, k, type(getattr(self, k))())
+        return d if any(d.values()) else {}
+
+
+@dataclass
+class Outcome:
+    response: dict | None = None
+    error: str | None = None
+    cached: bool = False
+
+
+def nested_get(obj, path: str):
+    """``choices.0.message.content`` of a response (None where the path does not lead)."""
+    for part in path.split("."):
+        if isinstance(obj, list):
+            try:
+                obj = obj[int(part)]
+            except (ValueError, IndexError):
+                return None
+        elif isinstance(obj, dict):
+            obj = obj.get(part)
+        else:
+            return None
+    return obj
+
+
+class _Limiter:
+    """Requests/min and tokens/min of one process, as a GCRA: each request books 60/rpm seconds and its
+    tokens 60/tpm seconds each; a request waits until both books allow it (bursts: max_concurrent requests,
+    six seconds' worth of tokens)."""
+
+    def __init__(self, rpm: float | None, tpm: float | None, burst: int):
+        self.rpm, self.tpm, self.burst = rpm, tpm, max(1, burst)
+        self.t_req = self.t_tok = 0.0
+        self.lock = threading.Lock()
+
+    def reserve(self, tokens: int) -> float:
+        """Seconds to wait before sending (the slot is booked now)."""
+        now = time.monotonic()
+        wait = 0.0
+        with self.lock:
+            if self.rpm:
+                step = 60.0 / self.rpm
+                tat = max(self.t_req, now)
+                wait = max(wait, tat - step * (self.burst - 1) - now)
+                self.t_req = tat + step
+            if self.tpm and tokens:
+                tat = max(self.t_tok, now)
+                wait = max(wait, tat - 6.0 - now)  # a tenth of a minute's tokens as burst
+                self.t_tok = tat + tokens * 60.0 / self.tpm
+        return max(0.0, wait)
+
+    def correct(self, estimated: int, actual: int) -> None:
+        if self.tpm and actual:
+            with self.lock:
+                self.t_tok += (actual - estimated) * 60.0 / self.tpm
+
+
+_LIMITERS: dict[tuple, _Limiter] = {}
+
+
+def _limiter(cfg: ClientConfig) -> _Limiter:
+    key = (os.getpid(), cfg.url, cfg.requests_per_minute, cfg.tokens_per_minute)
+    if key not in _LIMITERS:
+        _LIMITERS[key] = _Limiter(cfg.requests_per_minute, cfg.tokens_per_minute, cfg.max_concurrent)
+    return _LIMITERS[key]
+
+
+def estimate_tokens(body: dict) -> int:
+    """A request's tokens before asking: prompt characters / 4 plus the completion cap when given."""
+    chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []) if isinstance(m, dict))
+    chars += len(str(body.get("input", ""))) if "input" in body else 0
+    return chars // 4 + int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
+
+
+def retry_after(headers) -> float | None:
+    """Seconds a ``Retry-After`` (or ``retry-after-ms``) header asks for, None without one."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return min(MAX_RETRY_AFTER, max(0.0, float(ms) / 1000))
+        except ValueError:
+            pass
+    v = headers.get("retry-after")
+    if not v:
+        return None
+    try:
+        return min(MAX_RETRY_AFTER, max(0.0, float(v)))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(v)
+        return min(MAX_RETRY_AFTER, max(0.0, when.timestamp() - time.time()))
+    except (TypeError, ValueError):
+        return None
+
+
+class LLMClient:
+    """One endpoint's client in one process (``client_for`` shares it between the ops that use it)."""
+
+    def __init__(self, cfg: ClientConfig):
+        self.cfg = cfg
+        self.cache = open_cache(cfg.cache_dir)
+        self.failed: dict[str, str] = {}  # key → error of a request given up in this process (not asked again)
+        self.mine: set[str] = set()  # keys answered in this process (a hit on them is no cache saving)
+
+    # -- public -----------------------------------------------------------------------------------------
+    def post_many(self, bodies: list[dict], salts: list[int] | None = None,
+                  counters: Counters | None = None) -> list[Outcome]:
+        """One ``Outcome`` per body, in order; raises ``EndpointError`` when the endpoint is unusable."""
+        counters = counters if counters is not None else Counters()
+        salts = salts or [0] * len(bodies)
+        keys = [request_key(b, s) for b, s in zip(bodies, salts)]
+        out: list[Outcome | None] = [None] * len(bodies)
+        todo: dict[str, list[int]] = {}
+        for i, k in enumerate(keys):
+            hit = self.cache.get(k)
+            if hit is not None:
+                out[i] = Outcome(hit, cached=True)
+                counters.cached += k not in self.mine
+            elif k in self.failed:
+                out[i] = Outcome(error=self.failed[k])
+            else:
+                todo.setdefault(k, []).append(i)
+        if todo:
+            uniq = [(k, bodies[idx[0]]) for k, idx in todo.items()]
+            answers = _run(self._send_all(uniq, counters))
+            for (k, _), ans in zip(uniq, answers):
+                for i in todo[k]:
+                    out[i] = ans
+        return out  # type: ignore[return-value]
+
+    # -- the async part -------------------------------------------------------------------------------
+    async def _send_all(self, items: list[tuple[str, dict]], counters: Counters) -> list[Outcome]:
+        import httpx
+        cfg = self.cfg
+        sem = asyncio.Semaphore(cfg.max_concurrent)
+        headers = {"Content-Type": "application/json", **dict(cfg.headers)}
+        key = cfg.key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        limits = httpx.Limits(max_connections=cfg.max_concurrent, max_keepalive_connections=cfg.max_concurrent)
+        async with httpx.AsyncClient(timeout=cfg.timeout, limits=limits, headers=headers) as http:
+            tasks = [asyncio.ensure_future(self._send(http, sem, k, b, counters)) for k, b in items]
+            try:
+                return list(await asyncio.gather(*tasks))
+            except BaseException:
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
+
+    async def _send(self, http, sem, key: str, body: dict, counters: Counters) -> Outcome:
+        import httpx
+        cfg = self.cfg
+        limiter = _limiter(cfg)
+        est = estimate_tokens(body)
+        connect_fails = 0
+        last = ""
+        for attempt in range(cfg.max_retries + 1):
+            wait = limiter.reserve(est)
+            if wait:
+                await asyncio.sleep(wait)
+            delay = None
+            async with sem:
+                counters.requests += 1
+                if attempt:
+                    counters.retries += 1
+                t0 = time.perf_counter()
+                try:
+                    resp = await http.post(cfg.url, json=body)
+                except httpx.ConnectError as e:
+                    connect_fails += 1
+                    last = f"cannot connect: {e or type(e).__name__}"
+                    resp = None
+                except httpx.TimeoutException as e:
+                    last = f"timed out after {cfg.timeout:g} s ({type(e).__name__})"
+                    resp = None
+                except httpx.TransportError as e:
+                    last = f"{type(e).__name__}: {e}"
+                    resp = None
+                finally:
+                    counters.request_seconds += time.perf_counter() - t0
+            if resp is None:
+                if connect_fails > cfg.connect_retries:
+                    raise EndpointError(f"LLM endpoint {cfg.url} is unreachable ({last}); no request was "
+                                        f"answered, so the run stops (is the server up? api_endpoint / "
+                                        f"OPENAI_BASE_URL)")
+            elif resp.status_code == 200:
+                try:
+                    data = resp.json()
+                except ValueError:
+                    last = f"HTTP 200 with a body that is not JSON: {resp.text[:200]!r}"
+                else:
+                    usage = data.get("usage") if isinstance(data, dict) else None
+                    if isinstance(usage, dict):
+                        pt, ct = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+                        counters.prompt_tokens += pt
+                        counters.completion_tokens += ct
+                        limiter.correct(est, pt + ct)
+                    self.cache.put(key, data)
+                    self.mine.add(key)
+                    return Outcome(data)
+            else:
+                text = resp.text[:300].strip()
+                if resp.status_code in FATAL_STATUS:
+                    raise EndpointError(f"LLM endpoint {cfg.url} answered HTTP {resp.status_code} "
+                                        f"({text or resp.reason_phrase}): check the URL, the model "
+                                        f"({body.get('model')!r}) and the API key ({cfg.api_key_env or 'none'})")
+                last = f"HTTP {resp.status_code}: {text or resp.reason_phrase}"
+                if resp.status_code not in RETRY_STATUS:
+                    break  # a request the server will not take (400, 413, 422): retrying cannot help
+                delay = retry_after(resp.headers)
+            if attempt == cfg.max_retries:
+                break
+            backoff = min(cfg.retry_max_delay, cfg.retry_base_delay * 2 ** attempt) * random.uniform(0.5, 1.0)
+            await asyncio.sleep(max(backoff, delay) if delay is not None else backoff)
+        counters.failures += 1
+        msg = f"LLM request to {cfg.url} failed after {attempt + 1} attempt(s): {last}"
+        self.failed[key] = msg
+        return Outcome(error=msg)
+
+
+def _run(coro):
+    """Run ``coro`` to completion from synchronous code (in a helper thread when this thread already runs
+    an event loop, e.g. a notebook or an async server)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict = {}
+
+    def target():
+        try:
+            box["v"] = asyncio.run(coro)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            box["e"] = e
+
+    th = threading.Thread(target=target, name="gristmill-llm")
+    th.start()
+    th.join()
+    if "e" in box:
+        raise box["e"]
+    return box["v"]
+
+
+_CLIENTS: dict[tuple, LLMClient] = {}
+
+
+def client_for(cfg: ClientConfig) -> LLMClient:
+    """This process's client for ``cfg`` (one per configuration, so ops share the failure memo)."""
+    key = (os.getpid(), cfg)
+    if key not in _CLIENTS:
+        _CLIENTS[key] = LLMClient(cfg)
+    return _CLIENTS[key]
+
+
+def print_dry_run(op_name: str, url: str, bodies: list[dict], n: int, file=None) -> None:
+    """The first ``n`` request bodies, as they would be sent (no request is made)."""
+    import json
+    f = file or sys.stderr
+    for i, body in enumerate(bodies[:n]):
+        print(f"--- {op_name}: request {i + 1} of the first batch → POST {url}", file=f)
+        print(json.dumps(body, ensure_ascii=False, indent=2), file=f)

@@ -1,0 +1,196 @@
+"""What every API-model op shares: Data-Juicer's model params (``api_or_hf_model``, ``api_endpoint``,
+``response_path``, ``model_params``, ``sampling_params``, ``try_num``), gristmill's client settings
+(concurrency, rate limits, retries, timeout, dry run), the endpoint's trust check, and asking a batch's
+requests at once through ``gristmill.llm``.
+
+A request body is Data-Juicer's: ``{"messages": [...], "model": api_or_hf_model, **sampling_params}``
+posted to ``base_url + api_endpoint`` (default ``/chat/completions``; the base URL from
+``model_params.base_url``, else ``$OPENAI_BASE_URL``, else OpenAI's). An answer that cannot be parsed is
+asked again (up to ``try_num`` times, each a new cache entry); a request that still fails after the
+client's retries rejects its row with the error."""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable
+
+import pyarrow as pa
+from pydantic import Field, PositiveInt
+
+from ...core import trust
+from ...core.fused import StopRun
+from ...core.run_context import work_dir
+from ..base import Params
+
+DRY_RUN_ENV = "GRISTMILL_LLM_DRY_RUN"
+CACHE_ENV = "GRISTMILL_LLM_CACHE"
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+# params that change how requests are sent, never what is asked: out of config() (the resume fingerprint)
+SENDING = ("max_concurrent", "requests_per_minute", "tokens_per_minute", "request_timeout", "max_retries",
+           "retry_base_delay", "api_key_env", "dry_run", "cache_dir")
+
+
+class APIParams(Params):
+    """Data-Juicer's API-model params, then gristmill's client settings."""
+
+    api_or_hf_model: str = Field("gpt-4o", description="Model name sent in each request.")
+    is_hf_model: bool = Field(False, description="Data-Juicer's local transformers model: not supported here; "
+                                                 "serve it with an OpenAI-compatible server (vLLM, SGLang).")
+    enable_vllm: bool = Field(False, description="Data-Juicer's in-process vLLM: not supported; use vLLM's "
+                                                 "OpenAI server and api_endpoint.")
+    api_endpoint: str | None = Field(None, description="URL path appended to the base URL (default "
+                                     "/chat/completions), or a full http(s) URL.")
+    response_path: str | None = Field(None, description="Dotted path of the answer in the response JSON "
+                                      "(default choices.0.message.content).")
+    model_params: dict = Field(default_factory=dict, description="Client settings, as Data-Juicer passes them "
+                               "to openai.OpenAI: base_url, api_key, timeout, max_retries, default_headers.")
+    sampling_params: dict = Field(default_factory=dict, description="Extra request fields, e.g. "
+                                  "{temperature: 0.9, top_p: 0.95}.")
+    try_num: PositiveInt = Field(3, description="Times an answer is asked for while it cannot be parsed.")
+    max_concurrent: int = Field(16, ge=1, description="Requests in flight at once per worker process "
+                                "(gristmill).")
+    requests_per_minute: float | None = Field(None, gt=0, description="Requests/min limit per worker process "
+                                              "(gristmill; divide the endpoint's quota by np).")
+    tokens_per_minute: float | None = Field(None, gt=0, description="Tokens/min limit per worker process "
+                                            "(gristmill).")
+    request_timeout: float = Field(120.0, gt=0, description="Seconds one request may take (gristmill; "
+                                   "model_params.timeout wins).")
+    max_retries: int = Field(6, ge=0, description="Retries of a request on 429, 5xx, timeouts and dropped "
+                             "connections, with exponential backoff and jitter, honouring Retry-After "
+                             "(gristmill; model_params.max_retries wins).")
+    retry_base_delay: float = Field(1.0, ge=0, description="First backoff in seconds, doubled each retry "
+                                    "(gristmill).")
+    api_key_env: str = Field(DEFAULT_KEY_ENV, description="Environment variable holding the API key "
+                             "(gristmill).")
+    dry_run: int = Field(0, ge=0, description="Print the first N requests to stderr and stop before sending "
+                         "any (gristmill; also $GRISTMILL_LLM_DRY_RUN).")
+    cache_dir: str | None = trust.path_param("write", None, description="Request cache directory (gristmill; "
+                                             "default: WORK/llm_cache of the run, memory under op.apply).")
+
+
+class APIOp:
+    """Mixin of the API-model ops: ``self.ask(bodies)`` and the client's counts for the report."""
+
+    def _init_api(self) -> None:
+        p = self.params
+        if p.is_hf_model or p.enable_vllm:
+            raise ValueError(f"{self.name}: is_hf_model / enable_vllm (a model loaded in the worker) is not "
+                             f"supported; serve {p.api_or_hf_model!r} with an OpenAI-compatible server (vLLM, "
+                             f"SGLang) and set api_endpoint or $OPENAI_BASE_URL")
+        self._url, chosen = self.endpoint_url()
+        pol = trust.current()
+        self._send_env_key = True
+        if chosen and (pol.restricted or not pol.allow_private_urls):
+            trust.check_url(self._url, f"{self.name}.api_endpoint", pol)
+        if pol.restricted:
+            if p.api_key_env != DEFAULT_KEY_ENV:
+                raise trust.Refused(f"{self.name}.api_key_env: only {DEFAULT_KEY_ENV} is read on this server")
+            # a URL the recipe chose gets no key of the server's: only one the recipe gives itself
+            self._send_env_key = not chosen
+        from ...llm.client import Counters
+        self._counters = Counters()
+
+    def endpoint_url(self) -> tuple[str, bool]:
+        """(the URL requests go to, whether the recipe chose it rather than the server's environment)."""
+        p = self.params
+        ep = p.api_endpoint or "/chat/completions"
+        if ep.lower().startswith(("http://", "https://")):
+            return ep, True
+        base = p.model_params.get("base_url")
+        chosen = bool(base)
+        if not base:
+            from ...llm.client import DEFAULT_BASE_URL
+            base = os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        return str(base).rstrip("/") + "/" + ep.lstrip("/"), chosen
+
+    def config(self) -> dict:
+        cfg = super().config()
+        cfg["params"] = {k: v for k, v in cfg["params"].items() if k not in SENDING}
+        cfg["params"].get("model_params", {}).pop("api_key", None)
+        return cfg
+
+    # -- asking -----------------------------------------------------------------------------------------
+    def client_config(self):
+        from ...llm.client import ClientConfig
+        p, mp = self.params, self.params.model_params
+        cache = p.cache_dir or os.environ.get(CACHE_ENV)
+        if not cache and work_dir():
+            cache = os.path.join(work_dir(), "llm_cache")
+        headers = tuple(sorted((str(k), str(v)) for k, v in (mp.get("default_headers") or {}).items()))
+        return ClientConfig(
+            url=self._url, api_key_env=p.api_key_env if self._send_env_key else None,
+            api_key=mp.get("api_key"), max_concurrent=p.max_concurrent,
+            requests_per_minute=p.requests_per_minute, tokens_per_minute=p.tokens_per_minute,
+            timeout=float(mp.get("timeout") or p.request_timeout),
+            max_retries=int(mp["max_retries"]) if mp.get("max_retries") is not None else p.max_retries,
+            retry_base_delay=p.retry_base_delay, cache_dir=cache, headers=headers)
+
+    def chat_body(self, messages: list[dict]) -> dict:
+        body: dict[str, Any] = {"messages": messages, "model": self.params.api_or_hf_model}
+        body.update(self.params.sampling_params)
+        return body
+
+    def answer_text(self, response: dict | None) -> str:
+        from ...llm.client import nested_get
+        v = nested_get(response, self.params.response_path or "choices.0.message.content")
+        return v if isinstance(v, str) else ("" if v is None else str(v))
+
+    def ask(self, bodies: list[dict], salts: list[int] | None = None):
+        """One Outcome per body (``gristmill.llm.client.Outcome``), asked concurrently."""
+        from ...llm.client import client_for, print_dry_run
+        n_dry = self.params.dry_run or int(os.environ.get(DRY_RUN_ENV) or 0)
+        if n_dry and bodies:
+            print_dry_run(self.name, self._url, bodies, n_dry, sys.stderr)
+            raise StopRun(f"{self.name}: dry run: printed the first {min(n_dry, len(bodies))} request(s) to "
+                          f"stderr; nothing was sent to {self._url}")
+        return client_for(self.client_config()).post_many(bodies, salts, self._counters)
+
+    def ask_parsed(self, bodies: list[dict], parse: Callable[[str], Any], ok: Callable[[Any], bool]):
+        """Data-Juicer's try loop over a batch: each body is asked (attempt 0, 1, … up to ``try_num``) until
+        ``ok(parse(answer))``; returns (parsed values, None where every attempt failed to parse; errors,
+        the message of a request that failed for good, else None)."""
+        n = len(bodies)
+        parsed: list[Any] = [None] * n
+        errors: list[str | None] = [None] * n
+        todo = list(range(n))
+        for attempt in range(self.params.try_num):
+            if not todo:
+                break
+            outs = self.ask([bodies[i] for i in todo], [attempt] * len(todo))
+            left = []
+            for i, o in zip(todo, outs):
+                if o.error is not None:
+                    errors[i] = o.error
+                    continue
+                text = self.answer_text(o.response)
+                if not text.strip():
+                    left.append(i)
+                    continue
+                try:
+                    value = parse(text)
+                except Exception:  # noqa: BLE001 - Data-Juicer asks again on any parsing error
+                    value = None
+                if value is not None and ok(value):
+                    parsed[i] = value
+                else:
+                    left.append(i)
+            todo = left
+        return parsed, errors
+
+    def take_service_counts(self) -> dict:
+        c = getattr(self, "_counters", None)
+        return c.take() if c is not None else {}
+
+
+def raise_failed(errors: list[str | None]) -> None:
+    """Raise the first request failure of a batch: the engine then retries the batch row by row (answers
+    come from the cache, failures from the client's memo), so only the failed rows are rejected."""
+    from ...llm.client import RequestFailed
+    bad = [e for e in errors if e is not None]
+    if bad:
+        raise RequestFailed(bad[0] if len(bad) == 1 else f"{bad[0]} (and {len(bad) - 1} more row(s) of the batch)")
+
+
+def rows_of(batch: pa.RecordBatch) -> list[dict]:
+    from ...core import columns as C
+    return C.to_pylist(batch)
