@@ -1,0 +1,176 @@
+"""semantic_deduplicator on real articles embedded with WordLlama (the model inside the wordllama wheel):
+near copies made by editing a few words go, each naming its original and the similarity; distinct pages that
+share a site's boilerplate stay; the same removals whatever the shards, batches, clusters' grouping into
+tasks, np or engine; the greedy rule and k-means against independent computations."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from deduputil import run_dedup
+from semantic_articles import corpus
+
+from gristmill.dataset import Dataset
+from gristmill.ops.dedup import _semantic as S
+from gristmill.registry import create_op
+
+pytest.importorskip("wordllama")
+
+
+@pytest.fixture(scope="module")
+def articles():
+    return corpus()
+
+
+def _cos(rows, a, b):
+    from gristmill.ops.classify._embeddings import load
+    m = load("wordllama")
+    t = {r["id"]: r["text"] for r in rows}
+    x = m.encode([t[a], t[b]]).astype(np.float64)
+    return float(x[0] @ x[1])
+
+
+def test_near_copies_go_boilerplate_pages_stay(articles, tmp_path):
+    rows, expected = articles
+    res = run_dedup(create_op("semantic_deduplicator", {}), rows, tmp_path)
+    assert {r["id"]: r["kept_id"] for r in res.removed} == expected
+    assert {r["reason"] for r in res.removed} == {"semantic duplicate"}
+    assert [r["id"] for r in res.kept] == [r["id"] for r in rows if r["id"] not in expected]
+    assert {i for i in res.kept_ids if i.startswith("site-")} == {f"site-{k}" for k in (
+        "chess", "vaccine", "orchestra", "drought", "museum", "library")}
+    for r in res.removed:
+        assert 0.9 <= r["similarity"] <= 1.0
+        assert r["similarity"] == pytest.approx(_cos(rows, r["id"], r["kept_id"]), abs=1e-5)
+    pairs = pq.read_table(res.ctx.output_dir / "semantic_duplicates.parquet").to_pylist()
+    assert [(p["id"], p["kept_id"], p["similarity"]) for p in pairs] == \
+        [(r["id"], r["kept_id"], r["similarity"]) for r in res.removed]
+    # a threshold above every copy's similarity keeps everything; one below the boilerplate pages' merges them
+    assert run_dedup(create_op("semantic_deduplicator", {"threshold": 0.9995}), rows, tmp_path / "hi").removed == []
+    low = run_dedup(create_op("semantic_deduplicator", {"threshold": 0.6}), rows, tmp_path / "lo")
+    assert len([i for i in low.removed_ids if i.startswith("site-")]) >= 3
+
+
+def test_same_removals_whatever_the_layout_and_clusters(articles, tmp_path):
+    rows, expected = articles
+    got = {}
+    for i, (shard_rows, batch_rows, params) in enumerate([
+            (7, 3, {}), (1, 1, {}), (100, 100, {}), (5, 2, {"exact_max_rows": 1, "num_clusters": 4}),
+            (6, 4, {"num_clusters": 3, "kmeans_sample": 10}), (1, 1, {"num_clusters": 3, "kmeans_sample": 10})]):
+        res = run_dedup(create_op("semantic_deduplicator", params), rows, tmp_path / str(i), shard_rows, batch_rows)
+        got[i] = sorted((r["id"], r["kept_id"], r["similarity"]) for r in res.removed)
+    assert got[0] == got[1] == got[2] == got[3]
+    assert [g[:2] for g in got[0]] == sorted(expected.items())
+    # k-means fitted on 10 rows: a pair the clusters split is not found (SemDeDup's trade), nothing else changes
+    assert got[4] == got[5] and set(got[4]) < set(got[0])
+
+
+def _reference_greedy(x, thr):
+    """Row by row: the most similar earlier kept row at or above thr (the earliest on ties), from scratch."""
+    kept, out = [], []
+    for i in range(len(x)):
+        best = (-1.0, -1)
+        for j in kept:
+            s = float(np.float32(x[i] @ x[j]))
+            if s >= thr and s > best[0]:
+                best = (s, j)
+        out.append(best[1])
+        if best[1] < 0:
+            kept.append(i)
+    return out
+
+
+def test_greedy_rule_against_a_row_by_row_reference():
+    rng = np.random.default_rng(3)
+    base = rng.normal(size=(40, 16))
+    x = np.concatenate([base, base[rng.integers(0, 40, 120)] + rng.normal(scale=0.35, size=(120, 16)),
+                        base[:5], base[:5]])  # exact copies: ties between equal kept rows
+    x = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+    rng.shuffle(x)
+    for block in (7, 512):
+        kept_of, sim = S.greedy(x, 0.85, block=block)
+        ref = _reference_greedy(x, np.float32(0.85))
+        assert kept_of.tolist() == ref, block
+        assert (kept_of >= 0).sum() > 60 and (kept_of < 0).sum() > 30
+        assert np.allclose(sim[kept_of >= 0], [x[i] @ x[j] for i, j in enumerate(kept_of) if j >= 0], atol=1e-5)
+        assert (kept_of[kept_of >= 0] < np.flatnonzero(kept_of >= 0)).all()  # a row points back to an earlier kept row
+        assert (kept_of[kept_of[kept_of >= 0]] == -1).all()  # only ever at a kept row (no chains)
+
+
+def test_kmeans_is_seeded_and_task_grouping_changes_nothing(tmp_path):
+    rng = np.random.default_rng(0)
+    centres = np.eye(8)[:6] * 3  # six orthogonal directions
+    x = np.concatenate([c + rng.normal(scale=0.3, size=(50, 8)) for c in centres])
+    x = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+    a, b = S.kmeans(x, 6, seed=1), S.kmeans(x, 6, seed=1)
+    assert a.tolist() == b.tolist()
+    truth = np.repeat(np.arange(6), 50)
+    assert all(len(set(a[truth == c].tolist())) == 1 for c in range(6))  # well-separated blobs are found
+    labels = S.kmeans(x, 5, seed=7, sample=100)
+    order = np.lexsort((np.arange(x.shape[0]), labels))
+    sizes = np.bincount(labels)
+    off = np.concatenate([[0], np.cumsum(sizes)])
+    np.save(tmp_path / "e.npy", x), np.save(tmp_path / "m.npy", order), np.save(tmp_path / "o.npy", off)
+    got = {}
+    for tasks in (1, 2, 5):
+        ranges = S.task_ranges(sizes, tasks)
+        assert ranges[0][0] == 0 and ranges[-1][1] == 5 and all(p[1] == q[0] for p, q in zip(ranges, ranges[1:]))
+        parts = [np.load(S.dedup_clusters((str(tmp_path / "e.npy"), str(tmp_path / "m.npy"), str(tmp_path / "o.npy"),
+                                           lo, hi, 0.9, str(tmp_path / f"t{tasks}-{lo}.npz"))))
+                 for lo, hi in ranges]
+        got[tasks] = sorted(zip(*(np.concatenate([p[k] for p in parts]).tolist() for k in ("gone", "kept", "cluster"))))
+    assert got[1] == got[2] == got[5] and got[1]
+
+
+def test_np1_np2_bytes_reuse_of_embeddings_and_sidecar(articles, tmp_path):
+    rows, expected = articles
+    src = tmp_path / "in"
+    src.mkdir()
+    for k in range(3):
+        (src / f"part-{k}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[k * 8:(k + 1) * 8]))
+    got = {}
+    for np_ in (1, 2):
+        rep = Dataset.load(str(src)).process(create_op("semantic_deduplicator", {
+            "save_embeddings_path": str(tmp_path / f"emb{np_}.parquet")})).export(
+            str(tmp_path / f"out{np_}.jsonl"), np=np_, work_dir=str(tmp_path / f"w{np_}"), keep_removed=True)
+        op = rep["ops"][-1]
+        got[np_] = ((tmp_path / f"out{np_}.jsonl").read_bytes(), Path(op["removed_samples"]).read_bytes(),
+                    [Path(p).read_bytes() for p in op["outputs"]], (tmp_path / f"emb{np_}.parquet").read_bytes(),
+                    op["reasons"])
+    assert got[1] == got[2]
+    assert got[1][4] == {"semantic duplicate": 5}
+    removed = [json.loads(x) for x in got[1][1].splitlines()]
+    assert {r["row"]["id"]: r["kept_id"] for r in removed} == expected
+    emb = pq.read_table(tmp_path / "emb1.parquet")
+    assert emb.column("id").to_pylist() == [r["id"] for r in rows]
+    # the embeddings a text_embedding_mapper wrote are reused (embedding_key): the same removals
+    rep = Dataset.load(str(src)).process([create_op("text_embedding_mapper", {}), create_op(
+        "semantic_deduplicator", {"embedding_key": "embedding"})]).export(
+        str(tmp_path / "reuse.jsonl"), work_dir=str(tmp_path / "wr"), keep_removed=True)
+    again = [json.loads(x) for x in Path(rep["ops"][-1]["removed_samples"]).read_text().splitlines()]
+    assert [(r["row"]["id"], r["kept_id"], r["similarity"]) for r in again] == \
+        [(r["row"]["id"], r["kept_id"], r["similarity"]) for r in removed]
+    out = [json.loads(x) for x in (tmp_path / "reuse.jsonl").read_text().splitlines()]
+    e = np.array([r["embedding"] for r in out], np.float32)
+    assert np.allclose(e, np.array(emb.column("embedding").to_pylist(), np.float32)[
+        [i for i, r in enumerate(rows) if r["id"] not in expected]], atol=1e-6)
+
+
+@pytest.mark.ray
+def test_ray_gives_the_local_bytes(articles, tmp_path):
+    pytest.importorskip("ray")
+    rows, _ = articles
+    src = tmp_path / "in"
+    src.mkdir()
+    for k in range(3):
+        (src / f"part-{k}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[k::3]))
+    got = {}
+    for engine in ("local", "ray"):
+        kw = {"engine": "ray"} if engine == "ray" else {}
+        rep = Dataset.load(str(src)).process(create_op("semantic_deduplicator", {"num_clusters": 3})).export(
+            str(tmp_path / f"{engine}.jsonl"), np=2, work_dir=str(tmp_path / engine), keep_removed=True, **kw)
+        op = rep["ops"][-1]
+        got[engine] = ((tmp_path / f"{engine}.jsonl").read_bytes(), Path(op["removed_samples"]).read_bytes(),
+                       [Path(p).read_bytes() for p in op["outputs"]], op["reasons"])
+    assert got["ray"] == got["local"]
+    assert got["ray"][3] == {"semantic duplicate": 5}
