@@ -134,9 +134,9 @@ class Embedder:
             self.device = pick_device(device)
             self.model = SentenceTransformer(path, device=self.device, local_files_only=True,
                                              trust_remote_code=False)
-            self.dim = int(self.model.get_sentence_embedding_dimension()
-                           if hasattr(self.model, "get_sentence_embedding_dimension")
-                           else self.model.get_embedding_dimension())
+            dim = getattr(self.model, "get_embedding_dimension", None) or \
+                self.model.get_sentence_embedding_dimension  # sentence-transformers < 6
+            self.dim = int(dim())
 
     def encode(self, texts: list[str]) -> np.ndarray:
         texts = [t or "" for t in texts]
