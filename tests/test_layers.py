@@ -37,7 +37,7 @@ FORBIDDEN = {
     "gristmill.service": ("gristmill.cli", "gristmill.dataset"),
 }
 # modules that are not a layer of their own (package glue, shared helpers below everything)
-UNLAYERED = ("gristmill", "gristmill.cache", "gristmill.resources", "gristmill.resources.words", "gristmill.columns", "gristmill.opsdoc", "gristmill.models_cli",
+UNLAYERED = ("gristmill", "gristmill.cache", "gristmill.resources", "gristmill.resources.words", "gristmill.columns", "gristmill.opsdoc", "gristmill.models_cli", "gristmill.classify_cli",
              "gristmill.recipe_dj", "gristmill.analysis", "gristmill.analysis.analyze", "gristmill.analysis.inspect",
              "gristmill.analysis.analyze_sources",
              "gristmill.cli", "gristmill.dataset")
