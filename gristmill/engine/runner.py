@@ -68,7 +68,11 @@ class StageEngine:
     def run(self, ops: list[Op]) -> dict:
         """Run ``ops`` over the dataset. Before any work: refuses outputs that would overwrite or re-read
         the input, unwritable directories, a text field absent from the data, and a work dir another run
-        holds (``RunRefused`` / ``WorkDirBusy``)."""
+        holds (``RunRefused`` / ``WorkDirBusy``). A work dir or export in object storage runs on a local
+        staging copy committed to the bucket (``engine.remote``)."""
+        from .remote import has_remote_outputs, run_remote
+        if has_remote_outputs(self.cfg):
+            return run_remote(self, lambda: self.run(ops))
         cfg = self.cfg
         t_start = time.perf_counter()
         check_not_uri(cfg.export_path, "export_path", output=True)
