@@ -47,6 +47,10 @@ EXAMPLES: dict[str, dict] = {
     "human_number_mapper": {"source_key": "upvotes", "integer": True},
     "video_extract_frames_mapper": {"frame_sampling_method": "uniform", "frame_num": 3,
                                     "frame_dir": "frames/", "frame_field": "video_frames"},
+    "ngram_decontamination_filter": {"benchmarks": ["benchmarks/mmlu_test.jsonl", "benchmarks/gsm8k_test.parquet"],
+                                     "n": 13},
+    "semantic_deduplicator": {"embedding_model": "wordllama", "threshold": 0.9},
+    "text_embedding_mapper": {"embedding_model": "minishlab/potion-base-8M", "embedding_key": "embedding"},
 }
 
 
