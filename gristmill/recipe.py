@@ -119,6 +119,9 @@ class Recipe(BaseModel):
                                "'default' means the same) or 'ray' (a Ray cluster, see docs/distributed.md).")
     ray_address: str | None = Field(None, description="Ray cluster to join ('auto', 'HOST:PORT'); "
                                     "unset: a local Ray instance is started.")
+    storage_options: dict | None = Field(None, description="Object storage options (docs/storage.md): "
+                                         "{URL prefix: {option: value}} for fsspec (endpoint_url, profile, "
+                                         "token, ...), or one mapping for every URL; never written to reports.")
     tokenize: dict | None = Field(None, description="Tokenize/pack/write section (see docs/tokenize.md).")
     download: DownloadStage | None = Field(None, description="Download section run first (see docs/web.md).")
     add_suffix: bool = Field(False, description="Give every row its file's suffix ('.jsonl') in the field "
@@ -374,6 +377,8 @@ def run_config(recipe: Recipe, np: int | None = None, work_dir: str | None = Non
     writer_options = {"export_media": recipe.export_media} if recipe.export_media != "none" else {}
     suffix = recipe.add_suffix or any(_op_name(e) == "suffix_filter"
                                       for e in [*recipe.process, *(x for s in recipe.sources or [] for x in s.process)])
+    from . import fs
+    fs.set_storage_options(recipe.storage_options)  # for every URL of the run (and its worker processes)
     return RunConfig(dataset_path=recipe.dataset_path, work_dir=wd, export_path=recipe.export_path,
                      np=np or recipe.np, text_key=text_key, batch_size=recipe.batch_size,
                      shard_bytes=recipe.shard_size_mb << 20, keep_stats_in_res_ds=recipe.keep_stats_in_res_ds,
