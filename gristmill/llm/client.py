@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from ..core.fused import StopRun
 from .cache import open_cache, request_key
+from .http import ConnectFailed, Pool, Response, TransportFailed, needs_proxy
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 521, 522, 523, 524, 529})
@@ -213,16 +214,15 @@ class LLMClient:
 
     # -- the async part -------------------------------------------------------------------------------
     async def _send_all(self, items: list[tuple[str, dict]], counters: Counters) -> list[Outcome]:
-        import httpx
         cfg = self.cfg
         sem = asyncio.Semaphore(cfg.max_concurrent)
-        headers = {"Content-Type": "application/json", **dict(cfg.headers)}
+        headers = dict(cfg.headers)
         key = cfg.key()
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        limits = httpx.Limits(max_connections=cfg.max_concurrent, max_keepalive_connections=cfg.max_concurrent)
-        async with httpx.AsyncClient(timeout=cfg.timeout, limits=limits, headers=headers) as http:
-            tasks = [asyncio.ensure_future(self._send(http, sem, k, b, counters)) for k, b in items]
+        transport = _transport(cfg, headers)
+        try:
+            tasks = [asyncio.ensure_future(self._send(transport, sem, k, b, counters)) for k, b in items]
             try:
                 return list(await asyncio.gather(*tasks))
             except BaseException:
@@ -230,12 +230,15 @@ class LLMClient:
                     t.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
                 raise
+        finally:
+            await transport.aclose()
 
-    async def _send(self, http, sem, key: str, body: dict, counters: Counters) -> Outcome:
-        import httpx
+    async def _send(self, transport, sem, key: str, body: dict, counters: Counters) -> Outcome:
+        import orjson
         cfg = self.cfg
         limiter = _limiter(cfg)
         est = estimate_tokens(body)
+        raw = orjson.dumps(body)
         connect_fails = 0
         last = ""
         for attempt in range(cfg.max_retries + 1):
@@ -249,16 +252,16 @@ class LLMClient:
                     counters.retries += 1
                 t0 = time.perf_counter()
                 try:
-                    resp = await http.post(cfg.url, json=body)
-                except httpx.ConnectError as e:
+                    resp = await asyncio.wait_for(transport.post(raw), cfg.timeout)
+                except ConnectFailed as e:
                     connect_fails += 1
-                    last = f"cannot connect: {e or type(e).__name__}"
+                    last = f"cannot connect: {e}"
                     resp = None
-                except httpx.TimeoutException as e:
-                    last = f"timed out after {cfg.timeout:g} s ({type(e).__name__})"
+                except asyncio.TimeoutError:
+                    last = f"timed out after {cfg.timeout:g} s"
                     resp = None
-                except httpx.TransportError as e:
-                    last = f"{type(e).__name__}: {e}"
+                except TransportFailed as e:
+                    last = str(e)
                     resp = None
                 finally:
                     counters.request_seconds += time.perf_counter() - t0
@@ -300,6 +303,51 @@ class LLMClient:
         msg = f"LLM request to {cfg.url} failed after {attempt + 1} attempt(s): {last}"
         self.failed[key] = msg
         return Outcome(error=msg)
+
+
+class _HttpxTransport:
+    """The same ``post`` through httpx, for URLs behind an HTTP(S)_PROXY (httpx speaks proxies)."""
+
+    def __init__(self, cfg: ClientConfig, headers: dict[str, str]):
+        try:
+            import httpx
+        except ImportError:
+            raise EndpointError(f"LLM endpoint {cfg.url} is behind a proxy (HTTPS_PROXY/HTTP_PROXY), which needs "
+                                f"httpx: pip install 'gristmill[llm]'") from None
+        self.httpx, self.url = httpx, cfg.url
+        limits = httpx.Limits(max_connections=cfg.max_concurrent, max_keepalive_connections=cfg.max_concurrent)
+        self.http = httpx.AsyncClient(timeout=cfg.timeout, limits=limits,
+                                      headers={**headers, "Content-Type": "application/json"})
+
+    async def post(self, raw: bytes) -> Response:
+        httpx = self.httpx
+        try:
+            r = await self.http.post(self.url, content=raw)
+        except httpx.ConnectError as e:
+            raise ConnectFailed(str(e) or type(e).__name__) from None
+        except httpx.TimeoutException:
+            raise asyncio.TimeoutError from None
+        except httpx.TransportError as e:
+            raise TransportFailed(f"{type(e).__name__}: {e}") from None
+        return Response(r.status_code, r.reason_phrase, {k.lower(): v for k, v in r.headers.items()}, r.content)
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+
+class _PoolTransport:
+    def __init__(self, cfg: ClientConfig, headers: dict[str, str]):
+        self.pool = Pool(cfg.url, cfg.max_concurrent, headers)
+
+    async def post(self, raw: bytes) -> Response:
+        return await self.pool.post(raw)
+
+    async def aclose(self) -> None:
+        self.pool.close()
+
+
+def _transport(cfg: ClientConfig, headers: dict[str, str]):
+    return _HttpxTransport(cfg, headers) if needs_proxy(cfg.url) else _PoolTransport(cfg, headers)
 
 
 def _run(coro):

@@ -72,8 +72,11 @@ class LLMServer:
                         server.by_status[code] += 1
                 self._send(code, payload, headers)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 256  # the default 5 drops concurrent connects (SYN retried after 1 s)
+            daemon_threads = True
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 

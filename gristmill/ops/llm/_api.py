@@ -77,9 +77,6 @@ class APIOp:
             raise ValueError(f"{self.name}: is_hf_model / enable_vllm (a model loaded in the worker) is not "
                              f"supported; serve {p.api_or_hf_model!r} with an OpenAI-compatible server (vLLM, "
                              f"SGLang) and set api_endpoint or $OPENAI_BASE_URL")
-        import importlib.util
-        if importlib.util.find_spec("httpx") is None:
-            raise ValueError(f"{self.name} needs httpx: pip install 'gristmill[llm]'")
         self._url, chosen = self.endpoint_url()
         pol = trust.current()
         self._send_env_key = True
