@@ -16,6 +16,7 @@ reads any dataset gristmill reads, in order, and writes ``OUTDIR/part-00000-of-0
   smaller N removes the earlier run's extra parts. Any other file in the way is refused.
 """
 from __future__ import annotations
+from .. import fs as _fs
 
 import json
 import os
@@ -79,6 +80,8 @@ def split_dataset(paths, out_dir: str, n: int, opts: ReadOptions, fmt: str | Non
     from .writers import FragmentWriter, atomic_rename, tmp_path, write_jsonl_records
     if n < 1:
         raise SplitRefused(f"-n must be at least 1, not {n}")
+    if _fs.is_url(out_dir):
+        return _split_to_url(paths, _fs.normalise(out_dir), n, opts, fmt, compression, prefix, log)
     shards = plan_dataset(paths, opts, fmt)
     opts = replace(opts, root=common_root(shards), text_optional=True)
     names = part_names(out_dir, n, compression, prefix)
@@ -122,6 +125,31 @@ def split_dataset(paths, out_dir: str, n: int, opts: ReadOptions, fmt: str | Non
     atomic_rename(tmp, rec)
     return {"files": files, "rows": sum(x["rows"] for x in files), "rejects": n_rejects, "file_errors": file_errors,
             "rejects_file": rejects_path if rejects else None}
+
+
+def _split_to_url(paths, url: str, n: int, opts: ReadOptions, fmt, compression: str, prefix: str, log) -> dict:
+    """``split_dataset`` into object storage: the parts are cut in a local staging directory, uploaded, and
+    committed by a manifest written last (objects no manifest claims are refused before any work)."""
+    import shutil
+    from ..fs import staging
+    _fs.check_access(url, "output", write=True)
+    foreign = staging.foreign_files(url, True, [])
+    if foreign:
+        raise SplitRefused(f"{_fs.redact(foreign[0])} exists and was not written by gristmill split: refusing to "
+                           "replace it (remove it, or choose another output directory)")
+    local = staging.staging_dir(url, "split")
+    shutil.rmtree(local, ignore_errors=True)
+    try:
+        res = split_dataset(paths, local, n, opts, fmt, compression, prefix, log)
+        files = sorted(os.path.join(local, x) for x in os.listdir(local) if not x.startswith(".") or x == REJECTS)
+        staging.commit_export(files, local, url, True, log)
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
+    for f in res["files"]:
+        f["path"] = _fs.join(url, os.path.basename(f["path"]))
+    if res["rejects_file"]:
+        res["rejects_file"] = _fs.join(url, os.path.basename(res["rejects_file"]))
+    return res
 
 
 def _boundaries(path: str, n: int) -> list[int]:

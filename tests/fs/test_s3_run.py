@@ -26,7 +26,8 @@ def _recipe(tmp_path, name, **kw):
 
 
 def _cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "gristmill.cli", *args, "--no-progress"], capture_output=True,
+    quiet = ["--no-progress"] if args[0] in ("run", "tokenize") else []
+    return subprocess.run([sys.executable, "-m", "gristmill.cli", *args, *quiet], capture_output=True,
                           text=True, cwd=cwd, env=os.environ.copy(), timeout=300)
 
 
@@ -191,3 +192,23 @@ def test_memory_url_outputs_in_process(tmp_path, monkeypatch):
     m = fsspec.filesystem("memory")
     assert m.cat_file("/gmt/o.jsonl") == (tmp_path / "o.jsonl").read_bytes()
     m.rm("/gmt", recursive=True)
+
+
+def test_head_and_split_read_and_write_s3(s3, tmp_path):
+    local_in, url_in = _inputs(s3, tmp_path, n=3)
+    b = s3.bucket
+    h = _cli("head", url_in, "-n", "2", cwd=tmp_path)
+    assert h.returncode == 0 and h.stdout == _cli("head", local_in, "-n", "2", cwd=tmp_path).stdout, h.stderr
+    assert len(h.stdout.splitlines()) == 2
+    loc = _cli("split", local_in, "-o", str(tmp_path / "parts"), "-n", "3", cwd=tmp_path)
+    assert loc.returncode == 0, loc.stderr
+    rem = _cli("split", url_in, "-o", f"s3://{b}/parts", "-n", "3", cwd=tmp_path)
+    assert rem.returncode == 0, rem.stderr
+    names = sorted(p.name for p in (tmp_path / "parts").iterdir() if not p.name.startswith("."))
+    assert len(names) == 3
+    for n in names:
+        assert _get(s3, f"parts/{n}") == (tmp_path / "parts" / n).read_bytes()
+    assert json.loads(_get(s3, "parts/gristmill-manifest.json"))["files"]
+    s3.pipe(f"{b}/other/x.jsonl", b"{}\n")
+    bad = _cli("split", url_in, "-o", f"s3://{b}/other", "-n", "2", cwd=tmp_path)
+    assert bad.returncode == 2 and "not written by gristmill split" in bad.stderr, bad.stderr
