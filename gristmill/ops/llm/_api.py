@@ -20,7 +20,7 @@ from pydantic import Field, PositiveInt
 from ...core import trust
 from ...core.fused import StopRun
 from ...core.run_context import work_dir
-from ..base import Params
+from ..base import Params, RowMapper
 
 DRY_RUN_ENV = "GRISTMILL_LLM_DRY_RUN"
 CACHE_ENV = "GRISTMILL_LLM_CACHE"
@@ -30,21 +30,16 @@ SENDING = ("max_concurrent", "requests_per_minute", "tokens_per_minute", "reques
            "retry_base_delay", "api_key_env", "dry_run", "cache_dir")
 
 
-class APIParams(Params):
-    """Data-Juicer's API-model params, then gristmill's client settings."""
+class APIClientParams(Params):
+    """Data-Juicer's API params (less the model's name), then gristmill's client settings."""
 
-    api_or_hf_model: str = Field("gpt-4o", description="Model name sent in each request.")
-    is_hf_model: bool = Field(False, description="Data-Juicer's local transformers model: not supported here; "
-                                                 "serve it with an OpenAI-compatible server (vLLM, SGLang).")
-    enable_vllm: bool = Field(False, description="Data-Juicer's in-process vLLM: not supported; use vLLM's "
-                                                 "OpenAI server and api_endpoint.")
     api_endpoint: str | None = Field(None, description="URL path appended to the base URL (default "
                                      "/chat/completions), or a full http(s) URL.")
     response_path: str | None = Field(None, description="Dotted path of the answer in the response JSON "
                                       "(default choices.0.message.content).")
-    model_params: dict = Field(default_factory=dict, description="Client settings, as Data-Juicer passes them "
+    model_params: dict | None = Field(default_factory=dict, description="Client settings, as Data-Juicer passes them "
                                "to openai.OpenAI: base_url, api_key, timeout, max_retries, default_headers.")
-    sampling_params: dict = Field(default_factory=dict, description="Extra request fields, e.g. "
+    sampling_params: dict | None = Field(default_factory=dict, description="Extra request fields, e.g. "
                                   "{temperature: 0.9, top_p: 0.95}.")
     try_num: PositiveInt = Field(3, description="Times an answer is asked for while it cannot be parsed.")
     max_concurrent: int = Field(16, ge=1, description="Requests in flight at once per worker process "
@@ -68,15 +63,31 @@ class APIParams(Params):
                                              "default: WORK/llm_cache of the run, memory under op.apply).")
 
 
+class APIParams(APIClientParams):
+    """Ops whose model param is Data-Juicer's ``api_or_hf_model`` (with ``is_hf_model`` / ``enable_vllm``)."""
+
+    api_or_hf_model: str = Field("gpt-4o", description="Model name sent in each request.")
+    is_hf_model: bool = Field(False, description="Data-Juicer's local transformers model: not supported here; "
+                                                 "serve it with an OpenAI-compatible server (vLLM, SGLang).")
+    enable_vllm: bool = Field(False, description="Data-Juicer's in-process vLLM: not supported; use vLLM's "
+                                                 "OpenAI server and api_endpoint.")
+
+
+class APIModelParams(APIClientParams):
+    """Ops whose model param is Data-Juicer's ``api_model`` (API only)."""
+
+    api_model: str = Field("gpt-4o", description="Model name sent in each request.")
+
+
 class APIOp:
     """Mixin of the API-model ops: ``self.ask(bodies)`` and the client's counts for the report."""
 
     def _init_api(self) -> None:
         p = self.params
-        if p.is_hf_model or p.enable_vllm:
+        if getattr(p, "is_hf_model", False) or getattr(p, "enable_vllm", False):
             raise ValueError(f"{self.name}: is_hf_model / enable_vllm (a model loaded in the worker) is not "
-                             f"supported; serve {p.api_or_hf_model!r} with an OpenAI-compatible server (vLLM, "
-                             f"SGLang) and set api_endpoint or $OPENAI_BASE_URL")
+                             f"supported; serve {self.model_name()!r} with an OpenAI-compatible server (vLLM, "
+                             f"SGLang), set is_hf_model: false and api_endpoint or $OPENAI_BASE_URL")
         self._url, chosen = self.endpoint_url()
         pol = trust.current()
         self._send_env_key = True
@@ -96,7 +107,7 @@ class APIOp:
         ep = p.api_endpoint or "/chat/completions"
         if ep.lower().startswith(("http://", "https://")):
             return ep, True
-        base = p.model_params.get("base_url")
+        base = (p.model_params or {}).get("base_url")
         chosen = bool(base)
         if not base:
             from ...llm.client import DEFAULT_BASE_URL
@@ -106,13 +117,13 @@ class APIOp:
     def config(self) -> dict:
         cfg = super().config()
         cfg["params"] = {k: v for k, v in cfg["params"].items() if k not in SENDING}
-        cfg["params"].get("model_params", {}).pop("api_key", None)
+        (cfg["params"].get("model_params") or {}).pop("api_key", None)
         return cfg
 
     # -- asking -----------------------------------------------------------------------------------------
     def client_config(self):
         from ...llm.client import ClientConfig
-        p, mp = self.params, self.params.model_params
+        p, mp = self.params, self.params.model_params or {}
         cache = p.cache_dir or os.environ.get(CACHE_ENV)
         if not cache and work_dir():
             cache = os.path.join(work_dir(), "llm_cache")
@@ -125,9 +136,13 @@ class APIOp:
             max_retries=int(mp["max_retries"]) if mp.get("max_retries") is not None else p.max_retries,
             retry_base_delay=p.retry_base_delay, cache_dir=cache, headers=headers)
 
+    def model_name(self) -> str:
+        p = self.params
+        return p.api_model if hasattr(p, "api_model") else p.api_or_hf_model
+
     def chat_body(self, messages: list[dict]) -> dict:
-        body: dict[str, Any] = {"messages": messages, "model": self.params.api_or_hf_model}
-        body.update(self.params.sampling_params)
+        body: dict[str, Any] = {"messages": messages, "model": self.model_name()}
+        body.update(self.params.sampling_params or {})
         return body
 
     def answer_text(self, response: dict | None) -> str:
@@ -194,3 +209,39 @@ def raise_failed(errors: list[str | None]) -> None:
 def rows_of(batch: pa.RecordBatch) -> list[dict]:
     from ...core import columns as C
     return C.to_pylist(batch)
+
+
+class LLMRowMapper(APIOp, RowMapper):
+    """A mapper asking one chat per row, a batch's rows at once: ``messages(row)`` → the answer's text →
+    ``parse(text)`` (None or an exception: asked again, up to ``try_num``) → ``apply_answer(row, value)``
+    (value None when no answer parsed: Data-Juicer then leaves the row as it was)."""
+
+    def messages(self, row: dict) -> list[dict]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def parse(self, text: str):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def parsed_ok(self, value) -> bool:
+        return value is not None
+
+    def apply_answer(self, row: dict, value) -> dict:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        if not batch.num_rows:
+            return batch
+        if self.declares_inputs():
+            self.check_inputs(batch)
+        rows = rows_of(batch)
+        parsed, errors = self.ask_parsed([self.chat_body(self.messages(r)) for r in rows], self.parse,
+                                         self.parsed_ok)
+        raise_failed(errors)
+        self._pending = iter(parsed)
+        try:
+            return super().process_batch(batch)
+        finally:
+            self._pending = None
+
+    def map(self, row: dict) -> dict:
+        return self.apply_answer(row, next(self._pending))
