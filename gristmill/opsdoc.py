@@ -51,6 +51,10 @@ EXAMPLES: dict[str, dict] = {
                                      "n": 13},
     "semantic_deduplicator": {"embedding_model": "wordllama", "threshold": 0.9},
     "text_embedding_mapper": {"embedding_model": "minishlab/potion-base-8M", "embedding_key": "embedding"},
+    "fasttext_classifier_filter": {"model_path": "quality.fasttext.bin", "keep_labels": [["hq", 0.5]]},
+    "fasttext_quality_filter": {"model_path": "quality.fasttext.bin", "alpha": 3, "seed": 42},
+    "text_classifier_filter": {"hf_model": "HuggingFaceFW/fineweb-edu-classifier", "min_score": 3,
+                               "stats_prefix": "edu_"},
 }
 
 
