@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import pyarrow as pa
 from pydantic import Field, PositiveInt
@@ -20,7 +20,7 @@ from pydantic import Field, PositiveInt
 from ...core import trust
 from ...core.fused import StopRun
 from ...core.run_context import work_dir
-from ..base import Params, RowMapper
+from ..base import Mapper, Params, RowMapper
 
 DRY_RUN_ENV = "GRISTMILL_LLM_DRY_RUN"
 CACHE_ENV = "GRISTMILL_LLM_CACHE"
@@ -162,7 +162,7 @@ class APIOp:
 
     def ask_parsed(self, bodies: list[dict], parse: Callable[[str], Any], ok: Callable[[Any], bool]):
         """Data-Juicer's try loop over a batch: each body is asked (attempt 0, 1, … up to ``try_num``) until
-        ``ok(parse(answer))``; returns (parsed values, None where every attempt failed to parse; errors,
+        ``ok(parse(answer))``; returns (parsed values: the good one, else the last parse, else None; errors:
         the message of a request that failed for good, else None)."""
         n = len(bodies)
         parsed: list[Any] = [None] * n
@@ -185,9 +185,9 @@ class APIOp:
                     value = parse(text)
                 except Exception:  # noqa: BLE001 - Data-Juicer asks again on any parsing error
                     value = None
-                if value is not None and ok(value):
-                    parsed[i] = value
-                else:
+                if value is not None:
+                    parsed[i] = value  # the last parse stands when no attempt is good (Data-Juicer's loop)
+                if value is None or not ok(value):
                     left.append(i)
             todo = left
         return parsed, errors
@@ -245,3 +245,50 @@ class LLMRowMapper(APIOp, RowMapper):
 
     def map(self, row: dict) -> dict:
         return self.apply_answer(row, next(self._pending))
+
+
+class LLMMetaMapper(APIOp, Mapper):
+    """A mapper writing one meta field per row from one chat per row (Data-Juicer's ``extract_*`` mappers):
+    rows whose meta field is already set are not asked again; ``drop_text`` removes the text field."""
+
+    meta_param: ClassVar[str] = ""  # the param naming the meta field written
+
+    def messages(self, row: dict) -> list[dict] | None:  # pragma: no cover - abstract
+        """The row's messages, or None for a row not to ask (its value is then ``skipped(row)``)."""
+        raise NotImplementedError
+
+    def parse(self, text: str):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def parsed_ok(self, value) -> bool:
+        return bool(value)
+
+    def value(self, row: dict, parsed):
+        """The meta value of an asked row (``parsed``: None when no answer parsed)."""
+        return parsed
+
+    def skipped(self, row: dict):
+        return None
+
+    def meta_type(self) -> pa.DataType | None:
+        return None
+
+    def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        from ...core import columns as C
+        if not batch.num_rows:
+            return batch
+        key = getattr(self.params, self.meta_param)
+        have = C.get_meta(batch, key)
+        done = [False] * batch.num_rows if have is None else [v is not None for v in have.to_pylist()]
+        rows = rows_of(batch)
+        msgs = [None if d else self.messages(r) for r, d in zip(rows, done)]
+        asked = [i for i, m in enumerate(msgs) if m is not None]
+        parsed, errors = self.ask_parsed([self.chat_body(msgs[i]) for i in asked], self.parse, self.parsed_ok)
+        raise_failed(errors)
+        answers = dict(zip(asked, parsed))
+        values = [have[i].as_py() if done[i] else (self.value(rows[i], answers[i]) if i in answers
+                                                   else self.skipped(rows[i])) for i in range(len(rows))]
+        out = C.with_meta(batch, {key: pa.array(values, self.meta_type())})
+        if getattr(self.params, "drop_text", False) and self.text_key in out.schema.names:
+            out = out.drop_columns([self.text_key])
+        return out
