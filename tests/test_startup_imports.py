@@ -52,3 +52,34 @@ def test_stale_index_still_finds_every_op():
             "print(R.get_op_class('text_length_filter').__module__, R.get_op_class('gopher_quality_filter').name)")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["gristmill.ops.text.text_length", "gopher_quality_filter"]
+
+
+def _tiny_run(tmp_path, rows: int, env: dict | None = None) -> tuple[set[str], str]:
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps({"text": f"sample number {i} with a few words in it"}) + "\n"
+                            for i in range(rows)), encoding="utf-8")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(json.dumps({"dataset_path": str(data), "export_path": str(tmp_path / "out" / "o.jsonl"),
+                                  "work_dir": str(tmp_path / "work"),
+                                  "process": [{"text_length_filter": {"min_len": 10}}]}), encoding="utf-8")
+    code = (f"import os; os.environ.update({env or {}!r})\n"
+            f"from gristmill.cli import main; assert main(['run', {str(recipe)!r}, '--no-progress']) == 0")
+    mods = _modules_after(code)
+    return mods, (tmp_path / "work" / "report.html").read_text(encoding="utf-8")
+
+
+def test_a_short_run_draws_no_charts_and_imports_no_plotting(tmp_path):
+    mods, html = _tiny_run(tmp_path, 10)
+    assert not {m for m in mods if m.split(".")[0] in ("matplotlib", "numba", "torch", "jinja2")}
+    assert "<svg" not in html and 'class="meta charts-skipped">No charts: this run read 10 rows' in html
+    assert "<td>text_length_filter <span" in html  # the funnel table is there
+    mods, html = _tiny_run(tmp_path, 10, {"GRISTMILL_REPORT_CHARTS": "always"})
+    assert "matplotlib" in mods and 'data-chart="funnel"><svg' in html and "charts-skipped" not in html
+
+
+def test_charts_from_the_threshold_on(tmp_path):
+    from gristmill.analysis.report import CHART_MIN_ROWS, charts_skipped
+    assert charts_skipped({"rows_read": CHART_MIN_ROWS}) is None
+    assert charts_skipped({"rows_read": CHART_MIN_ROWS - 1}) == {"min_rows": CHART_MIN_ROWS, "rows": CHART_MIN_ROWS - 1}
+    _, html = _tiny_run(tmp_path, CHART_MIN_ROWS)
+    assert 'data-chart="funnel"><svg' in html and "charts-skipped" not in html

@@ -120,7 +120,8 @@ def op_name(d: dict) -> str:
 class _Page:
     """Collects sections, their table-of-contents entries, unique anchors and chart ids."""
 
-    def __init__(self):
+    def __init__(self, charts: dict | None = None):
+        self.skip_charts = charts  # a run too short to chart ({"min_rows", "rows"}): tables and numbers only
         self.sections: list[str] = []
         self.toc: list[tuple[str, str, list]] = []
         self._ids: set[str] = set()
@@ -136,6 +137,13 @@ class _Page:
         return a
 
     def chart(self, kind: str, draw, *args, caption: str = "") -> str:
+        if self.skip_charts is not None:  # said once, where the first chart would be
+            if self._charts:
+                return ""
+            self._charts += 1
+            return (f'<p class="meta charts-skipped">No charts: this run read {fmt(self.skip_charts.get("rows"))} '
+                    f'rows, fewer than the {fmt(self.skip_charts.get("min_rows"))} a run needs for its report '
+                    "to draw them (the tables hold every number; GRISTMILL_REPORT_CHARTS=always draws them).</p>")
         self._charts += 1
         try:
             svg = plots.render(draw, f"c{self._charts}-", *args, glyphs=self._glyphs)
@@ -580,7 +588,7 @@ _SECTIONS = (("summary", dict, _summary), ("funnel", list, _funnel), ("rejects",
 def render_report(model: dict) -> str:
     """The report as one self-contained HTML page (same model → same bytes)."""
     model = model or {}
-    page = _Page()
+    page = _Page(model.get("charts_skipped") if isinstance(model.get("charts_skipped"), dict) else None)
     for key, typ, fn in _SECTIONS:
         v = model.get(key)
         if isinstance(v, typ) and v:

@@ -9,16 +9,42 @@ that the report looks the same in any browser, whatever fonts it has.
 """
 from __future__ import annotations
 
+import functools
 import io
 import math
 import re
 import warnings
 
-import matplotlib
 import numpy as np
-from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
-from matplotlib.transforms import blended_transform_factory
+
+# matplotlib (~0.3-0.5 s to import) loads with the first chart (`_mpl`): a report without charts, and the
+# modules that only want this one's colours and number formats, never import it
+matplotlib = Figure = FuncFormatter = MaxNLocator = NullLocator = blended_transform_factory = None
+_COUNT_FMT = _VALUE_FMT = None
+
+
+def _mpl() -> None:
+    """Import matplotlib and bind the names the drawing functions use (once)."""
+    global matplotlib, Figure, FuncFormatter, MaxNLocator, NullLocator, blended_transform_factory
+    global _COUNT_FMT, _VALUE_FMT
+    if _VALUE_FMT is not None:
+        return
+    import matplotlib as mpl
+    from matplotlib.figure import Figure as Fig
+    from matplotlib.ticker import FuncFormatter as FF, MaxNLocator as MNL, NullLocator as NL
+    from matplotlib.transforms import blended_transform_factory as btf
+    matplotlib, Figure, FuncFormatter, MaxNLocator, NullLocator, blended_transform_factory = mpl, Fig, FF, MNL, NL, btf
+    _COUNT_FMT = FF(lambda x, _pos: num(int(x)) if float(x).is_integer() else num(x))
+    _VALUE_FMT = FF(lambda x, _pos: num(x))
+
+
+def _drawing(fn):
+    """A chart function: matplotlib is loaded before it runs."""
+    @functools.wraps(fn)
+    def draw(*args, **kwargs):
+        _mpl()
+        return fn(*args, **kwargs)
+    return draw
 
 KEPT, REMOVED, REJECTED, ADDED = "#5a9e6f", "#d1495b", "#edae49", "#3d7ab8"
 THRESHOLD, SUGGESTED, BAR = "#222222", "#7b5ea7", "#3d7ab8"
@@ -49,6 +75,7 @@ _GLYPH = re.compile(r"[A-Za-z][\w.+-]*-[0-9a-f]+$")  # matplotlib's glyph ids: f
 _GLYPH_DEF = re.compile(r'\s*<path id="([^"]+)"[^>]*/>')  # d="…" (none for a space), transform
 
 
+@_drawing
 def svg(fig: Figure, prefix: str, glyphs: set | None = None) -> str:
     """The figure as an `<svg>` element ready to inline in HTML (no XML prolog, no metadata, no
     namespace URLs: the HTML parser puts inline `<svg>` in the SVG namespace by itself).
@@ -88,6 +115,7 @@ _FALLBACK_FONTS = ("Noto Sans CJK JP", "Noto Sans CJK SC", "Noto Sans CJK KR", "
 _fonts: list[str] | None = None
 
 
+@_drawing
 def fonts() -> list[str]:
     """DejaVu Sans (ships with matplotlib), then whichever fallback fonts for other scripts (CJK,
     Arabic, …) this machine has, so that data labels in those scripts are not drawn as boxes."""
@@ -102,6 +130,7 @@ def fonts() -> list[str]:
 
 def render(draw, prefix: str, *args, glyphs: set | None = None) -> str:
     """Draw with `draw(*args) -> Figure` under the report's style and return the SVG markup."""
+    _mpl()
     with matplotlib.rc_context({**_RC, "font.family": fonts()}):
         fig = draw(*args)
         if fig is None:
@@ -134,8 +163,6 @@ def num(v) -> str:
     return f"{v:.4g}"
 
 
-_COUNT_FMT = FuncFormatter(lambda x, _pos: num(int(x)) if float(x).is_integer() else num(x))
-_VALUE_FMT = FuncFormatter(lambda x, _pos: num(x))
 
 
 def _width(labels, size: float) -> float:
@@ -157,6 +184,7 @@ def _arr(xs) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------- funnel
+@_drawing
 def funnel(ops: list[dict]) -> Figure | None:
     rows = [o for o in ops if isinstance(o, dict)]
     if not rows:
@@ -243,6 +271,7 @@ def _margins(fig: Figure, left=0.85, right=0.2, top=0.12, bottom=0.5) -> None:
     fig.subplots_adjust(left=left / w, right=1 - right / w, top=1 - top / h, bottom=bottom / h)
 
 
+@_drawing
 def stat_chart(stat: dict) -> Figure | None:
     """Histogram of kept (green) and removed (red) rows stacked, the box plot in a strip under it, and
     the thresholds / suggested thresholds as vertical lines. One axes: charts for 30 stats must draw
@@ -392,6 +421,7 @@ def _limits(ax, stat: dict, lo: float, hi: float, log: bool, top: float | None =
 ANNOTATE_ALL = 16  # up to this many stats every cell of the heatmap shows its value
 
 
+@_drawing
 def correlation(names: list, matrix: list) -> Figure | None:
     n = len(names)
     if n < 2 or len(matrix) != n or any(not isinstance(r, (list, tuple)) or len(r) != n for r in matrix):
@@ -430,6 +460,7 @@ def correlation(names: list, matrix: list) -> Figure | None:
 
 
 # ---------------------------------------------------------------------------------- horizontal bars
+@_drawing
 def bars(items: list[tuple], xlabel: str, total: float | None = None) -> Figure | None:
     """Horizontal bars, first item on top, each labelled with its count (and share of `total`)."""
     items = [(k, _f(v) or 0.0) for k, v in items]

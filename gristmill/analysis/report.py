@@ -12,12 +12,29 @@ PROFILE = "profile.pickle.zst"
 MODEL = "report_model.json"
 HTML = "report.html"
 
+# a run that reads fewer rows gets report.html without charts: drawing them (importing matplotlib, ~0.4 s)
+# would take longer than such a run, and a histogram of a few values says nothing the tables do not.
+# GRISTMILL_REPORT_CHARTS=always (or never) overrides it
+CHART_MIN_ROWS = 100
+
+
+def charts_skipped(report: dict) -> dict | None:
+    """``{"min_rows", "rows"}`` when the run's report.html goes without charts, else None."""
+    mode = os.environ.get("GRISTMILL_REPORT_CHARTS", "auto").strip().lower()
+    rows = report.get("rows_read")
+    if mode == "always" or (mode != "never" and not (isinstance(rows, int) and rows < CHART_MIN_ROWS)):
+        return None
+    return {"min_rows": CHART_MIN_ROWS, "rows": rows}
+
 
 def finish_run(cfg, work: str, report: dict, ops: list, profile_paths: list) -> Profile:
     prof, missing = merge_files(profile_paths, cfg.keep_traces)
     save(prof, os.path.join(work, PROFILE))
     if cfg.report_kind == "run":
         model = build(report, ops, prof, kind="run", text_key=cfg.text_key, engine=cfg.engine, missing=missing)
+        skipped = charts_skipped(report)
+        if skipped is not None:
+            model["charts_skipped"] = skipped
         write_model(work, model)
     return prof
 
