@@ -1,0 +1,149 @@
+"""Read and write throughput of gristmill's filesystem layer: a local S3 server (moto's ThreadedMotoServer on
+127.0.0.1) against local disk, in the same run, plus one `gristmill run` with every path on S3 against the
+same run on local disk (its bytes compared).
+
+    python bench/storage_throughput.py [--mb 256] [--rows-mb 64]
+
+Writes go through ``gristmill.fs.upload`` (s3fs multipart, 16 MB parts, in parallel) and through an fsspec
+file (what a streaming writer would do); reads through ``gristmill.fs.open_input`` (16 MB read-ahead blocks,
+sequential), the path every reader takes. Local disk: the same sizes with ``open`` + fsync for writes,
+after dropping the file from the page cache (posix_fadvise DONTNEED) for reads, so both sides read real bytes.
+moto keeps objects in memory in this process: the S3 figures measure the protocol (HTTP, signing, multipart,
+ranges) and not a disk, so they are an upper bound for a real endpoint on the same machine.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+
+def mbps(nbytes: int, seconds: float) -> float:
+    return nbytes / 1e6 / max(seconds, 1e-9)
+
+
+def drop_cache(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mb", type=int, default=256, help="size of the throughput file")
+    ap.add_argument("--rows-mb", type=int, default=32, help="JSONL input of the end-to-end run")
+    args = ap.parse_args()
+    from moto.server import ThreadedMotoServer
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    tmp = tempfile.mkdtemp(prefix="gm-storage-bench-")
+    os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1",
+                      AWS_ENDPOINT_URL=f"http://{host}:{port}", GRISTMILL_STAGING=os.path.join(tmp, "staging"))
+    import logging
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    from gristmill import fs
+    s3, _ = fs.filesystem("s3://gm-bench")
+    s3.mkdir("gm-bench")
+    try:
+        n = args.mb << 20
+        data = os.urandom(1 << 20) * args.mb  # incompressible enough; nothing here compresses
+        src = os.path.join(tmp, "blob.bin")
+        rows = []
+        # local disk
+        t = time.perf_counter()
+        with open(src, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        rows.append(("write", "local disk (open + fsync)", mbps(n, time.perf_counter() - t)))
+        drop_cache(src)
+        t = time.perf_counter()
+        with fs.open_input(src) as f:
+            while f.read(16 << 20):
+                pass
+        rows.append(("read", "local disk (page cache dropped)", mbps(n, time.perf_counter() - t)))
+        # S3 on 127.0.0.1
+        t = time.perf_counter()
+        fs.upload(src, "s3://gm-bench/blob.bin")
+        rows.append(("write", "S3 upload (multipart, parallel parts)", mbps(n, time.perf_counter() - t)))
+        t = time.perf_counter()
+        with s3.open("gm-bench/blob2.bin", "wb", block_size=fs.WRITE_BLOCK) as f:
+            for i in range(0, n, 4 << 20):
+                f.write(data[i:i + (4 << 20)])
+        rows.append(("write", "S3 streaming file (16 MB parts)", mbps(n, time.perf_counter() - t)))
+        t = time.perf_counter()
+        got = 0
+        with fs.open_input("s3://gm-bench/blob.bin") as f:
+            while b := f.read(16 << 20):
+                got += len(b)
+        assert got == n
+        rows.append(("read", "S3 sequential (16 MB read-ahead)", mbps(n, time.perf_counter() - t)))
+        t = time.perf_counter()
+        with s3.open("gm-bench/blob.bin", "rb", block_size=5 << 20, cache_type="bytes") as f:
+            while f.read(1 << 20):
+                pass
+        rows.append(("read", "S3 fsspec defaults (5 MB blocks)", mbps(n, time.perf_counter() - t)))
+        local_w = next(r[2] for r in rows if r[0] == "write")
+        local_r = next(r[2] for r in rows if r[0] == "read")
+        print(f"throughput, {args.mb} MB file, this machine ({os.cpu_count()} cores), S3 = moto on 127.0.0.1:")
+        for op, what, v in rows:
+            base = local_w if op == "write" else local_r
+            print(f"  {op:5s} {what:40s} {v:9,.0f} MB/s   ({v / base:5.2f}x local disk)")
+
+        # end to end: the same recipe, every path local vs every path on S3
+        sample = os.path.join(REPO, "examples", "data", "cc-sample.jsonl.gz")
+        lines = gzip.open(sample, "rb").read().splitlines(keepends=True)
+        inp = os.path.join(tmp, "in")
+        os.makedirs(inp)
+        size, k = 0, 0
+        while size < args.rows_mb << 20:
+            p = os.path.join(inp, f"part-{k:03d}.jsonl")
+            with open(p, "wb") as f:
+                for ln in lines:
+                    row = json.loads(ln)
+                    row["id"] = f"{k}-{row.get('id', '')}"
+                    f.write(json.dumps(row).encode() + b"\n")
+            size += os.path.getsize(p)
+            fs.upload(p, f"s3://gm-bench/in/part-{k:03d}.jsonl")
+            k += 1
+        ops = [{"words_num_filter": {"min_num": 20}}, {"document_deduplicator": {}}]
+        times = {}
+        import yaml
+        for name, where in (("local disk", {"dataset_path": inp, "export_path": os.path.join(tmp, "out/c.jsonl"),
+                                            "work_dir": os.path.join(tmp, "work")}),
+                            ("S3", {"dataset_path": "s3://gm-bench/in/", "export_path": "s3://gm-bench/out/c.jsonl",
+                                    "work_dir": "s3://gm-bench/work"})):
+            rec = os.path.join(tmp, f"{name[:2]}.yaml")
+            with open(rec, "w") as f:
+                yaml.safe_dump({"process": ops, "np": 2, **where}, f)
+            t = time.perf_counter()
+            p = subprocess.run([sys.executable, "-m", "gristmill.cli", "run", rec, "--no-progress"], cwd=tmp,
+                               capture_output=True, text=True)
+            times[name] = time.perf_counter() - t
+            if p.returncode:
+                sys.exit(f"{name} run failed: {p.stderr[-800:]}")
+        same = s3.cat_file("gm-bench/out/c.jsonl") == open(os.path.join(tmp, "out/c.jsonl"), "rb").read()
+        print(f"gristmill run, {size / 1e6:,.0f} MB JSONL in {k} files, 2 ops, np=2 (wall time incl. start-up):")
+        for name, s in times.items():
+            print(f"  {name:10s} {s:7.1f} s   {size / 1e6 / s:7.1f} MB/s")
+        print(f"  S3 / local: {times['S3'] / times['local disk']:.2f}x the time; export bytes identical: {same}")
+    finally:
+        server.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
