@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from .core import defaults as D
 from .engine.config import RunConfig
-from .ops.base import integral_numbers
+from .ops.base import bind_chain, integral_numbers
 from .registry import OpError, closest, create_op, get_op_class
 from .web.download import DownloadStage
 
@@ -293,12 +293,13 @@ def parse_recipe(raw: dict, source: str = "recipe") -> tuple[Recipe, list, list[
         warnings.append(f"{', '.join(reader_keys)}: passed to the readers as media keys; no effect on "
                         f"text ops")
     _op_media_keys(recipe)
-    ops = build_ops(recipe.process, recipe.allow_scripts, source)
+    key = recipe_text_key(recipe)
+    ops = build_ops(recipe.process, recipe.allow_scripts, source, key)
     errors = []
     for i, s in enumerate(recipe.sources or []):
         try:
             recipe._source_ops.append(build_ops(s.process, recipe.allow_scripts, f"{source}: sources[{i}] "
-                                                f"({s.name})"))
+                                                f"({s.name})", s.text_key(key)))
         except RecipeError as e:
             errors.append(str(e))
     if errors:
@@ -335,7 +336,9 @@ def all_ops(recipe: Recipe, ops: list) -> list:
     return [o for chain in recipe._source_ops for o in chain] + list(ops)
 
 
-def build_ops(process: list, allow_scripts: bool = False, source: str = "recipe") -> list:
+def build_ops(process: list, allow_scripts: bool = False, source: str = "recipe", text_key: str = D.TEXT_KEY) -> list:
+    """The ops of a ``process:`` list, built and placed as one chain on ``text_key`` (``ops.base.bind_chain``);
+    RecipeError naming every bad entry by its YAML path."""
     ops, errors = [], []
     for i, entry in enumerate(process):
         where = f"{source}: process[{i}]"
@@ -355,12 +358,17 @@ def build_ops(process: list, allow_scripts: bool = False, source: str = "recipe"
             errors.append(str(e))
     if errors:
         raise RecipeError("\n".join(errors))
-    return ops
+    return bind_chain(ops, text_key)
+
+
+def recipe_text_key(recipe: Recipe) -> str:
+    """The text field the recipe's ops read by default: the first of ``text_keys``."""
+    return recipe.text_keys if isinstance(recipe.text_keys, str) else recipe.text_keys[0]
 
 
 def run_config(recipe: Recipe, np: int | None = None, work_dir: str | None = None,
                progress: bool = True, engine: str | None = None, address: str | None = None) -> RunConfig:
-    text_key = recipe.text_keys if isinstance(recipe.text_keys, str) else recipe.text_keys[0]
+    text_key = recipe_text_key(recipe)
     wd = work_dir or recipe.work_dir
     if wd is None:
         out = recipe.export_path or os.path.join("outputs", recipe.project_name)

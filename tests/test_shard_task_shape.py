@@ -24,8 +24,8 @@ def _run(tmp_path, name, **kw):
     data = write_jsonl(tmp_path / "in.jsonl", _rows())
     cfg = RunConfig(dataset_path=data, work_dir=str(tmp_path / f"work-{name}"),
                     export_path=str(tmp_path / f"out-{name}.jsonl"), text_key="content", progress=False, **kw)
-    ops = build_ops([{"words_num_filter": {"min_num": 3}}], False, "process")
-    ops.append(UnifyTextKey(from_key="content", to_key="text"))
+    ops = build_ops([{"words_num_filter": {"min_num": 3}}], False, "process", "content")
+    ops.append(UnifyTextKey(from_key="content", to_key="text").bind("content", 1))
     return cfg, create_engine(cfg).run(ops)
 
 
@@ -69,9 +69,7 @@ def test_profile_is_an_observer_the_engine_attaches(tmp_path):
             seen.append(self.rows)
             return {}
 
-    ops = build_ops([{"words_num_filter": {"min_num": 3}}], False, "process")
-    for o in ops:
-        o.bind_text_key("content")
+    ops = build_ops([{"words_num_filter": {"min_num": 3}}], False, "process", "content")
     for profile in (True, False):
         t = Task(stage=0, shard=0, stage_dir=str(tmp_path / f"st-{profile}"), ops=ops,
                  read_opts=ReadOptions(text_key="content"), source=Shard(source=data, reader="jsonl"),

@@ -49,8 +49,7 @@ def world(tmp_path):
 
 
 def _run(op_name: str, params: dict, rows: list[dict]):
-    op = create_op(op_name, params)
-    op.position = 0
+    op = create_op(op_name, params).bind("text", 0)
     return FusedOp([op]).run_batch(C.from_records(rows))
 
 

@@ -14,7 +14,8 @@ from dataclasses import replace
 import pyarrow as pa
 
 from ..core import columns as C
-from ..ops.base import Filter, Mapper
+from ..core.defaults import TEXT_KEY
+from ..ops.base import Filter, Mapper, bind_chain
 from .profile import StatsOnly
 
 # For a dataset analysed without a recipe: Data-Juicer's cheap general-purpose text stats.
@@ -52,16 +53,18 @@ def parse_ops(specs: list[str], allow_scripts: bool = False) -> list:
     return build_ops(process, allow_scripts, "--ops")
 
 
-def check_what_if(ops: list, what_if) -> None:
+def analysis_chain(ops: list, text_key: str = TEXT_KEY) -> list:
+    """The filters of ``ops`` placed as the analysis' own chain (a change may name a filter by its
+    position there); the caller's ops are left as they are."""
+    return bind_chain([f for f in ops if isinstance(f, Filter)], text_key)
+
+
+def check_what_if(ops: list, what_if, text_key: str = TEXT_KEY) -> None:
     """Refuse bad ``--what-if`` changes (no such filter or param, a value the param does not take) with a
-    one-line ValueError, before the analysis runs. Numbers the filters as the analysis' plan will (a change
-    may name a filter by its position)."""
+    one-line ValueError, before the analysis runs. Numbers the filters as the analysis' chain will."""
     from .thresholds import check_what_if as check
-    filters = [f for f in ops if isinstance(f, Filter)]
-    for i, f in enumerate(filters):
-        f.position = i
     if what_if:
-        check(filters, list(what_if))
+        check(analysis_chain(ops, text_key), list(what_if))
 
 
 def default_work_dir(dataset_path: str) -> str:
@@ -102,17 +105,15 @@ def analyze(cfg, filters: list, *, what_if: list[str] = (), k: float = 3.0, perc
     from .profile import load
     from .report import PROFILE, write_model
     from .thresholds import what_if as what_if_rows
-    filters = [f for f in filters if isinstance(f, Filter)]
+    filters = analysis_chain(filters, cfg.text_key)
     if not filters:
         raise ValueError("nothing to analyze: no filter ops (give a recipe with filters, or --ops NAME ...)")
-    check_what_if(filters, what_if)  # a bad change is refused before anything runs
+    check_what_if(filters, what_if, cfg.text_key)  # a bad change is refused before anything runs
     out = analysis_dir(cfg.work_dir)
     acfg = replace(cfg, work_dir=out, export_path=os.path.join(out, STATS_FILE), keep_stats_in_res_ds=True,
                    export_shard_size=0, keep_traces=0, correlate=True, report_kind="analyze", keep_removed=False)
-    ops = [StatsOnly(f) for f in filters] + [KeepStatsColumns()]
+    ops = bind_chain([StatsOnly(f) for f in filters] + [KeepStatsColumns()], cfg.text_key)
     report = create_engine(acfg, log=log).run(ops)
-    for i, f in enumerate(filters):  # the wrappers took the recipe positions; what-if names the filters
-        f.position = ops[i].position
     prof = load(os.path.join(out, PROFILE))
     pcts = tuple(sorted({0.25, 0.5, 0.75, *percentiles}))
     model = build(report, ops, prof, kind="analyze", text_key=cfg.text_key, k=k, engine=cfg.engine,

@@ -126,9 +126,11 @@ class StatsOnly(Mapper):
     def config(self) -> dict:
         return {"op": "stats_only", "filter": self.inner.config()}
 
-    def bind_text_key(self, text_key: str) -> None:
-        self.inner.bind_text_key(text_key)
+    def bind(self, text_key: str, position: int) -> "StatsOnly":
+        super().bind(text_key, position)
+        self.inner.bind(text_key, position)  # the analysis' chain placed the filters at the same positions
         self.text_key = self.inner.text_key
+        return self
 
     def process_batch(self, batch):
         return self.inner.ensure_stats(batch)

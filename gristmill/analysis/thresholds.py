@@ -80,8 +80,7 @@ def _changed_op(f, params: dict):
     param and the value)."""
     from ..registry import create_op
     op = create_op(f.name, {**f.params.model_dump(exclude_unset=True), **params}, f"--what-if {f.name}")
-    op.text_key, op.position = f.text_key, f.position
-    return op
+    return op.bind(f.text_key, f.position)
 
 
 def check_what_if(filters: list, specs: list[str]) -> list[tuple[int, str, object, object, object]]:

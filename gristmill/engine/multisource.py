@@ -80,7 +80,7 @@ def run_sources(cfg: RunConfig, sources: list[SourceRun], ops: list,
         for s in sources:
             sops = list(s.ops)
             if s.cfg.text_key != cfg.text_key:
-                sops.append(UnifyTextKey(from_key=s.cfg.text_key, to_key=cfg.text_key))
+                sops.append(UnifyTextKey(from_key=s.cfg.text_key, to_key=cfg.text_key).bind(s.cfg.text_key, len(sops)))
             log(f"source {s.name}: {len(s.ops)} ops over {s.path}")
             eng = create_engine(s.cfg, log=lambda m, n=s.name: log(f"{n}: {m}"))
             reports.append(eng.run(sops))

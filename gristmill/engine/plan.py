@@ -67,8 +67,12 @@ class Stage:
 
 
 def build_stages(ops: list[Op]) -> list[Stage]:
-    for i, op in enumerate(ops):
-        op.position = i
+    """The stages of a chain whose ops were placed when it was built (``ops.base.bind_chain``); ValueError
+    for a chain that was not (an op list assembled by hand: bind it first)."""
+    where = [op.position for op in ops]
+    if where != list(range(len(ops))):
+        raise ValueError(f"the ops are not placed as one chain (positions {where}): build the chain with "
+                         f"recipe.build_ops or ops.base.bind_chain")
     stages = [Stage(0)]
     for op in ops:
         cur = stages[-1]

@@ -154,8 +154,6 @@ class StageEngine:
                     fields = [n for n in item.schema.names if not n.startswith("__")]
                     raise RunRefused(f"text_keys {key!r}: no such field in the first {item.num_rows:,} records "
                                        f"of {shard.source} (fields: {', '.join(fields)}){closest(key, fields)}")
-                for op in ops:
-                    op.bind_text_key(self.cfg.text_key)
                 # the shard task adds the suffix column after reading (suffix_filter declares it)
                 check_inputs(ops, [*item.schema.names, *([SUFFIX] if self.cfg.add_suffix else [])])
                 return
@@ -166,10 +164,8 @@ class StageEngine:
         media = export_media_op(cfg)  # the media placing step ends the chain when the export takes media
         self._media_refs = None
         if media is not None:
-            ops = [*ops, media]
+            ops = [*ops, media.bind(cfg.text_key, len(ops))]
             begin_media(cfg.export_path)
-        for op in ops:
-            op.bind_text_key(cfg.text_key)
         stages = build_stages(ops)
         # every op by position: a stage's progress also counts the resolve of the global op before it
         self._op_names = {o.position: o.name for o in ops}

@@ -12,6 +12,8 @@ and ``gristmill ops`` help from it.
 """
 from __future__ import annotations
 
+import copy
+
 import math
 import re
 import string
@@ -133,7 +135,7 @@ class Op:
         trust.check_op_params(self.name or type(self).__name__, self.params)
         self.text_key = self.params.text_key or TEXT_KEY
         self._explicit_text_key = self.params.text_key is not None
-        self.position = 0  # index in the recipe, set by the plan
+        self.position: int | None = None  # index in its chain: set once, by ``bind`` when the chain is built
 
     # -- identity -------------------------------------------------------------------------------
     def config(self) -> dict:
@@ -141,10 +143,17 @@ class Op:
         return {"op": self.name or type(self).__qualname__, "params": self.params.model_dump(mode="json"),
                 "text_key": self.text_key, "version": self.version}
 
-    def bind_text_key(self, text_key: str) -> None:
-        """Apply the dataset's default text key unless the op was given its own."""
+    def bind(self, text_key: str, position: int) -> "Op":
+        """Place the op in its chain, once, when the chain is built (``bind_chain``): the chain's text key
+        (unless the op was given its own) and its index (private column names, per-op counts). Engines and
+        faces never change either afterwards."""
+        if self.position is not None and self.position != position:
+            raise ValueError(f"{self.name or type(self).__name__} is already at position {self.position} of a "
+                             f"chain; build a new op for position {position}")
         if not self._explicit_text_key:
             self.text_key = text_key
+        self.position = position
+        return self
 
     def __repr__(self) -> str:
         ps = ", ".join(f"{k}={v!r}" for k, v in self.params.model_dump().items() if v is not None)
@@ -226,7 +235,7 @@ class Op:
 
     def tmp_column(self, what: str) -> str:
         """A private column name for this op instance (dropped before export)."""
-        return f"{C.TMP_PREFIX}{self.position}_{what}__"
+        return f"{C.TMP_PREFIX}{self.position or 0}_{what}__"
 
     def run(self, dataset):
         """``op.run(dataset)``: the dataset with this op applied (lazy, like ``Dataset.process``)."""
@@ -266,6 +275,19 @@ class Op:
         if not self.expands and out.num_rows != batch.num_rows:
             raise ValueError(f"{self.name} returned {out.num_rows} rows for {batch.num_rows}")
         return out
+
+
+def bind_chain(ops: list, text_key: str) -> list:
+    """``ops`` placed as one chain, each at its index with ``text_key`` as its default text field: what every
+    chain builder calls (the recipe's ``build_ops``, ``Plan.of``, analyze, the service's apply). An op object
+    already placed elsewhere (one op reused in two Python chains) is placed as a shallow copy."""
+    out = []
+    for i, op in enumerate(ops):
+        if op.position is not None and (op.position != i or (not op._explicit_text_key and op.text_key != text_key)):
+            op = copy.copy(op)
+            op.position = None
+        out.append(op.bind(text_key, i))
+    return out
 
 
 class Mapper(Op):

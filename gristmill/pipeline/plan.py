@@ -32,7 +32,8 @@ class Plan:
     @classmethod
     def of(cls, cfg, ops: list, **kw) -> "Plan":
         """A plan built in Python (``Dataset``): one dataset, ``ops``, an export; no reject budget."""
-        return cls(cfg=cfg, ops=list(ops), **kw)
+        from ..ops.base import bind_chain
+        return cls(cfg=cfg, ops=bind_chain(list(ops), cfg.text_key), **kw)
 
     @property
     def stages(self) -> list[str]:

@@ -232,10 +232,7 @@ def apply_ops(rows: list[dict], process: list, text_key: str = TEXT_KEY, allow_s
         raise ValueError("rows must be JSON objects")
     if _chars(rows, MAX_ROWS_CHARS) > MAX_ROWS_CHARS:
         raise TooLarge(f"the rows hold more than {MAX_ROWS_CHARS:,} characters: post fewer or shorter rows")
-    ops = build_ops(process, allow_scripts, "process")
-    for i, op in enumerate(ops):
-        op.position = i
-        op.bind_text_key(text_key)
+    ops = build_ops(process, allow_scripts, "process", text_key)
     rows = [dict(r, id=r.get("id", f"row:{i}")) for i, r in enumerate(rows)]
     bad = [{"error_type": "WrongFieldType", "row": r,
             "message": f"text field {text_key!r} is {_json_type(r[text_key])}, expected a string"}

@@ -10,16 +10,14 @@ import yaml
 
 from gristmill.engine.plan import MissingField, check_inputs
 from gristmill.engine.paths import RunRefused
+from gristmill.ops.base import bind_chain
 from gristmill.registry import create_op
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def ops(*entries):
-    out = [create_op(name, params) for name, params in entries]
-    for op in out:
-        op.bind_text_key("text")
-    return out
+    return bind_chain([create_op(name, params) for name, params in entries], "text")
 
 
 def refused(chain, columns) -> str:

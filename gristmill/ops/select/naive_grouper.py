@@ -14,9 +14,7 @@ class NaiveGrouper(Grouper):
     """Group all samples into one batched sample (each field: the list of all samples' values)."""
 
     def _all_in_one(self) -> KeyValueGrouper:
-        kv = KeyValueGrouper()
-        kv.position, kv.text_key = self.position, self.text_key
-        return kv
+        return KeyValueGrouper().bind(self.text_key, self.position)
 
     def group_files(self, ctx) -> dict:
         return self._all_in_one().group_files(ctx)
