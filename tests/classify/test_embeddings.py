@@ -130,3 +130,16 @@ def test_mapper_writes_float16_or_float32_columns():
     assert full.type == pa.list_(pa.float32(), 256)
     a = np.array(full.to_pylist(), np.float32)
     assert np.allclose(np.array(col.to_pylist(), np.float32), a, atol=2e-3)
+
+
+def test_long_texts_are_cut_at_max_tokens():
+    """WordLlama's own embed pads a batch to its longest text, uncut; here a text is cut at max_tokens, and
+    the vector is the mean of those tokens' vectors, as WordLlama's is for a text of that length."""
+    from wordllama import WordLlama
+    wl = WordLlama.load(cache_dir=E.wordllama_dir(), disable_download=True)
+    long = " ".join(f"word{i % 97} river bank" for i in range(3000))
+    m = E.load("wordllama", max_tokens=64)
+    ids = wl.tokenizer.encode(long, add_special_tokens=False).ids[:64]
+    ref = wl.embedding[ids].mean(axis=0)
+    assert np.allclose(m.encode([long, "short text"]), _unit([ref, wl.embed(["short text"])[0]], [long, "x"]),
+                       atol=1e-5)

@@ -109,15 +109,23 @@ def wordllama_dir() -> str:
 class Embedder:
     """``encode(texts) -> (n, dim) float32``, L2-normalised rows (a zero row for a text with no token)."""
 
-    def __init__(self, ref: str, kind: str = "auto", device: str = "auto", batch_size: int = 256):
+    def __init__(self, ref: str, kind: str = "auto", device: str = "auto", batch_size: int = 256,
+                 max_tokens: int = 512):
         self.ref = ref
         self.kind = check(ref, kind)
         self.batch_size = batch_size
+        self.max_tokens = max_tokens
         self.device = "cpu"
         if self.kind == WORDLLAMA:
             from wordllama import WordLlama
             self.model = WordLlama.load(cache_dir=wordllama_dir(), disable_download=True)
             self.dim = int(self.model.embedding.shape[1])
+            # WordLlama's embed pads every batch to its longest text with no truncation (a long document
+            # makes a batch × tokens × dim array): tokenize without padding, cut at max_tokens, and pool
+            # each text's token vectors directly (the same mean as WordLlama's attention-masked average)
+            self.tokenizer = self.model.tokenizer
+            self.tokenizer.no_padding()
+            self.tokenizer.enable_truncation(max_tokens)
             return
         path = os.path.expanduser(trust.check_read(ref, "embedding_model")) if is_local(ref) else store.resolve(ref)
         if self.kind == "model2vec":
@@ -134,6 +142,12 @@ class Embedder:
             self.device = pick_device(device)
             self.model = SentenceTransformer(path, device=self.device, local_files_only=True,
                                              trust_remote_code=False)
+            cur = getattr(self.model, "max_seq_length", None)
+            if cur is None or not cur < max_tokens:  # None or inf: a static model without a limit
+                try:
+                    self.model.max_seq_length = int(max_tokens)
+                except (AttributeError, ValueError, TypeError):
+                    pass
             dim = getattr(self.model, "get_embedding_dimension", None) or \
                 self.model.get_sentence_embedding_dimension  # sentence-transformers < 6
             self.dim = int(dim())
@@ -143,14 +157,33 @@ class Embedder:
         if not texts:
             return np.empty((0, self.dim), np.float32)
         if self.kind == WORDLLAMA:
-            e = self.model.embed(texts, norm=False, batch_size=self.batch_size)
+            e = self._wordllama(texts)
         elif self.kind == "model2vec":
-            e = self.model.encode(texts, batch_size=self.batch_size, use_multiprocessing=False)
+            e = self.model.encode(texts, batch_size=self.batch_size, use_multiprocessing=False,
+                                  max_length=self.max_tokens)
         else:
             e = self.model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
                                   show_progress_bar=False, normalize_embeddings=False)
         e = np.asarray(e, np.float32)
         return normalise(e, blank=np.array([not t.strip() for t in texts]))
+
+    def _wordllama(self, texts: list[str]) -> np.ndarray:
+        table = self.model.embedding
+        out = np.zeros((len(texts), self.dim), np.float32)
+        cut = self.max_tokens * 32  # characters: far more than max_tokens tokens take (tokenizing all is slow)
+        for i in range(0, len(texts), self.batch_size):
+            enc = self.tokenizer.encode_batch([t[:cut] for t in texts[i:i + self.batch_size]],
+                                              add_special_tokens=False)
+            lens = np.array([len(x.ids) for x in enc], np.int64)
+            ids = np.fromiter((j for x in enc for j in x.ids), np.int64, int(lens.sum()))
+            np.clip(ids, 0, table.shape[0] - 1, out=ids)
+            has = np.flatnonzero(lens)
+            if not has.size:
+                continue
+            starts = np.concatenate([[0], np.cumsum(lens)[:-1]])[has]
+            sums = np.add.reduceat(table[ids], starts, axis=0, dtype=np.float32)
+            out[i + has] = sums / lens[has, None].astype(np.float32)
+        return out
 
 
 def normalise(e: np.ndarray, blank: np.ndarray | None = None) -> np.ndarray:
@@ -166,5 +199,6 @@ def normalise(e: np.ndarray, blank: np.ndarray | None = None) -> np.ndarray:
     return out
 
 
-def load(ref: str, kind: str = "auto", device: str = "auto", batch_size: int = 256) -> Embedder:
-    return Embedder(ref, kind, device, batch_size)
+def load(ref: str, kind: str = "auto", device: str = "auto", batch_size: int = 256,
+         max_tokens: int = 512) -> Embedder:
+    return Embedder(ref, kind, device, batch_size, max_tokens)

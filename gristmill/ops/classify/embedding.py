@@ -27,13 +27,14 @@ class EmbeddingParams(Params):
         None, description="sentence-transformers only: None: CUDA when torch sees a GPU, else the CPU; "
                           "'auto' / 'cuda' also ask the engine for a GPU; 'cpu'.")
     batch_size: int = Field(256, ge=1, description="Texts per model call.")
+    max_tokens: int = Field(512, ge=1, description="Tokens of a text that are embedded (the rest is cut).")
 
 
 def embedder(op) -> E.Embedder:
     """The op's model, loaded once per worker."""
     p = op.params
     return op.resource("embedder", lambda: E.load(p.embedding_model, p.embedding_backend, p.device or "auto",
-                                                  p.batch_size))
+                                                  p.batch_size, p.max_tokens))
 
 
 def check_model(op) -> None:
