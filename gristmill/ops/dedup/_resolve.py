@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ...core import columns as C
+from ._extcc import ExternalRoots
 
 CLUSTERS_FILE = "clusters.parquet"
 ROW_GROUP = 1 << 16
@@ -51,7 +52,14 @@ def emit(ctx, roots: np.ndarray, reason: str, earlier: tuple | None = None) -> d
     ``earlier = (rows, ids, reason)``: rows whose cluster is kept by an earlier run's row (an incremental
     dedup; ``rows[g]`` is that row's number in the reference, -1 for none, and ``roots[g] == g``) are
     removed with that reason and the earlier row's id (``ids[row]``) as their kept id; their cluster is
-    numbered ``-1 - row`` in the clusters file, which lists only this dataset's rows."""
+    numbered ``-1 - row`` in the clusters file, which lists only this dataset's rows.
+
+    ``roots`` may be an ``ExternalRoots`` (a merge over the driver's memory budget): the same removals and
+    the same file, from one range of roots at a time (``_emit_ranges``)."""
+    if isinstance(roots, ExternalRoots):
+        if earlier is not None:
+            raise ValueError("an incremental dedup's resolve holds its roots in memory")
+        return _emit_ranges(ctx, roots, reason)
     n = roots.size
     sizes = np.bincount(roots, minlength=n)
     remaining = sizes.copy()
@@ -127,3 +135,77 @@ def _remove_earlier(ctx, shard: int, offset: int, batch: pa.RecordBatch, ref: np
     ctx.remove(shard, offset + idx, reason, {"cluster": cluster, "kept_id": kept})
     return pa.record_batch([pa.array(cluster), _ids(batch).take(pa.array(idx)), kept,
                             pa.array(np.zeros(idx.size, bool))], schema=CLUSTER_SCHEMA)
+
+
+def kept_mask(roots):
+    """Rows kept (their own root): an array, or for ``ExternalRoots`` a mask read one slice at a time."""
+    if isinstance(roots, ExternalRoots):
+        return roots.kept()
+    return roots == np.arange(roots.size, dtype=roots.dtype)
+
+
+def _emit_ranges(ctx, ext: ExternalRoots, reason: str) -> dict:
+    """``emit`` over on-disk roots (every cluster's root its first row): the same ``ctx.remove`` calls
+    and the same clusters file, batch for batch. The kept ids it holds: those of the kept rows of ranges
+    not yet finished, and per started range the earlier kept rows it needs (``ext.id_requests``, answered
+    when a range is finished); never one per open cluster of the whole dataset."""
+    path = clusters_path(ctx)
+    tmp = path.with_name(path.name + ".tmp")
+    removed = clusters = 0
+    pending: list[pa.RecordBatch] = []
+    pending_rows = 0
+    here: dict[int, str] = {}  # ids of kept rows in ranges not yet finished
+    earlier: dict[int, dict[int, str]] = {}  # per started range: ids of kept rows of finished ranges
+    started = finished = 0  # ranges [0, started) started, [0, finished) finished
+
+    def finish(k: int) -> None:
+        nonlocal here
+        lo, hi = ext.bounds(k)
+        for q in ext.id_requests(k):
+            for r in np.unique(q["r"]).tolist():
+                t = q["t"][q["r"] == r].tolist()
+                ids = [here[x] for x in t]
+                if r < started:
+                    earlier[r].update(zip(t, ids))
+                else:
+                    ext.put_ids(r, k, np.asarray(t, np.int64), ids)
+        here = {x: v for x, v in here.items() if x >= hi}
+        earlier.pop(k, None)
+
+    with pq.ParquetWriter(tmp, CLUSTER_SCHEMA) as w:
+        for shard, offset, g0, batch in scan(ctx, [C.ID]):
+            g1 = g0 + batch.num_rows
+            while started <= ext.range_of(g1 - 1):
+                earlier[started] = ext.get_ids(started)
+                started += 1
+            r, member = ext.rows(g0, g1)
+            if member.any():
+                ids = _ids(batch)
+                idx = np.flatnonzero(member)
+                r_m, g_m = r[idx], g0 + idx
+                is_root = r_m == g_m
+                here.update(zip(g_m[is_root].tolist(), ids.take(pa.array(idx[is_root])).to_pylist()))
+                clusters += int(is_root.sum())
+                open_from = finished * ext.width
+                kept = pa.array([here[x] if x >= open_from else earlier[g // ext.width][x]
+                                 for x, g in zip(r_m.tolist(), g_m.tolist())], pa.string())
+                member_ids = ids.take(pa.array(idx))
+                pending.append(pa.record_batch([pa.array(r_m), member_ids, kept, pa.array(is_root)],
+                                               schema=CLUSTER_SCHEMA))
+                pending_rows += idx.size
+                if pending_rows >= ROW_GROUP:
+                    w.write_table(pa.Table.from_batches(pending))
+                    pending, pending_rows = [], 0
+                gone = ~is_root
+                if gone.any():
+                    sel = np.flatnonzero(gone)
+                    ctx.remove(shard, offset + idx[sel], reason,
+                               {"cluster": r_m[sel], "kept_id": kept.take(pa.array(sel))})
+                    removed += sel.size
+            while finished < ext.ranges and ext.bounds(finished)[1] <= g1:
+                finish(finished)
+                finished += 1
+        if pending:
+            w.write_table(pa.Table.from_batches(pending))
+    tmp.replace(path)
+    return {"rows": ext.n, "removed": removed, "clusters": clusters, "clusters_file": str(path)}

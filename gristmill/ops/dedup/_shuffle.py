@@ -147,8 +147,19 @@ def forest(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return nodes[m], nodes[r[m]]  # nodes are sorted: the smallest index is the smallest row
 
 
-def merge_forests(paths, n: int) -> np.ndarray:
-    """Root (first row) of every row's cluster, from forest files read one at a time (8 bytes × rows)."""
+def merge_forests(paths, n: int, spill_dir=None):
+    """Root (first row) of every row's cluster, from forest files read one at a time (8 bytes × rows).
+
+    With ``spill_dir``, a dataset with more rows than the driver's memory budget (``_extcc.budget``)
+    allows gets an ``ExternalRoots`` there instead: the same roots, computed and read one range of rows
+    at a time (``_resolve.emit`` takes either)."""
+    if spill_dir is not None:
+        from . import _extcc
+
+        b = _extcc.budget()
+        width = _extcc.range_rows(b)
+        if n > width:
+            return _extcc.components(paths, n, spill_dir, width, _extcc.chunk_pairs(b))
     uf = UnionFind(n)
     for path in paths:
         a, b = load_pairs(path)

@@ -195,12 +195,16 @@ class DocumentMinhashDeduplicator(Deduplicator):
             if n_ref:
                 roots, rows = REF.merge_with_reference(forests, n_ref, n)
                 earlier = (rows, REF.reference_ids(self.references, rows[rows >= 0]), EARLIER_REASON)
+            elif type(self).keep_rule is DocumentMinhashDeduplicator.keep_rule:
+                # over the driver's memory budget, roots on disk (_extcc)
+                roots = S.merge_forests(forests, n, ctx.scratch_dir / f"minhash-cc-{self.position}")
             else:
                 roots = S.merge_forests(forests, n)
-            roots = self.keep_rule(ctx, np.asarray(roots, np.int64), n)
+            if isinstance(roots, np.ndarray):
+                roots = self.keep_rule(ctx, np.asarray(roots, np.int64), n)
         self.last_stats = R.emit(ctx, roots, "minhash duplicate", earlier)
         if self.save_path:
-            keep = roots == np.arange(n, dtype=np.int64)
+            keep = R.kept_mask(roots)
             if earlier is not None:
                 keep &= earlier[0] < 0
             self.last_stats.update(REF.save_kept(ctx, self, keep, self.save_path))
