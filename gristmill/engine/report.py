@@ -12,9 +12,10 @@ from .config import RunConfig
 
 def write_report(cfg: RunConfig, work: str, ops, read_counts: OpCounts, mix_counts: OpCounts,
                  counts: dict[int, OpCounts], stage_results: list[list[dict]], stages, exported: list[str],
-                 seconds: float, n_shards: int, outputs: dict[int, list[str]]) -> dict:
+                 seconds: float, n_shards: int, outputs: dict[int, list[str]], timings: dict | None = None) -> dict:
     """Merge the shards' side files (rejects, removed samples) in shard order and write ``report.json``:
-    per op rows in / out, removed by reason, rejected, seconds."""
+    per op rows in / out, removed by reason, rejected, seconds. ``timings``: wall seconds of the run's
+    phases (``before_engine``: planning and checks; ``engine``: the stages; ``export``)."""
     rejects_path = os.path.join(work, "rejects.jsonl")
     n_rej, reasons = _concat_rejects([r["rejects"] for res in stage_results for r in res if r["rejects"]],
                                      rejects_path)
@@ -68,6 +69,7 @@ def write_report(cfg: RunConfig, work: str, ops, read_counts: OpCounts, mix_coun
         "rejects_file": rejects_path if n_rej else None,
         "reject_reasons": reasons,
         "seconds": round(seconds, 3),
+        **({"timings": timings} if timings else {}),
         "ops": table,
         **({"internal_ops": internal} if internal else {}),
     }

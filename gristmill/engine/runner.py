@@ -154,6 +154,8 @@ class StageEngine:
                     fields = [n for n in item.schema.names if not n.startswith("__")]
                     raise RunRefused(f"text_keys {key!r}: no such field in the first {item.num_rows:,} records "
                                        f"of {shard.source} (fields: {', '.join(fields)}){closest(key, fields)}")
+                for op in ops:
+                    op.bind_text_key(self.cfg.text_key)
                 # the shard task adds the suffix column after reading (suffix_filter declares it)
                 check_inputs(ops, [*item.schema.names, *([SUFFIX] if self.cfg.add_suffix else [])])
                 return
@@ -164,8 +166,10 @@ class StageEngine:
         media = export_media_op(cfg)  # the media placing step ends the chain when the export takes media
         self._media_refs = None
         if media is not None:
-            ops = [*ops, media.bind(cfg.text_key, len(ops))]
+            ops = [*ops, media]
             begin_media(cfg.export_path)
+        for op in ops:
+            op.bind_text_key(cfg.text_key)
         stages = build_stages(ops)
         # every op by position: a stage's progress also counts the resolve of the global op before it
         self._op_names = {o.position: o.name for o in ops}
@@ -183,6 +187,7 @@ class StageEngine:
         read_counts, mix_counts = OpCounts(), OpCounts()
         inputs: list = list(shards)
         before_info: tuple | None = None  # (removals dir, state path) of the op ending the previous stage
+        t_engine = time.perf_counter()
         try:
             for stage in stages:
                 last = stage is stages[-1]
@@ -241,13 +246,19 @@ class StageEngine:
         except BaseException:
             executor.close(abort=True)
             raise
-        executor.close()
-        exported = []
-        if cfg.export_path:
-            exported = self._export([r["parts"] for r in stage_results[-1]], fp)
-        save_manifest(self.work, manifest)
-        report = write_report(cfg, self.work, ops, read_counts, mix_counts, counts, stage_results, stages, exported,
-                              time.perf_counter() - t_start, len(shards), self._outputs)
+        t_export = time.perf_counter()
+        executor.release()  # the workers exit on a thread while this process exports and reports
+        try:
+            exported = []
+            if cfg.export_path:
+                exported = self._export([r["parts"] for r in stage_results[-1]], fp)
+            save_manifest(self.work, manifest)
+            timings = {"before_engine": round(t_engine - t_start, 3), "engine": round(t_export - t_engine, 3),
+                       "export": round(time.perf_counter() - t_export, 3)}
+            report = write_report(cfg, self.work, ops, read_counts, mix_counts, counts, stage_results, stages,
+                                  exported, time.perf_counter() - t_start, len(shards), self._outputs, timings)
+        finally:
+            executor.close()
         report["final_parts"] = [r["parts"] for r in stage_results[-1]]
         self.stage_results, self.stages = stage_results, stages  # per shard: a multi-source run splits them by source
         return report

@@ -1,0 +1,158 @@
+"""Scaling across workers (issue 25): the filter recipe and MinHash dedup at np 1 and np 2, side by side.
+
+usage: python bench/scaling.py [CORPUS_JSONL] [--shards 4] [--repeat 3] [--np 1 2] [--only filters|minhash]
+
+The corpus (default /tmp/corpus/corpus.jsonl, else ../shared/data/cc-2019-30-sample.jsonl.gz) is cut into
+``--shards`` files of equal size (whole lines) in a temp dir, as in the issue's profile. Each recipe runs
+``--repeat`` rounds, the np values alternating inside a round (np 1, np 2, np 1, ...) so that other load on
+the machine hits both alike. Per run it records: wall time of the `gristmill run` process, engine time
+(report.json ``timings.engine``: the stages, from the first task to the last result), the time before and
+after the engine, CPU seconds of the whole process tree, and every op's summed op time (``ops[].seconds``:
+the op's time summed over all shards/workers). Prints, per recipe: the median of each, the engine-time and
+wall speedup np 1 → np N, and the per-op table np 1 vs np N (an op whose summed time grows with np pays a
+per-worker cost). Checks that every run's export is byte-identical.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FILTERS = [{"fix_unicode_mapper": {}}, {"gopher_repetition_filter": {}}, {"gopher_quality_filter": {}},
+           {"c4_quality_filter": {"filter_no_terminal_punct": False}}, {"fineweb_quality_filter": {}}]
+MINHASH = [{"document_minhash_deduplicator": {"tokenization": "space", "window_size": 5, "lowercase": True,
+                                              "jaccard_threshold": 0.7}}]
+RECIPES = {"filters": FILTERS, "minhash": MINHASH}
+
+
+def default_corpus() -> str:
+    for p in ("/tmp/corpus/corpus.jsonl", os.path.join(REPO, "..", "shared", "data", "cc-2019-30-sample.jsonl.gz")):
+        if os.path.exists(p):
+            return p
+    raise SystemExit("no corpus: pass a JSONL file (or build one with ../shared/bench/make-corpus.sh /tmp/corpus small)")
+
+
+def cut(corpus: str, n: int, out: str) -> list[str]:
+    """``corpus`` as ``n`` JSONL files of about equal size (whole lines)."""
+    opener = gzip.open if corpus.endswith(".gz") else open
+    with opener(corpus, "rb") as f:
+        lines = f.readlines()
+    total = sum(len(x) for x in lines)
+    os.makedirs(out, exist_ok=True)
+    paths, k, acc, cur = [], 0, 0, []
+    for line in lines:
+        cur.append(line)
+        acc += len(line)
+        if acc >= total * (k + 1) / n and k < n - 1:
+            paths.append(_write(out, k, cur))
+            k, cur = k + 1, []
+    paths.append(_write(out, k, cur))
+    return paths
+
+
+def _write(out: str, k: int, lines: list[bytes]) -> str:
+    p = os.path.join(out, f"shard-{k:02d}.jsonl")
+    with open(p, "wb") as f:
+        f.writelines(lines)
+    return p
+
+
+def run(data: str, process: list, np_: int, tmp: str, name: str, env: dict | None = None) -> dict:
+    work, out = os.path.join(tmp, f"work-{name}"), os.path.join(tmp, f"out-{name}", "out.jsonl")
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(os.path.dirname(out), ignore_errors=True)
+    recipe = os.path.join(tmp, f"{name}.yaml")
+    with open(recipe, "w") as f:
+        yaml.safe_dump({"project_name": name, "dataset_path": data, "export_path": out, "work_dir": work, "np": np_,
+                        "process": process}, f)
+    r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    res = subprocess.run([sys.executable, "-m", "gristmill.cli", "run", recipe, "--no-progress"],
+                         capture_output=True, text=True, cwd=REPO, env={**os.environ, **(env or {})})
+    wall, r1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+    if res.returncode:
+        raise SystemExit(f"{name} failed ({res.returncode}):\n{res.stderr[-3000:]}")
+    with open(os.path.join(work, "report.json")) as f:
+        rep = json.load(f)
+    h = hashlib.sha256()
+    for p in sorted(rep["exported_files"]):
+        with open(p, "rb") as f:
+            h.update(f.read())
+    t = rep.get("timings", {})
+    resolve = 0.0
+    for d, _, files in os.walk(os.path.join(work, "stages")):
+        if "done.json" in files and d.endswith("resolve"):
+            with open(os.path.join(d, "done.json")) as f:
+                resolve += json.load(f).get("seconds", 0)
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(os.path.dirname(out), ignore_errors=True)
+    return {"wall": wall, "engine": t.get("engine", float("nan")), "before": t.get("before_engine", float("nan")),
+            "export": t.get("export", float("nan")), "after": wall - t.get("before_engine", 0) - t.get("engine", 0),
+            "cpu": (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime), "resolve": resolve,
+            "ops": {f"{o['position']}:{o['op']}": o["seconds"] for o in rep["ops"] if o.get("position") is not None},
+            "rows": (rep["rows_read"], rep["rows_out"]), "sha": h.hexdigest()}
+
+
+def med(runs: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("corpus", nargs="?")
+    ap.add_argument("--shards", type=int, default=4, help="equal input files to cut the corpus into (default 4)")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds (each runs every np once; default 3)")
+    ap.add_argument("--np", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--only", choices=sorted(RECIPES), action="append")
+    args = ap.parse_args()
+    corpus = args.corpus or default_corpus()
+    tmp = tempfile.mkdtemp(prefix="gm-scaling-")
+    try:
+        files = cut(corpus, args.shards, os.path.join(tmp, "data"))
+        size = sum(os.path.getsize(p) for p in files)
+        print(f"corpus {corpus}: {size / 1e6:.1f} MB in {len(files)} files; np {args.np}; {args.repeat} rounds; "
+              f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}", flush=True)
+        for name in args.only or list(RECIPES):
+            runs: dict[int, list[dict]] = {n: [] for n in args.np}
+            for i in range(args.repeat):
+                order = args.np if i % 2 == 0 else args.np[::-1]
+                for n in order:
+                    r = run(os.path.join(tmp, "data"), RECIPES[name], n, tmp, f"{name}-np{n}-{i}")
+                    runs[n].append(r)
+                    print(f"  {name} round {i + 1} np {n}: wall {r['wall']:.2f} s, engine {r['engine']:.2f} s, "
+                          f"before {r['before']:.2f} s, after {r['after']:.2f} s, CPU {r['cpu']:.2f} s", flush=True)
+            shas = {r["sha"] for rs in runs.values() for r in rs}
+            base = runs[args.np[0]]
+            print(f"\n{name}: rows {base[0]['rows'][0]:,} → {base[0]['rows'][1]:,}; exports byte-identical across "
+                  f"all runs: {'yes' if len(shas) == 1 else 'NO'}")
+            print(f"  {'np':>3} {'wall s':>7} {'engine s':>8} {'before s':>8} {'after s':>7} {'CPU s':>7} "
+                  f"{'resolve s':>9} {'speedup wall':>12} {'speedup engine':>14}")
+            for n in args.np:
+                rs = runs[n]
+                print(f"  {n:>3} {med(rs, 'wall'):7.2f} {med(rs, 'engine'):8.2f} {med(rs, 'before'):8.2f} "
+                      f"{med(rs, 'after'):7.2f} {med(rs, 'cpu'):7.2f} {med(rs, 'resolve'):9.2f} "
+                      f"{med(base, 'wall') / med(rs, 'wall'):12.2f}x {med(base, 'engine') / med(rs, 'engine'):13.2f}x")
+            print(f"  summed op time (median s): {'op':32} " + " ".join(f"{'np ' + str(n):>7}" for n in args.np)
+                  + f" {'ratio':>6}")
+            for op in base[0]["ops"]:
+                vals = [statistics.median(r["ops"][op] for r in runs[n]) for n in args.np]
+                print(f"  {'':27}{op:32} " + " ".join(f"{v:7.2f}" for v in vals)
+                      + f" {vals[-1] / vals[0] if vals[0] else float('nan'):5.2f}x")
+            print(flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
