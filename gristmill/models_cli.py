@@ -55,7 +55,7 @@ def check_model_file(name: str, path: str) -> None:
         if head[:1] != b"\x0a":  # a ModelProto starts with its pieces (field 1)
             raise ValueError(f"{bad}: it does not start like a SentencePiece model")
         _deep(name, path, size, "sentencepiece", lambda m: m.SentencePieceProcessor(model_file=path), bad)
-    elif what.endswith(".bin") and what.startswith("lid."):
+    elif (what.endswith(".bin") and what.startswith("lid.")) or what.endswith((".fasttext.bin", ".ftz")):
         import struct
         magic, version = struct.unpack("<ii", head[:8]) if len(head) >= 8 else (0, 0)
         if magic != FASTTEXT_MAGIC:

@@ -160,3 +160,18 @@ def test_quality_draws_are_seeded_pareto_and_order_free(model_path):
         assert np.quantile(draws, q) == pytest.approx((1 - q) ** (-1 / 3) - 1, rel=0.08, abs=0.01)
     ref = np.random.default_rng(0).pareto(3, 200_000)
     assert np.mean(draws < 0.5) == pytest.approx(np.mean(ref < 0.5), abs=0.025)
+
+
+def test_models_add_checks_a_fasttext_header(model_path, tmp_path):
+    import subprocess
+    import sys
+    bad = tmp_path / "page.html"
+    bad.write_text("<html>404 Not Found</html>")
+    env = {**__import__("os").environ, "GRISTMILL_MODELS": str(tmp_path / "store")}
+    run = lambda *a: subprocess.run([sys.executable, "-m", "gristmill.cli", "models", *a], capture_output=True,  # noqa: E731
+                                    text=True, env=env)
+    res = run("add", "edu.fasttext.bin", str(bad))
+    assert res.returncode == 2 and "no fastText header" in res.stderr and res.stderr.count("\n") == 1
+    res = run("add", "edu.fasttext.bin", str(model_path))
+    assert res.returncode == 0, res.stderr
+    assert "edu.fasttext.bin" in run().stdout
