@@ -212,3 +212,24 @@ def test_head_and_split_read_and_write_s3(s3, tmp_path):
     s3.pipe(f"{b}/other/x.jsonl", b"{}\n")
     bad = _cli("split", url_in, "-o", f"s3://{b}/other", "-n", "2", cwd=tmp_path)
     assert bad.returncode == 2 and "not written by gristmill split" in bad.stderr, bad.stderr
+
+
+def test_one_recipe_with_every_path_on_s3_gives_the_local_export_and_tokens(s3, tmp_path):
+    """The issue's done-when: inputs, export, work dir and tokenize output all s3:// URLs in one recipe."""
+    pytest.importorskip("tiktoken")
+    local_in, url_in = _inputs(s3, tmp_path, n=3)
+    b = s3.bucket
+    ops = [{"words_num_filter": {"min_num": 20}}]
+    loc = _cli("run", _recipe(tmp_path, "l", dataset_path=local_in, export_path=f"{tmp_path}/out/c.jsonl",
+                              work_dir=f"{tmp_path}/w", process=ops,
+                              tokenize={"tokenizer": "cl100k_base", "output": f"{tmp_path}/tok"}), cwd=tmp_path)
+    if loc.returncode and "cl100k_base" in loc.stderr:
+        pytest.skip(f"no offline cl100k_base here: {loc.stderr[-200:]}")
+    assert loc.returncode == 0, loc.stderr
+    rem = _cli("run", _recipe(tmp_path, "r", dataset_path=url_in, export_path=f"s3://{b}/out/c.jsonl",
+                              work_dir=f"s3://{b}/w", process=ops,
+                              tokenize={"tokenizer": "cl100k_base", "output": f"s3://{b}/tok"}), cwd=tmp_path)
+    assert rem.returncode == 0, rem.stderr
+    assert _get(s3, "out/c.jsonl") == (tmp_path / "out/c.jsonl").read_bytes()
+    arrays = sorted(p.name for p in (tmp_path / "tok").iterdir() if p.suffix == ".npy")
+    assert "data.npy" in arrays and all(_get(s3, f"tok/{n}") == (tmp_path / "tok" / n).read_bytes() for n in arrays)
