@@ -191,11 +191,21 @@ def test_refusals(edu_dir, tmp_path, monkeypatch):
         create_op("text_classifier_filter", {})
     with pytest.raises(ValueError, match="no config.json"):
         create_op("text_classifier_filter", {"hf_model": str(tmp_path)})
+    pytest.importorskip("onnxruntime")
     op = create_op("text_classifier_filter", {"hf_model": str(edu_dir), "backend": "onnx"})
-    if op.task == "regression":
-        pytest.importorskip("onnxruntime")
-        with pytest.raises(ValueError, match="no model.onnx"):
-            op.apply([{"text": "x"}])
+    with pytest.raises(ValueError, match="no model.onnx"):
+        op.apply([{"text": "x"}])
+
+
+def test_device_auto_asks_for_a_gpu_and_a_recipe_runs_it(edu_dir, tmp_path):
+    assert create_op("text_classifier_filter", {"hf_model": str(edu_dir)}).resources.gpus == 1.0
+    assert create_op("text_classifier_filter", {"hf_model": str(edu_dir), "device": "cpu"}).resources.gpus == 0.0
+    from gristmill import Dataset
+    ref = ref_regression(edu_dir, TEXTS)
+    rows = [{"id": i, "text": t} for i, t in enumerate(TEXTS)]
+    op = create_op("text_classifier_filter", {"hf_model": str(edu_dir), "min_score": 3, "stats_prefix": "edu_"})
+    out = Dataset.from_list(rows).process(op).to_list(np=2)
+    assert sorted(r["id"] for r in out) == [i for i, s in enumerate(ref) if round(max(0, min(s, 5))) >= 3]
 
 
 def test_onnx_backend_matches_torch(edu_dir, tmp_path):
