@@ -86,6 +86,9 @@ def test_params_refused(model_path, tmp_path):
     with pytest.raises(ValueError, match="not both"):
         create_op("fasttext_classifier_filter", {"model_path": str(model_path), "keep_labels": [["hq", 0.5]],
                                                  "remove_labels": [["cc", 0.5]]})
+    with pytest.raises(ValueError, match="must not hold a newline"):
+        create_op("fasttext_classifier_filter", {"model_path": str(model_path), "labels": ["hq"],
+                                                 "newline_replacement": "\n"})
     with pytest.raises(ValueError, match="no label to score"):
         create_op("fasttext_classifier_filter", {"model_path": str(model_path)})
     with pytest.raises(ValueError, match="no such file"):

@@ -89,6 +89,8 @@ class FastTextClassifierFilter(_FastTextFilter):
                                          + [_bare(lab) for lab in p.labels]))
         if not self.labels:
             raise ValueError(f"{self.name}: no label to score: set keep_labels, remove_labels or labels")
+        if "\n" in p.newline_replacement:
+            raise ValueError(f"{self.name}: newline_replacement must not hold a newline (fastText reads one line)")
         ft.check_ref(p.model_path, "model_path")
         self.stats_keys = tuple(p.stats_prefix + lab for lab in self.labels)
 
