@@ -1,0 +1,147 @@
+"""The dedup merge with bounded driver memory (``_extcc``): the same roots as the in-memory union-find on
+random forests of every shape and range width, the same bytes end to end (export, removed rows, clusters
+file, signature file) when the budget forces it, and a resolve that completes under an address-space cap
+that the in-memory merge cannot run in."""
+import json
+import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from deduputil import random_doc
+
+from gristmill.dataset import Dataset
+from gristmill.ops.dedup import _extcc as X
+from gristmill.ops.dedup import _shuffle as S
+from gristmill.ops.dedup.minhash import DocumentMinhashDeduplicator
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_same_roots_and_members_as_the_in_memory_union_find(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    for trial in range(25):
+        n = int(rng.integers(1, 400))
+        files = []
+        for f in range(int(rng.integers(0, 5))):
+            m = int(rng.integers(0, 2 * n))
+            if trial % 3 == 0:  # long chains across ranges: i - i+1 in alternating forests
+                u = np.arange(f % 2, n - 1, 2)
+                v = u + 1
+            else:
+                u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+            files.append(S.save_pairs(tmp_path / f"{trial}-{f}.bin", *S.forest(u, v)))
+        ref = S.merge_forests(files, n)
+        sizes = np.bincount(ref, minlength=n)
+        width = int(rng.integers(1, n + 2))
+        ext = X.components(files, n, tmp_path / f"cc{trial}", width, int(rng.integers(1, 64)))
+        root, member = ext.rows(0, n)
+        assert np.array_equal(root, ref), (n, width)
+        assert np.array_equal(member, sizes[ref] > 1)
+        assert np.array_equal(ext.kept()[3:n - 2], (ref == np.arange(n))[3:n - 2])
+
+
+def test_budget_parsing(monkeypatch):
+    monkeypatch.setenv(X.BUDGET_ENV, "3M")
+    assert X.budget() == 3 << 20
+    monkeypatch.setenv(X.BUDGET_ENV, "1.5GiB")
+    assert X.budget() == 3 << 29
+    monkeypatch.setenv(X.BUDGET_ENV, "4096")
+    assert X.budget() == 4096
+    monkeypatch.setenv(X.BUDGET_ENV, "lots")
+    with pytest.raises(ValueError, match="GRISTMILL_RESOLVE_MEMORY"):
+        X.budget()
+
+
+def _corpus() -> list[dict]:
+    """Families of near-copies spread over the whole dataset (so clusters cross every range)."""
+    rng = random.Random(11)
+    docs = [random_doc(rng, 60) for _ in range(40)]
+    rows = [{"id": f"d{i}", "text": t} for i, t in enumerate(docs)]
+    for k in range(3):
+        rows += [{"id": f"n{k}-{i}", "text": docs[i] + f" and {k} more"} for i in range(k, 40, 3)]
+    rows += [{"id": f"u{i}", "text": random_doc(rng, 40)} for i in range(30)]
+    rng.shuffle(rows)
+    return rows
+
+
+def _run(tmp: Path, src: Path, np_: int) -> dict:
+    op = DocumentMinhashDeduplicator(preset="datatrove", save_signatures_path=str(tmp / "sig.parquet"))
+    report = Dataset.load(str(src)).process([op]).export(
+        str(tmp / "out.jsonl"), np=np_, work_dir=str(tmp / "w"), keep_removed=True)
+    o = next(o for o in report["ops"] if o["op"] == op.name)
+    got = {"export": b"".join(Path(p).read_bytes() for p in report["exported_files"]),
+           "removed": Path(o["removed_samples"]).read_bytes(),
+           "signatures": (tmp / "sig.parquet").read_bytes(),
+           "counts": (o["rows_in"], o["rows_out"], o["removed"], o["reasons"])}
+    for p in o.get("outputs", []):
+        got[Path(p).name] = Path(p).read_bytes()
+    return got
+
+
+@pytest.mark.parametrize("np_", [1, 2])
+def test_forced_spill_gives_the_same_bytes(tmp_path, monkeypatch, np_):
+    rows = _corpus()
+    src = tmp_path / "in"
+    src.mkdir()
+    for k in range(4):
+        with open(src / f"part-{k}.jsonl", "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows[k::4])
+    monkeypatch.delenv(X.BUDGET_ENV, raising=False)
+    memory = _run(tmp_path / "memory", src, np_)
+    calls = []
+    real = X.components
+    monkeypatch.setattr(X, "components", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    monkeypatch.setenv(X.BUDGET_ENV, str(13 * X.BYTES_PER_ROW))  # ranges of 13 rows: 12 of them
+    spilled = _run(tmp_path / "spill", src, np_)
+    assert calls == [memory["counts"][0]]  # the resolve went through the range-by-range merge
+    assert memory["counts"][2] >= 20 and "clusters.parquet" in memory
+    assert spilled == memory
+
+
+CAPPED = textwrap.dedent("""
+    import resource, sys
+    from pathlib import Path
+    import numpy as np
+    from gristmill.ops.dedup import _extcc as X, _shuffle as S
+
+    tmp, n = Path(sys.argv[1]), int(sys.argv[2])
+    rng = np.random.default_rng(5)
+    files = []
+    for f in range(4):  # clusters of 2-4 rows anywhere in the dataset, chains across forests
+        u = rng.integers(0, n, 250_000)
+        v = np.where(rng.random(u.size) < 0.5, u + rng.integers(1, 50, u.size), rng.integers(0, n, u.size)) % n
+        files.append(S.save_pairs(tmp / f"f{f}.bin", *S.forest(u, v)))
+    vm = int(next(l for l in open("/proc/self/status") if l.startswith("VmSize")).split()[1]) * 1024
+    cap = vm + (96 << 20)
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        S.merge_forests(files, n)
+        print("in-memory merge ran under the cap")
+        sys.exit(3)
+    except MemoryError:
+        pass
+    budget = 8 << 20
+    ext = X.components(files, n, tmp / "cc", X.range_rows(budget), X.chunk_pairs(budget))
+    kept = sum(int((ext.load(k)[0] == np.arange(*ext.bounds(k))).sum()) for k in range(ext.ranges))
+    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    ref = S.merge_forests(files, n)
+    root, member = ext.rows(0, n)
+    assert np.array_equal(root, ref) and kept == int((ref == np.arange(n)).sum())
+    assert np.array_equal(member, np.bincount(ref, minlength=n)[ref] > 1)
+    print("ok", ext.ranges)
+""")
+
+
+def test_resolve_under_an_address_space_cap(tmp_path):
+    """1M pairs over 20M rows: the in-memory merge needs 160 MB for its parent array alone and fails under a
+    cap of 96 MB above the process's start; the range-by-range merge with an 8 MB budget completes
+    under it and gives the same roots."""
+    script = tmp_path / "capped.py"
+    script.write_text(CAPPED)
+    p = subprocess.run([sys.executable, str(script), str(tmp_path), str(20_000_000)], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0 and p.stdout.startswith("ok"), p.stdout + p.stderr[-2000:]
