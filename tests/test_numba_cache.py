@@ -1,24 +1,65 @@
-"""The numba kernel cache of a package is dropped when any of its modules changes."""
+"""A module's cached numba kernels are dropped when it or a module it imports changes, and only then; a
+process that compiles says so."""
+import io
 import os
 
-from gristmill.ops._numba_cache import STAMP, refresh
+from gristmill.ops._numba_cache import STAMP, announce_compiles, module_digests, refresh
 
 
-def test_cache_follows_every_module_of_the_package(tmp_path, monkeypatch):
+def test_cache_follows_the_modules_a_kernel_module_imports(tmp_path, monkeypatch):
     monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
-    (tmp_path / "a.py").write_text("x = 1\n")
-    (tmp_path / "b.py").write_text("y = 2\n")
+    (tmp_path / "a.py").write_text("from .b import y\nx = 1\n")
+    (tmp_path / "b.py").write_text("from . import (\n    c,\n)\ny = 2\n")
+    (tmp_path / "c.py").write_text("z = 3\n")
+    (tmp_path / "d.py").write_text("w = 4\n")
+    (tmp_path / "e.py").write_text("from .d import w\n")
     cache = tmp_path / "__pycache__"
     assert refresh(str(tmp_path)) is False and (cache / STAMP).exists()  # first sight: nothing to drop
-    (cache / "a.kernel-1.py311.nbi").write_bytes(b"i")
-    (cache / "a.kernel-1.py311.1.nbc").write_bytes(b"c")
-    assert refresh(str(tmp_path)) is False and len(os.listdir(cache)) == 3  # unchanged sources: kept
-    (tmp_path / "b.py").write_text("y = 3\n")  # another module of the package changed
+    kernels = {"a": ["a.kernel-2.py311.nbi", "a.kernel-2.py311.1.nbc"], "e": ["e.k-1.py311.nbi"]}
+    for names in kernels.values():
+        for n in names:
+            (cache / n).write_bytes(b"k")
+    assert refresh(str(tmp_path)) is False and len(os.listdir(cache)) == 4  # unchanged sources: kept
+    (tmp_path / "d.py").write_text("w = 5\n")  # e imports d: e's kernels go, a's stay
     assert refresh(str(tmp_path)) is True
-    assert os.listdir(cache) == [STAMP]
+    assert sorted(os.listdir(cache)) == sorted([STAMP, *kernels["a"]])
+    (tmp_path / "c.py").write_text("z = 4\n")  # a imports b imports c: a's kernels go
+    assert refresh(str(tmp_path)) is True and os.listdir(cache) == [STAMP]
+    for n in kernels["a"]:
+        (cache / n).write_bytes(b"k")
+    (tmp_path / "f.py").write_text("v = 1\n")  # a new module nothing imports: nothing dropped
+    assert refresh(str(tmp_path)) is False and len(os.listdir(cache)) == 3
+    digests = module_digests(str(tmp_path))
+    assert digests["a"] != module_digests(str(tmp_path), {"a"}).get("b") and set(digests) == set("abcdef")
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "elsewhere"))
     (tmp_path / "a.py").write_text("x = 5\n")
     assert refresh(str(tmp_path)) is False  # a user-chosen cache dir is theirs
+
+
+def test_a_compiling_process_says_so_once_then_per_kernel():
+    import numba
+
+    from gristmill.ops import _numba_cache as nc
+    out = io.StringIO()
+    from numba.core import event
+    was, nc._announcing = nc._announcing, False
+    listener = announce_compiles(out)
+    assert listener is not None and announce_compiles(out) is None  # once per process
+
+    @numba.njit
+    def inner(x):
+        return x + 1
+
+    @numba.njit
+    def outer(x):
+        return inner(x) * 2
+
+    assert outer(3) == 8 and outer(4) == 10  # compiled once
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and "compiling kernels (first run" in lines[0]
+    assert "compiled test_numba_cache.outer in" in lines[1]  # the nested compile counts in its caller
+    event.unregister("numba:compile", listener)
+    nc._announcing = was
 
 
 # -- cold start (issue 12, item 18): the README job compiles nothing ------------------------------------

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Protocol
 
 from ..core.resources import Resources, local_workers, stage_resources
+from ..ops._numba_cache import announce_compiles
 from .paths import naming
 from .pool import WorkerPool, report_progress
 from .shard_task import Task, run_task
@@ -83,7 +84,8 @@ def run_one(task: Task, progress=None) -> dict:
     """Run one task; an OSError without a file name (a full disk) names the stage directory. The task kinds:
     a shard task (``shard_task.Task``), and those that bring their own ``run(progress) -> dict`` and
     ``stage_dir``: a resolve piece (:class:`ResolveTask`), a tokenize shard (``tokenize.shards``), a
-    download (``web.download.DownloadTask``)."""
+    download (``web.download.DownloadTask``). A kernel compiled while it runs (a first run) is said on stderr."""
+    announce_compiles()  # the task's ops are imported by now (numba with them, if they use it)
     own = getattr(task, "run", None)
     with naming(task.stage_dir) if task.stage_dir else contextlib.nullcontext():
         return own(progress) if own is not None else run_task(task, progress)
