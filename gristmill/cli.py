@@ -257,72 +257,37 @@ def check_format(path: str, fmt: str | None) -> None:
 
 
 def cmd_analyze(args) -> int:
-    """Compute the filters' stats over a dataset without removing anything (see gristmill/analysis/analyze.py)."""
-    from .analysis.analyze import DEFAULT_OPS, analyze, check_what_if, default_work_dir, parse_ops
-    from .engine.config import RunConfig
-    from .recipe import RecipeError, load_recipe, run_config
+    """Compute the filters' stats over a dataset without removing anything (gristmill/analysis/app.py)."""
+    from .analysis.app import plan_analysis, run_analysis
+    from .pipeline import PipelineError
     con = _console()
-    sources = None  # a recipe's `sources:`: analysed per source and over the mix
+    params = {"txt_mode": args.txt_mode} if args.txt_mode else {}
+    for kv in args.reader_param:
+        key, _, value = kv.partition("=")
+        params[key] = value
     try:
-        if args.target.endswith((".yaml", ".yml")):
-            recipe, ops, warnings = load_recipe(args.target, {"allow_scripts": True} if args.allow_scripts else None)
-            sources = recipe.sources
-            if recipe.tokenize_only():
-                raise RecipeError(f"{args.target}: a tokenize-only recipe has no dataset to analyze (give "
-                                  f"`gristmill analyze` a dataset path)")
-            for w in warnings:
-                if not w.startswith("no export_path"):  # analyze exports nothing
-                    con.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
-            cfg = run_config(recipe, np=args.np, work_dir=args.work_dir, progress=not args.no_progress,
-                             engine=args.engine, address=args.address)
-            percentiles = recipe.percentiles
-        else:
-            ops, percentiles = [], []
+        if not args.target.endswith((".yaml", ".yml")):
             check_format(args.target, args.format)
-            params = {"txt_mode": args.txt_mode} if args.txt_mode else {}
-            for kv in args.reader_param:
-                key, _, value = kv.partition("=")
-                params[key] = value
-            name = os.path.basename(os.path.normpath(args.target)).split(".")[0] or "dataset"
-            cfg = RunConfig(dataset_path=args.target, work_dir=args.work_dir or default_work_dir(args.target),
-                            np=args.np or 1, text_key=args.text_key, input_format=args.format,
-                            reader_params=params, progress=not args.no_progress, engine=args.engine or "local",
-                            engine_address=args.address, project_name=name)
-        from .ops.base import Filter
-        if args.ops:
-            ops = parse_ops(args.ops, args.allow_scripts)
-        elif not any(isinstance(o, Filter) for o in ops) and not (
-                sources and any(isinstance(o, Filter) for s in recipe._source_ops for o in s)):
-            ops = parse_ops(list(DEFAULT_OPS))
-            con.print(f"no filters given: analysing the default stats ({', '.join(DEFAULT_OPS)})", highlight=False)
-        check_what_if(ops, args.what_if)  # bad changes refused before the analysis runs
-    except (RecipeError, FileNotFoundError, ValueError) as e:
+        plan = plan_analysis(args.target, ops=args.ops, what_if=args.what_if, np=args.np, work_dir=args.work_dir,
+                             engine=args.engine, address=args.address, progress=not args.no_progress,
+                             allow_scripts=args.allow_scripts, text_key=args.text_key, input_format=args.format,
+                             reader_params=params)
+    except (PipelineError, ValueError) as e:
         return print_error(e, con)
-    _warn_np(cfg.np, con)
-    if sources and not args.ops:
-        return _analyze_sources(recipe, cfg, ops, args, percentiles, con)
-    con.print(f"[bold]analyze[/bold] {len(ops)} ops over {cfg.dataset_path}, np={cfg.np}", highlight=False)
-    status, res = run_guarded(lambda: analyze(cfg, ops, what_if=args.what_if, k=args.k, percentiles=percentiles,
-                                              log=lambda m: con.print(f"  {m}", highlight=False)),
-                              cfg.work_dir, con)
+    for w in plan.warnings:
+        con.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
+    for n in plan.notes:
+        con.print(escape(n), highlight=False)
+    _warn_np(plan.cfg.np, con)
+    con.print(f"[bold]{escape(plan.describe())}[/bold]", highlight=False)
+    status, res = run_guarded(lambda: run_analysis(plan, what_if=args.what_if, k=args.k,
+                                                   log=lambda m: con.print(f"  {m}", highlight=False)),
+                              plan.cfg.work_dir, con)
     if res is None:
         return status
-    print_analysis(res, con)
-    return 0
-
-
-def _analyze_sources(recipe, cfg, ops, args, percentiles, con) -> int:
-    """A `sources:` recipe: each source (its own filters and the shared ones), then the mix."""
-    from .analysis.analyze_sources import analyze_sources
-    from .recipe import source_configs
-    runs = source_configs(recipe, cfg)
-    con.print(f"[bold]analyze[/bold] {len(runs)} sources, {len(ops)} shared ops, np={cfg.np}", highlight=False)
-    status, res = run_guarded(lambda: analyze_sources(cfg, runs, ops, what_if=args.what_if, k=args.k,
-                                                      percentiles=percentiles,
-                                                      log=lambda m: con.print(f"  {m}", highlight=False)),
-                              cfg.work_dir, con)
-    if res is None:
-        return status
+    if not plan.sources:
+        print_analysis(res, con)
+        return 0
     for name, one in res["sources"].items():
         con.print(f"[bold]source {escape(name)}[/bold]", highlight=False)
         print_analysis(one, con)

@@ -30,7 +30,7 @@ FORBIDDEN = {
     "gristmill.registry": ("gristmill.engine", *UPPER),
     **{m: ("gristmill.engine", "gristmill.tokenize", *UPPER) for m in OBSERVERS},
     "gristmill.engine": ("gristmill.tokenize", "gristmill.analysis.analyze", "gristmill.analysis.analyze_sources",
-                         "gristmill.analysis.inspect", *UPPER),
+                         "gristmill.analysis.inspect", "gristmill.analysis.app", *UPPER),
     "gristmill.tokenize": UPPER,
     "gristmill.recipe": UPPER,
     "gristmill.pipeline": FACES,
@@ -39,7 +39,7 @@ FORBIDDEN = {
 # modules that are not a layer of their own (package glue, shared helpers below everything)
 UNLAYERED = ("gristmill", "gristmill.cache", "gristmill.resources", "gristmill.resources.words", "gristmill.columns", "gristmill.opsdoc", "gristmill.models_cli", "gristmill.classify_cli",
              "gristmill.recipe_dj", "gristmill.analysis", "gristmill.analysis.analyze", "gristmill.analysis.inspect",
-             "gristmill.analysis.analyze_sources",
+             "gristmill.analysis.analyze_sources", "gristmill.analysis.app",
              "gristmill.cli", "gristmill.dataset")
 
 

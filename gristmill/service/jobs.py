@@ -1,5 +1,5 @@
-"""Jobs of the service: recipe runs and analyses, each a ``gristmill run`` / ``gristmill analyze`` subprocess in
-its own process group, persisted in SQLite so a restarted server lists (and resumes) them.
+"""Jobs of the service: recipe runs and analyses, each a worker subprocess (``service/worker.py``: the pipeline
+or the analysis app, as ``gristmill run`` / ``gristmill analyze`` run them) in its own process group, persisted in SQLite so a restarted server lists (and resumes) them.
 
 Layout: ``STATE/jobs.sqlite`` (WAL) and one directory per job, ``STATE/jobs/<id>/``: ``recipe.yaml`` (paths made
 absolute, work dir set), ``work/`` (the engine's work dir: resume state, report.json, report.html),
@@ -560,22 +560,16 @@ class JobManager:
 
     # -- internals -----------------------------------------------------------------------------------
     def _command(self, kind: str, job_dir: str, r: dict, a: dict) -> list[str]:
-        recipe = os.path.join(job_dir, "recipe.yaml")
-        work = os.path.join(job_dir, "work")
-        if kind == "run":  # the pipeline itself (service/worker.py): errors come back in JOB/result.json
-            cmd = [sys.executable, "-m", "gristmill.service.worker", job_dir]
-            return cmd + ["--allow-scripts"] if self.allow_scripts and r.get("allow_scripts") else cmd
-        cmd = [sys.executable, "-m", "gristmill.cli", kind, recipe, "--work-dir", work, "--no-progress"]
-        if self.allow_scripts and r.get("allow_scripts"):
-            cmd.append("--allow-scripts")
+        """The job's worker (service/worker.py): the pipeline, or with ``--analyze`` the analysis app with
+        the options written to ``JOB/analyze.json``; errors come back as data in ``JOB/result.json``."""
+        from .worker import ANALYZE_ARGS
+        cmd = [sys.executable, "-m", "gristmill.service.worker", job_dir]
         if kind == "analyze":
-            for op in a.get("ops") or []:
-                cmd += ["--ops", op]
-            for w in a.get("what_if") or []:
-                cmd += ["--what-if", w]
-            if a.get("k") is not None:
-                cmd += ["--k", str(float(a["k"]))]
-        return cmd
+            with open(os.path.join(job_dir, ANALYZE_ARGS), "w", encoding="utf-8") as f:
+                json.dump({"ops": a.get("ops") or [], "what_if": a.get("what_if") or [],
+                           "k": float(a["k"]) if a.get("k") is not None else 3.0}, f)
+            cmd.append("--analyze")
+        return cmd + ["--allow-scripts"] if self.allow_scripts and r.get("allow_scripts") else cmd
 
     def _new_id(self) -> str:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")

@@ -156,3 +156,42 @@ def test_a_finished_jobs_progress_names_every_op(root, manager):
     assert job["state"] == "done", job
     names = [o["op"] for o in job["progress"]["ops"]]
     assert names and set(names) <= {"words_num_filter", "document_deduplicator", "text_length_filter"}, names
+
+
+def _overall(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def test_an_analysis_job_of_a_sources_recipe_is_the_cli_analysis(root, manager):
+    """An analysis job runs the analysis app from Python (service/worker.py --analyze), not a CLI command
+    line, and gives `gristmill analyze`'s tables per source and over the mix."""
+    recipe = {"project_name": "an", "np": 1,
+              "sources": [{"name": "a", "path": "data/parts/part-0.jsonl", "process": [{"words_num_filter": {}}]},
+                          {"name": "b", "path": "data/parts/part-3.jsonl"}],
+              "process": [{"text_length_filter": {"min_len": 50}}]}
+    out = root / "an-cli"
+    out.mkdir()
+    (out / "recipe.yaml").write_text(yaml.safe_dump(dict(recipe, work_dir=str(out / "work"))), encoding="utf-8")
+    res = subprocess.run([sys.executable, "-m", "gristmill.cli", "analyze", str(out / "recipe.yaml"), "--no-progress",
+                          "--what-if", "text_length_filter.min_len=100"], cwd=root, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    job = manager.wait(manager.submit(recipe, kind="analyze",
+                                      analyze_args={"what_if": ["text_length_filter.min_len=100"]})["id"], 300)
+    assert job["state"] == "done", job
+    jdir = Path(manager.jobs_dir) / job["id"]
+    cmd = json.loads(manager._row(job["id"])["command"])
+    assert cmd[:4] == [sys.executable, "-m", "gristmill.service.worker", str(jdir)] and "--analyze" in cmd
+    assert json.loads((jdir / "result.json").read_text())["status"] == 0
+    for sub in ("sources/a/analysis", "sources/b/analysis", "analysis"):
+        assert _overall(jdir / "work" / sub / "overall.csv") == _overall(out / "work" / sub / "overall.csv"), sub
+    rep = manager.report(job["id"])
+    assert rep["what_if"] and rep["overall"]
+
+
+def test_a_refused_analysis_job_carries_its_error_as_data(root, manager):
+    job = manager.wait(manager.submit({"project_name": "an-bad", "dataset_path": "data/parts/part-0.jsonl"},
+                                      kind="analyze", analyze_args={"what_if": ["no_such_filter.x=1"]})["id"], 300)
+    assert job["state"] == "failed" and job["exit_code"] == 2
+    res = json.loads((Path(manager.jobs_dir) / job["id"] / "result.json").read_text())
+    assert "no_such_filter" in res["error"]["message"] and res["error"]["message"] in job["error"]
