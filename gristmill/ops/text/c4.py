@@ -85,7 +85,10 @@ def _c4_kernel(cps, cpo, tab, specials, units, opts, scratch, p0, p1, p2, p3, p4
     n_sent = np.zeros(n, np.int64)
     n_removed = np.zeros(n, np.int64)
     k = 0
-    buf, ts, te, suf_s, suf_e = scratch[0], scratch[1], scratch[2], scratch[3], scratch[4]
+    # the line's code points as int32 and a start that is not a literal: tokenize_span is then the
+    # specialisation the other spaCy-word ops compile (one compile of it instead of two on a first run)
+    buf, ts, te, suf_s, suf_e = scratch[0].view(np.int32), scratch[1], scratch[2], scratch[3], scratch[4]
+    start = np.int64(0)
     for d in range(n):
         a, b = cpo[d], cpo[d + 1]
         doc_start = k
@@ -190,7 +193,7 @@ def _c4_kernel(cps, cpo, tab, specials, units, opts, scratch, p0, p1, p2, p3, p4
                     n_removed[d] += 1
                     continue
             if min_sent != -1:
-                nt = W.tokenize_span(buf, 0, m, tab, specials, units, ts, te, suf_s, suf_e)
+                nt = W.tokenize_span(buf, start, m, tab, specials, units, ts, te, suf_s, suf_e)
                 n_sent[d] += _sentences(buf, ts, te, nt, tab)
             if not first_line:
                 out[k] = 10
