@@ -145,3 +145,44 @@ def test_resolve_under_an_address_space_cap(tmp_path):
     p = subprocess.run([sys.executable, str(script), str(tmp_path), str(20_000_000)], capture_output=True,
                        text=True, timeout=300)
     assert p.returncode == 0 and p.stdout.startswith("ok"), p.stdout + p.stderr[-2000:]
+
+
+class _IdContext:
+    """Ids "0".."n-1" in shards and batches that do not line up with the ranges; removals recorded."""
+
+    def __init__(self, tmp: Path, n: int, batch: int):
+        self.scratch_dir, self.output_dir, self.n, self.batch = tmp / "s", tmp / "o", n, batch
+        self.removed = []
+
+    def iter_columns(self, columns):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        per = -(-self.n // 3)
+        for s in range(3):
+            for off in range(0, max(0, min(per, self.n - s * per)), self.batch):
+                g0 = s * per + off
+                g1 = min(g0 + self.batch, (s + 1) * per, self.n)
+                yield s, off, pa.record_batch([pc.cast(pa.array(np.arange(g0, g1)), pa.string())], names=["id"])
+
+    def remove(self, shard, rows, reason, extra=None):
+        self.removed.append((shard, list(rows), reason, list(extra["cluster"]), extra["kept_id"].to_pylist()))
+
+
+@pytest.mark.parametrize("width,chunk,batch", [(5, 3, 7), (64, 2, 16), (31, 1000, 100)])
+def test_emit_from_ranges_equals_emit_from_memory(tmp_path, width, chunk, batch):
+    """Many kept-id requests per range, spread over several request chunks and id pieces."""
+    from gristmill.ops.dedup import _resolve as R
+
+    rng = np.random.default_rng(width)
+    n = 600
+    u = rng.integers(0, n, 500)
+    v = np.where(rng.random(500) < 0.5, u + 3, rng.integers(0, n, 500)) % n
+    files = [S.save_pairs(tmp_path / "f.bin", *S.forest(u, v))]
+    ref = S.merge_forests(files, n)
+    a, b = _IdContext(tmp_path / "a", n, batch), _IdContext(tmp_path / "b", n, batch)
+    sa = R.emit(a, ref, "dup")
+    sb = R.emit(b, X.components(files, n, tmp_path / "cc", width, chunk), "dup")
+    assert a.removed == b.removed and len(a.removed) > 5
+    assert {k: v for k, v in sa.items() if k != "clusters_file"} == {k: v for k, v in sb.items() if k != "clusters_file"}
+    assert Path(sa["clusters_file"]).read_bytes() == Path(sb["clusters_file"]).read_bytes()

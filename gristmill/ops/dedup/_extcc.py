@@ -200,8 +200,10 @@ class ExternalRoots:
         return _Spill(Path(self.directory), "idreq", REQ, "t", self.width, self.chunk).read(k, self.chunk)
 
     def put_ids(self, r: int, k: int, t: np.ndarray, ids: list[str]) -> None:
-        path = Path(self.directory) / f"ids{r:07d}" / f"{k:07d}.arrow"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        d = Path(self.directory) / f"ids{r:07d}"
+        d.mkdir(parents=True, exist_ok=True)
+        self._pieces = getattr(self, "_pieces", 0) + 1
+        path = d / f"{k:07d}-{self._pieces:09d}.arrow"
         with ipc.new_file(str(path), ID_SCHEMA) as w:
             w.write_table(pa.table([pa.array(t, pa.int64()), pa.array(ids, pa.string())], schema=ID_SCHEMA))
 
@@ -238,21 +240,17 @@ class KeptMask:
 def components(pair_files, n: int, directory, width: int, chunk: int) -> ExternalRoots:
     """Roots of the clusters the (a, b) pairs of ``pair_files`` form over rows 0..n-1 (every cluster's
     root its first row, as ``merge_forests`` gives), computed range by range on disk."""
-    from ._shuffle import load_pairs
-
     out = Path(directory)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     res = ExternalRoots(str(out), n, width, chunk)
     edges = _Spill(out / "edges", "e", EDGE, "a", width, chunk)
     for path in pair_files:
-        a, b = load_pairs(path)
-        for s in range(0, a.size, chunk):
-            x, y = a[s:s + chunk], b[s:s + chunk]
-            hi, lo = np.maximum(x, y), np.minimum(x, y)
-            d = hi != lo
-            edges.add(_pairs(hi[d], lo[d]))
-        del a, b
+        with open(path, "rb") as f:
+            while (rec := np.fromfile(f, dtype=EDGE, count=chunk)).size:
+                hi, lo = np.maximum(rec["a"], rec["b"]), np.minimum(rec["a"], rec["b"])
+                d = hi != lo
+                edges.add(_pairs(hi[d], lo[d]))
     edges.flush()
     reqs = _Spill(out / "req", "r", REQ, "t", width, chunk)
     # descending: local clusters, reach-back edges pushed down, pointers
