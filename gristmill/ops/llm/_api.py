@@ -234,10 +234,12 @@ class LLMRowMapper(APIOp, RowMapper):
         if self.declares_inputs():
             self.check_inputs(batch)
         rows = rows_of(batch)
-        parsed, errors = self.ask_parsed([self.chat_body(self.messages(r)) for r in rows], self.parse,
-                                         self.parsed_ok)
+        msgs = [self.messages(r) for r in rows]  # None: a row not to ask (apply_answer gets None)
+        asked = [i for i, m in enumerate(msgs) if m is not None]
+        parsed, errors = self.ask_parsed([self.chat_body(msgs[i]) for i in asked], self.parse, self.parsed_ok)
         raise_failed(errors)
-        self._pending = iter(parsed)
+        answers = dict(zip(asked, parsed))
+        self._pending = iter([answers.get(i) for i in range(len(rows))])
         try:
             return super().process_batch(batch)
         finally:
