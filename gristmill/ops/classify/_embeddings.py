@@ -125,7 +125,7 @@ class Embedder:
             # each text's token vectors directly (the same mean as WordLlama's attention-masked average)
             self.tokenizer = self.model.tokenizer
             self.tokenizer.no_padding()
-            self.tokenizer.enable_truncation(max_tokens)
+            self.tokenizer.no_truncation()
             return
         path = os.path.expanduser(trust.check_read(ref, "embedding_model")) if is_local(ref) else store.resolve(ref)
         if self.kind == "model2vec":
@@ -170,19 +170,32 @@ class Embedder:
     def _wordllama(self, texts: list[str]) -> np.ndarray:
         table = self.model.embedding
         out = np.zeros((len(texts), self.dim), np.float32)
-        cut = self.max_tokens * 32  # characters: far more than max_tokens tokens take (tokenizing all is slow)
-        for i in range(0, len(texts), self.batch_size):
-            enc = self.tokenizer.encode_batch([t[:cut] for t in texts[i:i + self.batch_size]],
-                                              add_special_tokens=False)
-            lens = np.array([len(x.ids) for x in enc], np.int64)
-            ids = np.fromiter((j for x in enc for j in x.ids), np.int64, int(lens.sum()))
-            np.clip(ids, 0, table.shape[0] - 1, out=ids)
-            has = np.flatnonzero(lens)
-            if not has.size:
-                continue
-            starts = np.concatenate([[0], np.cumsum(lens)[:-1]])[has]
-            sums = np.add.reduceat(table[ids], starts, axis=0, dtype=np.float32)
-            out[i + has] = sums / lens[has, None].astype(np.float32)
+        for i, ids in enumerate(self._token_ids(texts)):
+            if ids:
+                v = table[np.clip(np.asarray(ids, np.int64), 0, table.shape[0] - 1)]
+                out[i] = v.sum(axis=0, dtype=np.float32) / np.float32(len(ids))
+        return out
+
+    def _token_ids(self, texts: list[str]) -> list[list[int]]:
+        """The first ``max_tokens`` token ids of every text. A long text is tokenized from a prefix (6
+        characters a token at first, 4 times more while a prefix gives too few tokens): tokenizing a whole
+        megabyte document to keep its first 512 tokens is most of the time otherwise. A prefix must give 16
+        tokens more than are kept, so the kept ones never touch the cut."""
+        n = self.max_tokens
+        out: list[list[int]] = [[] for _ in texts]
+        todo, cut = list(range(len(texts))), n * 6
+        while todo:
+            nxt = []
+            for b in range(0, len(todo), self.batch_size):
+                part = todo[b:b + self.batch_size]
+                enc = self.tokenizer.encode_batch([texts[i][:cut] for i in part], add_special_tokens=False)
+                for i, e in zip(part, enc):
+                    ids = e.ids
+                    if len(texts[i]) > cut and len(ids) < n + 16:
+                        nxt.append(i)
+                    else:
+                        out[i] = ids[:n]
+            todo, cut = nxt, cut * 4
         return out
 
 
