@@ -88,6 +88,11 @@ def ours():
                  ("mapper/" + f, cls, f"DEFAULT_{tag}_PATTERN", o.value_pattern)]
         if tag == "LABELS":
             rows.append(("mapper/" + f, cls, "DEFAULT_CANDIDATES_TEMPLATE", f"备选{o.WORD}类别：[{{candidate_str}}]"))
+    from gristmill.ops.llm import meta_tags as M
+    f, cls = "aggregator/meta_tags_aggregator.py", "MetaTagsAggregator"
+    rows += [(f, cls, "DEFAULT_SYSTEM_PROMPT", M.SYSTEM_PROMPT), (f, cls, "DEFAULT_INPUT_TEMPLATE", M.INPUT_TEMPLATE),
+             (f, cls, "DEFAULT_TARGET_TAG_TEMPLATE", M.TARGET_TAG_TEMPLATE),
+             (f, cls, "DEFAULT_TAG_TEMPLATE", M.TAG_TEMPLATE), (f, cls, "DEFAULT_OUTPUT_PATTERN", M.OUTPUT_PATTERN)]
     assert D.language_note("zh", "intent")
     return rows
 
