@@ -51,8 +51,7 @@ def run(plan: Plan, observer: Observer | None = None) -> Result:
     cfg = plan.cfg
     resume = f"rerun the same command to resume (work dir {cfg.work_dir})"
     if plan.download:
-        from ..web.download import run_download_stage
-        status, ok = guarded(lambda: run_download_stage(plan.download, obs.log), resume)
+        status, ok = guarded(lambda: download_stage(plan, obs.log), resume)
         if status:
             return Result(status, error=ok)
         if not ok:
@@ -81,9 +80,28 @@ def run(plan: Plan, observer: Observer | None = None) -> Result:
     return Result(0, report, tokens, html)
 
 
+def download_stage(plan: Plan, log: Callable[[str], None]) -> bool:
+    """The recipe's ``download:`` section; False when files failed and the run must stop. On a cluster
+    (``engine: ray``) each file is a ``DownloadTask`` on the run's executor, fetched by the workers into
+    storage every node sees; locally it runs on the downloader's ``workers`` threads (fetching is I/O-bound:
+    threads in one process beat ``np`` processes)."""
+    from ..web.download import run_download_stage
+    cfg = plan.cfg
+    if cfg.engine == "local":
+        return run_download_stage(plan.download, log)
+    from ..engine.executor import make_executor
+    executor = make_executor(cfg.engine, cfg.np, cfg.engine_address, log)
+    try:
+        return run_download_stage(plan.download, log, executor)
+    finally:
+        executor.close()
+
+
 def process(plan: Plan, log: Callable[[str], None] | None = None) -> dict:
     """The process and export stages of ``plan``: its report (raises for any problem; ``run`` turns that into
     a result, the Python API lets it through)."""
+    from ..engine.adaptive import adapt
+    adapt(plan, log)  # the recipe's np / batch_size / reorder: auto, from the machine and a probe of the data
     if plan.sources:
         from ..engine.multisource import run_sources
         return run_sources(plan.cfg, plan.sources, plan.ops, log=log)

@@ -704,11 +704,12 @@ class DownloadStage(BaseModel):
         return self
 
 
-def run_download_stage(stage: DownloadStage, log: Callable[[str], None]) -> bool:
-    """Run a recipe's download section; False when files failed and the run must stop."""
+def run_download_stage(stage: DownloadStage, log: Callable[[str], None], executor=None) -> bool:
+    """Run a recipe's download section (each file a :class:`DownloadTask` on ``executor`` when given, else on
+    threads here); False when files failed and the run must stop."""
     params = stage.model_dump(exclude={"on_failure"})
     try:
-        report = download(params.pop("urls"), params.pop("out_dir"), **params)
+        report = download(params.pop("urls"), params.pop("out_dir"), executor=executor, **params)
     except DownloadError as e:
         log(f"download: error: {e}")
         return False
