@@ -88,6 +88,10 @@ def ours():
                  ("mapper/" + f, cls, f"DEFAULT_{tag}_PATTERN", o.value_pattern)]
         if tag == "LABELS":
             rows.append(("mapper/" + f, cls, "DEFAULT_CANDIDATES_TEMPLATE", f"备选{o.WORD}类别：[{{candidate_str}}]"))
+    for pre, cls in (("EVENT", "ExtractEventMapper"), ("NICKNAME", "ExtractNicknameMapper")):
+        f = f"mapper/extract_{pre.lower()}_mapper.py"
+        rows += [(f, cls, f"DEFAULT_{k}", getattr(E, f"{pre}_{k}"))
+                 for k in ("SYSTEM_PROMPT", "INPUT_TEMPLATE", "OUTPUT_PATTERN")]
     from gristmill.ops.llm import meta_tags as M
     f, cls = "aggregator/meta_tags_aggregator.py", "MetaTagsAggregator"
     rows += [(f, cls, "DEFAULT_SYSTEM_PROMPT", M.SYSTEM_PROMPT), (f, cls, "DEFAULT_INPUT_TEMPLATE", M.INPUT_TEMPLATE),

@@ -49,3 +49,28 @@ def test_pair_preference_mapper():
         assert srv.bodies[0]["messages"][1]["content"] == (
             "【参考信息】\nParis is the capital of France.\n\n以下是原始问答对：\n【问题】\nWhere is Paris?\n【回答】\nIn France.")
     assert out[0]["rejected_response"] == "Paris is in Germany." and out[0]["reason"] == "Factually opposite."
+
+
+def test_extract_nickname_mapper():
+    answer = ("### 称呼方式1\n- **说话人**：李莲花\n- **被称呼人**：方多病\n- **李莲花对方多病的昵称**：方小宝\n"
+              "### 称呼方式2\n- **说话人**：方多病\n- **被称呼人**：李莲花\n- **方多病对李莲花的昵称**：李莲花\n"
+              "### 称呼方式3\n- **说话人**：笛飞声\n- **被称呼人**：李莲花\n- **方多病对李莲花的昵称**：阿飞")
+    with LLMServer(lambda body, n: answer if "方小宝" in body["messages"][1]["content"] else "none") as srv:
+        op = _op("extract_nickname_mapper", srv, try_num=1)
+        out = op.apply([{"text": "李莲花笑着说：“方小宝，过来。”"}, {"text": "No names."}])
+    assert out[0]["__meta__"]["nickname"] == [{  # a name is no nickname; a heading that disagrees is dropped
+        "relation_source_entity": "李莲花", "relation_target_entity": "方多病", "relation_description": "方小宝",
+        "relation_keywords": ["nickname"], "relation_strength": None}]
+    assert out[1]["__meta__"]["nickname"][0]["relation_description"] == ""
+
+
+def test_extract_event_mapper():
+    answer = ("### 情节1：\n- **情节描述**： 张三在河边救起了落水的李四。\n- **相关人物**：张三，李四\n"
+              "### 情节2：\n- **情节描述**： 李四向张三道谢。\n- **相关人物**：李四")
+    with LLMServer(lambda body, n: answer if "张三" in body["messages"][1]["content"] else "none") as srv:
+        op = _op("extract_event_mapper", srv, try_num=1)
+        out = op.apply([{"id": 1, "text": "张三救了李四，李四道谢。"}, {"id": 2, "text": "Nothing happens."}])
+        none = op.apply([{"id": 3, "text": "Nothing at all."}])
+    assert [(r["id"], r["__meta__"]["event_description"], r["__meta__"]["relevant_characters"]) for r in out] == [
+        (1, "张三在河边救起了落水的李四。", ["张三", "李四"]), (1, "李四向张三道谢。", ["李四"])]
+    assert none == [{"id": 3, "text": "Nothing at all."}]  # a batch without any event passes unchanged

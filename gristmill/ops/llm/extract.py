@@ -1,7 +1,8 @@
-"""Data-Juicer's extraction mappers that write one meta field per row, by an LLM behind an OpenAI-compatible
-endpoint: ``extract_keyword_mapper`` (high-level keywords of the text, ``meta.keyword``) and
-``extract_support_text_mapper`` (the passage of the text a summary in ``meta.event_description`` stands
-for, ``meta.support_text``). Prompts and patterns are Data-Juicer 1.6.1's, so a recipe sends the same
+"""Data-Juicer's extraction mappers, by an LLM behind an OpenAI-compatible endpoint:
+``extract_keyword_mapper`` (high-level keywords of the text, ``meta.keyword``), ``extract_support_text_mapper``
+(the passage of the text a summary in ``meta.event_description`` stands for, ``meta.support_text``),
+``extract_nickname_mapper`` (how people call one another, ``meta.nickname``) and ``extract_event_mapper``
+(a row per event with its people). Prompts and patterns are Data-Juicer 1.6.1's, so a recipe sends the same
 messages."""
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from pydantic import Field
 
 from ...core import columns as C
 from ...registry import register
-from ._api import APIModelParams, LLMMetaMapper
+from ..base import Mapper
+from ._api import APIModelParams, APIOp, LLMMetaMapper, raise_failed
 
 # Data-Juicer's split_text_by_punctuation: any Chinese/full-width or ASCII punctuation
 _PUNCT = re.compile(r'[\u3000-\u303f\uff00-\uffef]|[!"#$%&\'()*+,-./:;<=>?@[\\\]^_`{|}~]')
@@ -193,3 +195,193 @@ class ExtractSupportTextMapper(LLMMetaMapper):
 
     def meta_type(self):
         return pa.string()
+
+
+EVENT_SYSTEM_PROMPT = (
+    '给定一段文本，对文本的情节进行分点总结，并抽取与情节相关的人物。\n'
+    '要求：\n'
+    '- 尽量不要遗漏内容，不要添加文本中没有的情节，符合原文事实\n'
+    '- 联系上下文说明前因后果，但仍然需要符合事实\n'
+    '- 不要包含主观看法\n'
+    '- 注意要尽可能保留文本的专有名词\n'
+    '- 注意相关人物需要在对应情节中出现\n'
+    '- 只抽取情节中的主要人物，不要遗漏情节的主要人物\n'
+    '- 总结格式如下：\n'
+    '### 情节1：\n'
+    '- **情节描述**： ...\n'
+    '- **相关人物**：人物1，人物2，人物3，...\n'
+    '### 情节2：\n'
+    '- **情节描述**： ...\n'
+    '- **相关人物**：人物1，人物2，...\n'
+    '### 情节3：\n'
+    '- **情节描述**： ...\n'
+    '- **相关人物**：人物1，...\n'
+    '...\n'
+)
+EVENT_INPUT_TEMPLATE = (
+    '# 文本\n'
+    '```\n'
+    '{text}\n'
+    '```\n'
+)
+EVENT_OUTPUT_PATTERN = (
+    '\n'
+    '        \\#\\#\\#\\s*情节(\\d+)：\\s*\n'
+    '        -\\s*\\*\\*情节描述\\*\\*\\s*：\\s*(.*?)\\s*\n'
+    '        -\\s*\\*\\*相关人物\\*\\*\\s*：\\s*(.*?)(?=\\#\\#\\#|\\Z)\n'
+    '    '
+)
+NICKNAME_SYSTEM_PROMPT = (
+    '给定你一段文本，你的任务是将人物之间的称呼方式（昵称）提取出来。\n'
+    '要求：\n'
+    '- 需要给出说话人对被称呼人的称呼，不要搞反了。\n'
+    '- 相同的说话人和被称呼人最多给出一个最常用的称呼。\n'
+    '- 请不要输出互相没有昵称的称呼方式。\n'
+    '- 输出格式如下：\n'
+    '```\n'
+    '### 称呼方式1\n'
+    '- **说话人**：...\n'
+    '- **被称呼人**：...\n'
+    '- **...对...的昵称**：...\n'
+    '### 称呼方式2\n'
+    '- **说话人**：...\n'
+    '- **被称呼人**：...\n'
+    '- **...对...的昵称**：...\n'
+    '### 称呼方式3\n'
+    '- **说话人**：...\n'
+    '- **被称呼人**：...\n'
+    '- **...对...的昵称**：...\n'
+    '...\n'
+    '```\n'
+)
+NICKNAME_INPUT_TEMPLATE = (
+    '# 文本\n'
+    '```\n'
+    '{text}\n'
+    '```\n'
+)
+NICKNAME_OUTPUT_PATTERN = (
+    '\n'
+    '        \\#\\#\\#\\s*称呼方式(\\d+)\\s*\n'
+    '        -\\s*\\*\\*说话人\\*\\*\\s*：\\s*(.*?)\\s*\n'
+    '        -\\s*\\*\\*被称呼人\\*\\*\\s*：\\s*(.*?)\\s*\n'
+    '        -\\s*\\*\\*(.*?)对(.*?)的昵称\\*\\*\\s*：\\s*(.*?)(?=\\#\\#\\#|\\Z) # for double check\n'
+    '    '
+)
+
+
+@register("extract_nickname_mapper")
+class ExtractNicknameMapper(LLMMetaMapper):
+    """Ask an LLM how the people of each text call one another and write the nicknames to
+    ``meta.<nickname_key>``: a list of relations (``relation_source_entity`` calls ``relation_target_entity``
+    ``relation_description``; ``relation_keywords`` ["nickname"]), sorted (Data-Juicer's order comes from a
+    set and changes between runs). Without any, one empty relation, as in Data-Juicer."""
+
+    meta_param = "nickname_key"
+    inputs = ("{text_key}",)
+    outputs = ("meta.{nickname_key}",)
+
+    class Params(APIModelParams):
+        nickname_key: str = Field("nickname", description="Meta field the relations are written to.")
+        system_prompt: str | None = Field(None, description="System prompt (default: Data-Juicer's).")
+        input_template: str | None = Field(None, description="User message with {text}.")
+        output_pattern: str | None = Field(None, description="Regex (verbose, dotall) with six groups.")
+        drop_text: bool = Field(False, description="Remove the text field afterwards.")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        p = self.params
+        self.system_prompt = p.system_prompt or NICKNAME_SYSTEM_PROMPT
+        self.input_template = p.input_template or NICKNAME_INPUT_TEMPLATE
+        self.pattern = re.compile(p.output_pattern or NICKNAME_OUTPUT_PATTERN, re.VERBOSE | re.DOTALL)
+        self._init_api()
+
+    def messages(self, row: dict):
+        return [{"role": "system", "content": self.system_prompt},
+                {"role": "user", "content": self.input_template.format(text=row.get(self.text_key))}]
+
+    def parse(self, text: str):
+        found = set()
+        for _, r1, r2, r1b, r2b, nick in self.pattern.findall(text):
+            if r1.strip() != r1b.strip() or r2.strip() != r2b.strip():
+                continue  # the heading's names must match the bullet's
+            r1, r2, nick = r1.strip(), r2.strip(), nick.strip()
+            if r2 != nick and r1 and r2 and nick:  # a name is no nickname
+                found.add((r1, r2, nick))
+        return [_relation(*t, ["nickname"]) for t in sorted(found)]
+
+    def value(self, row, parsed):
+        return parsed if parsed else [_relation("", "", "", [])]
+
+    def meta_type(self):
+        return pa.list_(_RELATION)
+
+
+_RELATION = pa.struct([("relation_source_entity", pa.string()), ("relation_target_entity", pa.string()),
+                       ("relation_description", pa.string()), ("relation_keywords", pa.list_(pa.string())),
+                       ("relation_strength", pa.int64())])
+
+
+def _relation(src: str, dst: str, desc: str, keywords: list[str]) -> dict:
+    return {"relation_source_entity": src, "relation_target_entity": dst, "relation_description": desc,
+            "relation_keywords": keywords, "relation_strength": None}
+
+
+@register("extract_event_mapper")
+class ExtractEventMapper(APIOp, Mapper):
+    """Ask an LLM for the events of each text and the people in each; each event becomes a row (the source
+    row copied, ``meta.<event_desc_key>`` its description, ``meta.<relevant_char_key>`` its people). As in
+    Data-Juicer, a text without events yields no row, except that a batch where no text has any is passed
+    on unchanged."""
+
+    expands = True
+    inputs = ("{text_key}",)
+    outputs = ("meta.{event_desc_key}", "meta.{relevant_char_key}")
+
+    class Params(APIModelParams):
+        event_desc_key: str = Field("event_description", description="Meta field of the event's description.")
+        relevant_char_key: str = Field("relevant_characters", description="Meta field of the event's people.")
+        system_prompt: str | None = Field(None, description="System prompt (default: Data-Juicer's).")
+        input_template: str | None = Field(None, description="User message with {text}.")
+        output_pattern: str | None = Field(None, description="Regex (verbose, dotall) with three groups.")
+        drop_text: bool = Field(False, description="Remove the text field afterwards.")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        p = self.params
+        self.system_prompt = p.system_prompt or EVENT_SYSTEM_PROMPT
+        self.input_template = p.input_template or EVENT_INPUT_TEMPLATE
+        self.pattern = re.compile(p.output_pattern or EVENT_OUTPUT_PATTERN, re.VERBOSE | re.DOTALL)
+        self._init_api()
+
+    def parse(self, text: str):
+        events = []
+        for _, desc, chars in self.pattern.findall(text):
+            people = split_by_punctuation(chars)
+            if people:
+                events.append((desc, people))
+        return events
+
+    def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        import numpy as np
+        if not batch.num_rows:
+            return batch
+        p = self.params
+        if C.get_meta(batch, p.event_desc_key) is not None and C.get_meta(batch, p.relevant_char_key) is not None:
+            return batch  # generated already
+        texts = self.text(batch).to_pylist()
+        bodies = [self.chat_body([{"role": "system", "content": self.system_prompt},
+                                  {"role": "user", "content": self.input_template.format(text=t)}]) for t in texts]
+        parsed, errors = self.ask_parsed(bodies, self.parse, bool)
+        raise_failed(errors)
+        events = [v or [] for v in parsed]
+        out = batch
+        if any(events):
+            parent = np.repeat(np.arange(batch.num_rows), [len(e) for e in events])
+            out = batch.take(pa.array(parent, pa.int64()))
+            out = C.with_meta(out, {p.event_desc_key: pa.array([d for e in events for d, _ in e], pa.string()),
+                                    p.relevant_char_key: pa.array([c for e in events for _, c in e],
+                                                                  pa.list_(pa.string()))})
+        if p.drop_text and self.text_key in out.schema.names:
+            out = out.drop_columns([self.text_key])
+        return out
