@@ -3,7 +3,7 @@
 usage: python bench/semdedup.py [CORPUS_JSONL] [--base 3000] [--copies 0.2] [--threshold 0.9] [--np 1]
        [--model wordllama]
 
-Base documents are real (default /tmp/corpus/corpus.jsonl from ../shared/bench/make-corpus.sh, else
+Base documents are real and distinct (exact copies skipped; default /tmp/corpus/corpus.jsonl from ../shared/bench/make-corpus.sh, else
 ../shared/data/cc-2019-30-sample.jsonl.gz); a share of them (--copies) gets a near copy made by replacing
 1 to 5 random words, placed at a random later position. Both tools embed with the same model (WordLlama
 from its wheel by default; SemHash gets gristmill's encoder for it, so both see identical vectors) and
@@ -45,15 +45,16 @@ def load_docs(path: str | None, base: int) -> list[dict]:
     p = Path(path) if path else (Path("/tmp/corpus/corpus.jsonl") if Path("/tmp/corpus/corpus.jsonl").exists()
                                  else SHARED)
     opener = gzip.open if str(p).endswith(".gz") else open
-    docs = []
+    docs, seen = [], set()
     with opener(p, "rt", encoding="utf-8") as f:
         for line in f:
             r = json.loads(line)
-            if len(r.get("text", "").split()) >= 30:
+            if len(r.get("text", "").split()) >= 30 and r["text"] not in seen:  # no exact copies
+                seen.add(r["text"])
                 docs.append({"id": f"d{len(docs)}", "text": r["text"]})
             if len(docs) >= base:
                 break
-    print(f"corpus: {p} ({len(docs)} documents of >= 30 words)")
+    print(f"corpus: {p} ({len(docs)} distinct documents of >= 30 words)")
     return docs
 
 

@@ -156,6 +156,10 @@ class Embedder:
         texts = [t or "" for t in texts]
         if not texts:
             return np.empty((0, self.dim), np.float32)
+        uniq = dict.fromkeys(texts)
+        if len(uniq) < len(texts):  # a text repeated in the batch is embedded once
+            pos = {t: i for i, t in enumerate(uniq)}
+            return self.encode(list(uniq))[[pos[t] for t in texts]]
         if self.kind == WORDLLAMA:
             e = self._wordllama(texts)
         elif self.kind == "model2vec":
