@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import os
 import re
+from decimal import Decimal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, field_validator,
+                      model_validator)
+from pydantic_core import PydanticCustomError
 
 from .core import defaults as D
 from .engine.config import RunConfig
 from .ops.base import bind_chain, integral_numbers
 from .registry import OpError, closest, create_op, get_op_class
 from .web.download import DownloadStage
+
+_POSITIVE_INT = TypeAdapter(Annotated[int, Field(ge=1)])  # np and batch_size, when not 'auto'
 
 # Data-Juicer settings that have no effect here (caching, tracing, fusion are built in or different):
 # accepted so DJ recipes run unchanged, reported as ignored.
@@ -89,7 +95,9 @@ class Recipe(BaseModel):
                                                "options, ops and weight; `process` then runs over all of them "
                                                "(docs/recipes.md).")
     export_path: str | None = Field(None, description="Output file (.jsonl[.gz|.zst], .parquet) or directory.")
-    np: int = Field(1, ge=1, description="Worker processes.")
+    np: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        1, description="Worker processes, or 'auto': from the cores, the memory and a probe of the data "
+                       "(docs/performance.md).")
     text_keys: str | list[str] = Field(D.TEXT_KEY, description="Text field (the first one is used by ops).")
     work_dir: str | None = Field(None, description="Resume state, reports, rejects, removed samples.")
     process: list = Field(default_factory=list, description="Ops: a list of {op_name: {params}}.")
@@ -105,7 +113,11 @@ class Recipe(BaseModel):
     export_media: str = Field("none", description="Media the export references: 'none' (paths kept as they "
                               "are), 'link' or 'copy' (placed beside the export, paths made relative to it), "
                               "'bytes' (embedded; Parquet and HF exports). See docs/multimodal.md.")
-    batch_size: int = Field(D.BATCH_SIZE, ge=1)
+    batch_size: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        D.BATCH_SIZE, description="Rows per batch, or 'auto': from the probe's bytes per row.")
+    reorder: Literal["off", "auto"] = Field("off", description="'auto': consecutive pure filters run cheapest "
+                                            "per removed row first, measured on a probe of the data (the kept rows "
+                                            "are the same; docs/performance.md).")
     shard_size_mb: int = Field(D.SHARD_SIZE_MB, ge=1, description="Split big plain JSONL/text inputs into shards of this size.")
     input_format: str | None = Field(None, description="Force a reader (jsonl, json, parquet, csv, txt, arrow...).")
     txt_mode: str = Field("file", description="Plain text: one document per 'file' or per 'line'.")
@@ -167,13 +179,36 @@ class Recipe(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _dj_numbers(cls, data):  # np: 2e0, batch_size: 1e3 (Data-Juicer accepts them)
-        return integral_numbers(cls, data)
+        data = integral_numbers(cls, data)
+        if isinstance(data, dict):  # np / batch_size also take "auto": their numbers are read here
+            for k in ("np", "batch_size"):
+                v = data.get(k)
+                if isinstance(v, (float, str)) and not isinstance(v, bool) and v != "auto":
+                    try:
+                        d = Decimal(str(v).strip())
+                    except ArithmeticError:
+                        continue
+                    if d.is_finite() and d == d.to_integral_value():
+                        data = {**data, k: int(d)}
+        return data
 
     @field_validator("reader_params")
     @classmethod
     def _reader_params(cls, v):
         from .io.base import check_reader_params
         return check_reader_params(v)
+
+    @field_validator("np", "batch_size", mode="wrap")
+    @classmethod
+    def _int_or_auto(cls, v, handler):
+        """A whole number ≥ 1 or 'auto', with the plain int's message for anything else."""
+        if v == "auto":
+            return v
+        try:
+            return _POSITIVE_INT.validate_python(v)
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise PydanticCustomError(err["type"], err["msg"].replace("{", "{{").replace("}", "}}") + " or 'auto'") from None
 
     @field_validator("executor_type")
     @classmethod
@@ -388,14 +423,17 @@ def run_config(recipe: Recipe, np: int | None = None, work_dir: str | None = Non
     from . import fs
     fs.set_storage_options(recipe.storage_options)  # for every URL of the run (and its worker processes)
     return RunConfig(dataset_path=recipe.dataset_path, work_dir=wd, export_path=recipe.export_path,
-                     np=np or recipe.np, text_key=text_key, batch_size=recipe.batch_size,
+                     np=np or (1 if recipe.np == "auto" else recipe.np), text_key=text_key,
+                     batch_size=D.BATCH_SIZE if recipe.batch_size == "auto" else recipe.batch_size,
                      shard_bytes=recipe.shard_size_mb << 20, keep_stats_in_res_ds=recipe.keep_stats_in_res_ds,
                      keep_removed=recipe.keep_removed, removed_sample=recipe.removed_sample,
                      keep_traces=recipe.keep_traces,
                      export_shard_size=recipe.export_shard_size, input_format=recipe.input_format,
                      reader_params=reader_params, writer_options=writer_options, seed=recipe.seed, progress=progress,
                      project_name=recipe.project_name, engine=engine or recipe.executor_type,
-                     engine_address=address or recipe.ray_address, add_suffix=suffix)
+                     engine_address=address or recipe.ray_address, add_suffix=suffix,
+                     adaptive={"np": recipe.np == "auto" and not np, "batch_size": recipe.batch_size == "auto",
+                               "reorder": recipe.reorder == "auto"})
 
 
 def _extract_dir(params: dict, work_dir: str) -> dict:

@@ -34,6 +34,9 @@ class RunConfig:
     add_suffix: bool = False  # rows get their file's suffix in __dj__suffix__ (Data-Juicer's add_suffix)
     id_prefix: str | None = None  # a source of a multi-source run: ids derived from the position start "<name>/"
     show_internal: bool = False  # report.html's funnel also lists the engine's own steps (e.g. unify_text_key)
+    # what the recipe left to engine.adaptive ({"np": bool, "batch_size": bool, "reorder": bool}), resolved
+    # before the engine starts (pipeline.run.process)
+    adaptive: dict = field(default_factory=dict)
 
     @property
     def removed_limit(self) -> int | None:
