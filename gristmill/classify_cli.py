@@ -90,7 +90,8 @@ def _read_texts(path: str, args) -> list[str]:
                 k, _, v = kv.partition("=")
                 params[k] = v
             key = args.text_key or TEXT_KEY
-            table = Dataset.load(path, text_key=key, format=args.format, **params).to_table(work_dir=tmp)
+            table = Dataset.load(path, text_key=key, format=args.format, **params).to_table(
+                np=os.cpu_count() or 1, work_dir=tmp)  # every core reads; the row order does not depend on it
             batches = table.to_batches()
         out: list[str] = []
         for b in batches:

@@ -171,8 +171,9 @@ def test_models_add_checks_a_fasttext_header(model_path, tmp_path):
     bad = tmp_path / "page.html"
     bad.write_text("<html>404 Not Found</html>")
     env = {**__import__("os").environ, "GRISTMILL_MODELS": str(tmp_path / "store")}
-    run = lambda *a: subprocess.run([sys.executable, "-m", "gristmill.cli", "models", *a], capture_output=True,  # noqa: E731
-                                    text=True, env=env)
+    def run(*a):
+        return subprocess.run([sys.executable, "-m", "gristmill.cli", "models", *a], capture_output=True, text=True,
+                              env=env)
     res = run("add", "edu.fasttext.bin", str(bad))
     assert res.returncode == 2 and "no fastText header" in res.stderr and res.stderr.count("\n") == 1
     res = run("add", "edu.fasttext.bin", str(model_path))

@@ -24,6 +24,17 @@ def cli(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "gristmill.cli", *args], capture_output=True, text=True, cwd=cwd)
 
 
+class InProcess:
+    """``gristmill.cli.main`` in this process (no interpreter start-up): returncode, stdout, stderr."""
+
+    def __init__(self, capsys, *args):
+        from gristmill.cli import main
+        capsys.readouterr()
+        self.returncode = main(list(args))
+        out = capsys.readouterr()
+        self.stdout, self.stderr = out.out, out.err
+
+
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     d = tmp_path_factory.mktemp("train")
@@ -46,7 +57,8 @@ def test_train_reports_held_out_figures_and_loads_in_fasttext(data, tmp_path):
     assert doc["train"] == {"hq": 270, "cc": 270} and doc["valid"] == {"hq": 30, "cc": 30} and m["n"] == 60
     assert m["accuracy"] >= 0.9 and m["auc"] >= 0.95 and m["precision"] >= 0.9 and m["recall"] >= 0.9
     line = res.stdout.strip().splitlines()[-1]
-    assert line.startswith(f"accuracy {m['accuracy']:.4f}  precision {m['precision']:.4f}") and f"auc {m['auc']:.4f}" in line
+    assert line.startswith(f"accuracy {m['accuracy']:.4f}  precision {m['precision']:.4f}")
+    assert f"auc {m['auc']:.4f}" in line
     assert doc["params"]["threads"] >= 1 and doc["labels"] == ["__label__hq", "__label__cc"]
     model = fasttext.load_model(str(out))
     assert sorted(model.labels) == ["__label__cc", "__label__hq"]
@@ -64,19 +76,20 @@ def test_train_reports_held_out_figures_and_loads_in_fasttext(data, tmp_path):
     assert len(kept) >= 9 and set(kept) <= {r["text"] for r in rows[:10]}
 
 
-def test_deterministic_gives_identical_bytes(data, tmp_path):
+def test_deterministic_gives_identical_bytes(data, tmp_path, capsys):
     outs = []
     for i in range(2):
         out = tmp_path / f"m{i}.bin"
-        res = cli("train-classifier", "--positive", str(data / "pos.jsonl"), "--negative", str(data / "neg.jsonl"),
-                  "--text-key", "body", "-o", str(out), "--deterministic", "--quiet", *SMALL)
+        res = InProcess(capsys, "train-classifier", "--positive", str(data / "pos.jsonl"), "--negative",
+                        str(data / "neg.jsonl"), "--text-key", "body", "-o", str(out), "--deterministic", "--quiet",
+                        *SMALL)
         assert res.returncode == 0, res.stderr
         outs.append(out.read_bytes())
         assert json.loads((tmp_path / f"m{i}.metrics.json").read_text())["params"]["threads"] == 1
     assert outs[0] == outs[1]
-    res = cli("train-classifier", "--positive", str(data / "pos.jsonl"), "--negative", str(data / "neg.jsonl"),
-              "--text-key", "body", "-o", str(tmp_path / "m2.bin"), "--deterministic", "--quiet", "--seed", "9",
-              *SMALL)
+    res = InProcess(capsys, "train-classifier", "--positive", str(data / "pos.jsonl"), "--negative",
+                    str(data / "neg.jsonl"), "--text-key", "body", "-o", str(tmp_path / "m2.bin"), "--deterministic",
+                    "--quiet", "--seed", "9", *SMALL)
     assert res.returncode == 0 and (tmp_path / "m2.bin").read_bytes() != outs[0]
 
 
@@ -93,12 +106,12 @@ def test_recipe_as_a_source(data, tmp_path):
     assert "read %d positive and 300 negative documents" % n_long in res.stderr
 
 
-def test_refusals_are_one_line(data, tmp_path):
-    res = cli("train-classifier", "--positive", str(tmp_path / "nope.jsonl"), "--negative", str(data / "neg.jsonl"),
-              "-o", str(tmp_path / "x.bin"))
+def test_refusals_are_one_line(data, tmp_path, capsys):
+    res = InProcess(capsys, "train-classifier", "--positive", str(tmp_path / "nope.jsonl"), "--negative",
+                    str(data / "neg.jsonl"), "-o", str(tmp_path / "x.bin"))
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and res.stderr.startswith("error:")
-    res = cli("train-classifier", "--positive", str(data / "pos.jsonl"), "--negative", str(data / "neg.jsonl"),
-              "-o", str(tmp_path / "x.bin"))  # the text is under 'body'
+    res = InProcess(capsys, "train-classifier", "--positive", str(data / "pos.jsonl"), "--negative",
+                    str(data / "neg.jsonl"), "-o", str(tmp_path / "x.bin"))  # the text is under 'body'
     assert res.returncode == 2 and res.stderr.startswith("error:") and res.stderr.count("\n") == 1
     assert not (tmp_path / "x.bin").exists()
 

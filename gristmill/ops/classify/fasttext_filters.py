@@ -113,7 +113,7 @@ class FastTextClassifierFilter(_FastTextFilter):
 
     def _has_text(self, batch):
         """True where the text has a non-whitespace character (datatrove drops a document whose text is blank)."""
-        return np.array([bool(t and t.strip()) for t in self.text(batch).to_pylist()], dtype=bool)
+        return np.array([bool(t) and not t.isspace() for t in self.text(batch).to_pylist()], dtype=bool)
 
     def keep(self, batch):
         ok = self._has_text(batch)
