@@ -27,7 +27,9 @@ def charts_skipped(report: dict) -> dict | None:
     return {"min_rows": CHART_MIN_ROWS, "rows": rows}
 
 
-def finish_run(cfg, work: str, report: dict, ops: list, profile_paths: list) -> Profile:
+def finish_run(cfg, work: str, report: dict, ops: list, profile_paths: list, map_fn=None) -> Profile:
+    """Merge and keep the profile; for a run's own report, build the model and write report.html (its
+    charts drawn by ``map_fn``, e.g. the engine's idle workers; see ``html.render_report``)."""
     prof, missing = merge_files(profile_paths, cfg.keep_traces)
     save(prof, os.path.join(work, PROFILE))
     if cfg.report_kind == "run":
@@ -35,12 +37,12 @@ def finish_run(cfg, work: str, report: dict, ops: list, profile_paths: list) -> 
         skipped = charts_skipped(report)
         if skipped is not None:
             model["charts_skipped"] = skipped
-        write_model(work, model)
+        write_model(work, model, map_fn=map_fn)
     return prof
 
 
-def write_model(work: str, model: dict, html_name: str = HTML) -> str:
-    """Save the model and render it; returns the HTML path."""
+def write_model(work: str, model: dict, html_name: str = HTML, map_fn=None) -> str:
+    """Save the model and render it (``map_fn``: how to draw the charts); returns the HTML path."""
     from ..io.writers import atomic_rename, tmp_path
     from .html import write_report_html
     path = os.path.join(work, MODEL)
@@ -49,7 +51,7 @@ def write_model(work: str, model: dict, html_name: str = HTML) -> str:
         json.dump(model, f, indent=1, default=str)
     atomic_rename(tmp, path)
     out = os.path.join(work, html_name)
-    write_report_html(model, out)
+    write_report_html(model, out, map_fn)
     return out
 
 

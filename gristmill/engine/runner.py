@@ -154,8 +154,6 @@ class StageEngine:
                     fields = [n for n in item.schema.names if not n.startswith("__")]
                     raise RunRefused(f"text_keys {key!r}: no such field in the first {item.num_rows:,} records "
                                        f"of {shard.source} (fields: {', '.join(fields)}){closest(key, fields)}")
-                for op in ops:
-                    op.bind_text_key(self.cfg.text_key)
                 # the shard task adds the suffix column after reading (suffix_filter declares it)
                 check_inputs(ops, [*item.schema.names, *([SUFFIX] if self.cfg.add_suffix else [])])
                 return
@@ -166,10 +164,8 @@ class StageEngine:
         media = export_media_op(cfg)  # the media placing step ends the chain when the export takes media
         self._media_refs = None
         if media is not None:
-            ops = [*ops, media]
+            ops = [*ops, media.bind(cfg.text_key, len(ops))]
             begin_media(cfg.export_path)
-        for op in ops:
-            op.bind_text_key(cfg.text_key)
         stages = build_stages(ops)
         # every op by position: a stage's progress also counts the resolve of the global op before it
         self._op_names = {o.position: o.name for o in ops}
@@ -247,7 +243,6 @@ class StageEngine:
             executor.close(abort=True)
             raise
         t_export = time.perf_counter()
-        executor.release()  # the workers exit on a thread while this process exports and reports
         try:
             exported = []
             if cfg.export_path:
@@ -255,9 +250,14 @@ class StageEngine:
             save_manifest(self.work, manifest)
             timings = {"before_engine": round(t_engine - t_start, 3), "engine": round(t_export - t_engine, 3),
                        "export": round(time.perf_counter() - t_export, 3)}
+            # report.html's charts are drawn by the pool's workers, idle by now (the main process alone took
+            # ~0.2 s a chart, 30 charts for the filter recipe); no pool (np 1, one shard): drawn here
+            pooled = getattr(executor, "_pool", None) is not None
             report = write_report(cfg, self.work, ops, read_counts, mix_counts, counts, stage_results, stages,
-                                  exported, time.perf_counter() - t_start, len(shards), self._outputs, timings)
+                                  exported, time.perf_counter() - t_start, len(shards), self._outputs, timings,
+                                  map_fn=executor.map if pooled else None)
         finally:
+            executor.release()  # the workers exit on a thread; close() waits for them
             executor.close()
         report["final_parts"] = [r["parts"] for r in stage_results[-1]]
         self.stage_results, self.stages = stage_results, stages  # per shard: a multi-source run splits them by source
