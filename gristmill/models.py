@@ -83,6 +83,8 @@ def find(name: str) -> Path | None:
 def fix_command(name: str) -> str:
     if is_hf_dir_name(name):  # a model directory: downloaded by the user, never fetched by us
         return f"gristmill models add {name} DIR` with DIR from `huggingface-cli download {name} --local-dir DIR"
+    if kind(name) == "fastText classifier":  # the user's own or a published model: not on Data-Juicer's host
+        return f"gristmill models add {name} FILE"
     return f"gristmill models add {name} FILE` or `gristmill models fetch {name}"
 
 
