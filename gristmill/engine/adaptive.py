@@ -34,7 +34,7 @@ import pyarrow as pa
 
 PROBE_ROWS = 256
 TARGET_BATCH_BYTES = 4 << 20
-MIN_BATCH, MAX_BATCH = 64, 10000
+MIN_BATCH, MAX_BATCH = 64, 8192
 WORKER_START_S = 1.0  # a spawned worker's own start-up (interpreter + imports), before its ops' set-up
 WORKER_BASE_MEM = 300 << 20  # a worker's resident memory before its batches and models
 MIN_SAVING = 0.05  # reorder only when the probe says it saves at least this share of the chain's cost
