@@ -137,3 +137,20 @@ def test_auc_and_evaluate():
     m = evaluate(Fixed(), ["0.9", "0.6", "0.4"], ["0.1", "0.7"])
     assert m == {"n": 5, "accuracy": 3 / 5, "precision": 2 / 3, "recall": 2 / 3, "auc": pytest.approx(4 / 6)}
     assert metrics_path("/a/m.bin") == "/a/m.metrics.json" and metrics_path("/a/m") == "/a/m.metrics.json"
+
+
+def test_quantize_writes_a_small_ftz_that_filters(data, tmp_path, capsys):
+    from gristmill.registry import create_op
+    out = tmp_path / "q.ftz"
+    res = InProcess(capsys, "train-classifier", "--positive", str(data / "pos.jsonl"), "--negative",
+                    str(data / "neg.jsonl"), "--text-key", "body", "-o", str(out), "--quantize", "--cutoff", "2000",
+                    "--quiet", *SMALL)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads((tmp_path / "q.metrics.json").read_text())
+    assert doc["params"]["quantize"] is True and doc["held_out"]["accuracy"] >= 0.9
+    assert out.stat().st_size < 50_000 * 16 * 4  # less than the bucket matrix alone
+    model = fasttext.load_model(str(out))
+    text = hq_texts(400)[360]
+    labels, probs = model.predict(clean(text), k=-1)
+    op = create_op("fasttext_classifier_filter", {"model_path": str(out), "labels": ["hq"]})
+    assert op.apply([{"text": text}])[0]["__stats__"]["fasttext_hq"] == float(dict(zip(labels, probs))["__label__hq"])
