@@ -187,33 +187,47 @@ class LLMClient:
         self.mine: set[str] = set()  # keys answered in this process (a hit on them is no cache saving)
 
     # -- public -----------------------------------------------------------------------------------------
-    def post_many(self, bodies: list[dict], salts: list[int] | None = None,
-                  counters: Counters | None = None) -> list[Outcome]:
-        """One ``Outcome`` per body, in order; raises ``EndpointError`` when the endpoint is unusable."""
+    def post_many(self, bodies: list[dict], counters: Counters | None = None, accept=None,
+                  tries: int = 1) -> list[Outcome]:
+        """One ``Outcome`` per body, in order; raises ``EndpointError`` when the endpoint is unusable.
+
+        ``accept(response) -> bool`` and ``tries``: a body whose answer is not accepted is asked again, up to
+        ``tries`` times in all, each attempt its own cache entry (the attempt number is part of the key), as
+        soon as its answer comes back (no batch-wide rounds); the outcome is the accepted answer, else the
+        last one. Identical bodies of one call are asked once."""
         counters = counters if counters is not None else Counters()
-        salts = salts or [0] * len(bodies)
-        keys = [request_key(b, s) for b, s in zip(bodies, salts)]
         out: list[Outcome | None] = [None] * len(bodies)
         todo: dict[str, list[int]] = {}
-        for i, k in enumerate(keys):
-            hit = self.cache.get(k)
-            if hit is not None:
-                out[i] = Outcome(hit, cached=True)
-                counters.cached += k not in self.mine
-            elif k in self.failed:
-                out[i] = Outcome(error=self.failed[k])
-            else:
-                todo.setdefault(k, []).append(i)
-        if todo:
-            uniq = [(k, bodies[idx[0]]) for k, idx in todo.items()]
-            answers = _run(self._send_all(uniq, counters))
-            for (k, _), ans in zip(uniq, answers):
-                for i in todo[k]:
-                    out[i] = ans
+        for i, b in enumerate(bodies):
+            todo.setdefault(request_key(b, 0), []).append(i)
+        items = [(bodies[idx[0]]) for idx in todo.values()]
+        answers: list[Outcome | None] = [self._from_cache(b, counters, accept, tries) for b in items]
+        missing = [j for j, a in enumerate(answers) if a is None]
+        if missing:
+            sent = _run(self._send_all([items[j] for j in missing], counters, accept, tries))
+            for j, a in zip(missing, sent):
+                answers[j] = a
+        for idx, a in zip(todo.values(), answers):
+            for i in idx:
+                out[i] = a
         return out  # type: ignore[return-value]
 
+    def _from_cache(self, body: dict, counters: Counters, accept, tries: int) -> Outcome | None:
+        """The body's outcome when the cache (or the failure memo) settles it without asking, else None."""
+        last = None
+        for attempt in range(tries):
+            k = request_key(body, attempt)
+            hit = self.cache.get(k)
+            if hit is None:
+                return Outcome(error=self.failed[k]) if k in self.failed else None
+            counters.cached += k not in self.mine
+            last = Outcome(hit, cached=True)
+            if accept is None or accept(hit):
+                return last
+        return last
+
     # -- the async part -------------------------------------------------------------------------------
-    async def _send_all(self, items: list[tuple[str, dict]], counters: Counters) -> list[Outcome]:
+    async def _send_all(self, items: list[dict], counters: Counters, accept, tries: int) -> list[Outcome]:
         cfg = self.cfg
         sem = asyncio.Semaphore(cfg.max_concurrent)
         headers = dict(cfg.headers)
@@ -222,7 +236,7 @@ class LLMClient:
             headers["Authorization"] = f"Bearer {key}"
         transport = _transport(cfg, headers)
         try:
-            tasks = [asyncio.ensure_future(self._send(transport, sem, k, b, counters)) for k, b in items]
+            tasks = [asyncio.ensure_future(self._ask(transport, sem, b, counters, accept, tries)) for b in items]
             try:
                 return list(await asyncio.gather(*tasks))
             except BaseException:
@@ -232,6 +246,25 @@ class LLMClient:
                 raise
         finally:
             await transport.aclose()
+
+    async def _ask(self, transport, sem, body: dict, counters: Counters, accept, tries: int) -> Outcome:
+        """One body's attempts: from the cache where it has them, else sent; stops at an accepted answer."""
+        last = None
+        for attempt in range(tries):
+            k = request_key(body, attempt)
+            hit = self.cache.get(k)
+            if hit is not None:
+                counters.cached += k not in self.mine
+                last = Outcome(hit, cached=True)
+            elif k in self.failed:
+                return Outcome(error=self.failed[k])
+            else:
+                last = await self._send(transport, sem, k, body, counters)
+                if last.error is not None:
+                    return last
+            if accept is None or accept(last.response):
+                return last
+        return last  # type: ignore[return-value]
 
     async def _send(self, transport, sem, key: str, body: dict, counters: Counters) -> Outcome:
         import orjson

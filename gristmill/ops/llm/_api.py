@@ -150,47 +150,38 @@ class APIOp:
         v = nested_get(response, self.params.response_path or "choices.0.message.content")
         return v if isinstance(v, str) else ("" if v is None else str(v))
 
-    def ask(self, bodies: list[dict], salts: list[int] | None = None):
-        """One Outcome per body (``gristmill.llm.client.Outcome``), asked concurrently."""
+    def ask(self, bodies: list[dict], accept=None, tries: int = 1):
+        """One Outcome per body (``gristmill.llm.client.Outcome``), asked concurrently; a body whose answer
+        ``accept`` refuses is asked again, up to ``tries`` attempts."""
         from ...llm.client import client_for, print_dry_run
         n_dry = self.params.dry_run or int(os.environ.get(DRY_RUN_ENV) or 0)
         if n_dry and bodies:
             print_dry_run(self.name, self._url, bodies, n_dry, sys.stderr)
             raise StopRun(f"{self.name}: dry run: printed the first {min(n_dry, len(bodies))} request(s) to "
                           f"stderr; nothing was sent to {self._url}")
-        return client_for(self.client_config()).post_many(bodies, salts, self._counters)
+        return client_for(self.client_config()).post_many(bodies, self._counters, accept, tries)
 
     def ask_parsed(self, bodies: list[dict], parse: Callable[[str], Any], ok: Callable[[Any], bool]):
-        """Data-Juicer's try loop over a batch: each body is asked (attempt 0, 1, … up to ``try_num``) until
-        ``ok(parse(answer))``; returns (parsed values: the good one, else the last parse, else None; errors:
-        the message of a request that failed for good, else None)."""
-        n = len(bodies)
-        parsed: list[Any] = [None] * n
-        errors: list[str | None] = [None] * n
-        todo = list(range(n))
-        for attempt in range(self.params.try_num):
-            if not todo:
-                break
-            outs = self.ask([bodies[i] for i in todo], [attempt] * len(todo))
-            left = []
-            for i, o in zip(todo, outs):
-                if o.error is not None:
-                    errors[i] = o.error
-                    continue
-                text = self.answer_text(o.response)
-                if not text.strip():
-                    left.append(i)
-                    continue
-                try:
-                    value = parse(text)
-                except Exception:  # noqa: BLE001 - Data-Juicer asks again on any parsing error
-                    value = None
-                if value is not None:
-                    parsed[i] = value  # the last parse stands when no attempt is good (Data-Juicer's loop)
-                if value is None or not ok(value):
-                    left.append(i)
-            todo = left
-        return parsed, errors
+        """Data-Juicer's try loop: each body is asked (attempt 0, 1, … up to ``try_num``, each attempt as soon
+        as the previous answer failed) until ``ok(parse(answer))``; returns (parsed values: the good one,
+        else the last parse, else None; errors: the message of a request that failed for good, else None).
+        An empty answer or a parse that raises counts as no parse."""
+        def parsed(response):
+            text = self.answer_text(response)
+            if not text.strip():
+                return None
+            try:
+                return parse(text)
+            except Exception:  # noqa: BLE001 - Data-Juicer asks again on any parsing error
+                return None
+
+        def accept(response) -> bool:
+            v = parsed(response)
+            return v is not None and ok(v)
+
+        outs = self.ask(bodies, accept, self.params.try_num)
+        values = [None if o.error is not None else parsed(o.response) for o in outs]
+        return values, [o.error for o in outs]
 
     def take_service_counts(self) -> dict:
         c = getattr(self, "_counters", None)
