@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .core import trust
+from .core import extras, trust
 from .core.names import closest
 from .core.resources import DJ_RESOURCE_PARAMS, from_dj_params
 
@@ -157,8 +157,17 @@ DJ_RUNTIME_PARAMS = frozenset({
     "batch_mode", "batch_size", "work_dir", "index_key"})
 
 
+def _check_libraries(name: str, missing: list[str], where: str) -> None:
+    """OpError naming the missing Python modules of an op and the extra that installs them: a recipe fails
+    before any work rather than rejecting every row with ModuleNotFoundError."""
+    if missing:
+        raise OpError(f"{where or name}: {extras.install_hint(missing)}")
+
+
 def create_op(name: str, params: dict | None, where: str = "", allow_scripts: bool = False):
-    """Build an op from a recipe entry, turning pydantic errors into messages with YAML paths."""
+    """Build an op from a recipe entry, turning pydantic errors into messages with YAML paths. An op whose
+    Python libraries (``Op.requires``) are not installed is refused here, naming the extra to install:
+    building an op is for running it (listing and documenting ops read the classes only)."""
     cls = get_op_class(name, where)
     params = dict(params or {})
     runtime = {k: params.pop(k) for k in list(params)
@@ -167,6 +176,7 @@ def create_op(name: str, params: dict | None, where: str = "", allow_scripts: bo
     if getattr(cls, "is_script", False) and not allow_scripts:
         raise OpError(f"{where}: op {name!r} runs user code; enable it with `allow_scripts: true` in the "
                       f"recipe (or --allow-scripts)")
+    _check_libraries(name, extras.missing(getattr(cls, "requires", ())), where)  # before __init__ imports any
     try:
         op = cls(**params)
     except trust.Refused as e:  # Op.__init__ checks the params against the trust policy: say where
@@ -185,6 +195,8 @@ def create_op(name: str, params: dict | None, where: str = "", allow_scripts: bo
         raise OpError("; ".join(msgs)) from None
     except (TypeError, ValueError) as e:
         raise OpError(f"{where}: {e}") from None
+    if hasattr(op, "missing_libraries"):  # the ones that depend on the params (e.g. a method's library)
+        _check_libraries(name, op.missing_libraries(), where)
     op.ignored_params = ignored
     try:
         res = from_dj_params(cls.resources, runtime, getattr(op.params, "device", None))

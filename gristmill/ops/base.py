@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..core import columns as C
+from ..core import extras
 from ..core import trust
 from ..core.resources import Resources
 from ..core.defaults import TEXT_KEY
@@ -127,6 +128,11 @@ class Op:
     ``stats_keys``, a mapper rewrites the text field."""
     Params: ClassVar[type[Params]] = Params
     """The op's parameters as a pydantic model: validation, YAML schema and docs come from it."""
+    requires: ClassVar[tuple[str, ...]] = ()
+    """Top-level Python modules the op imports at run time that the core install lacks (``("cv2",)``,
+    ``("torch", "transformers")``): each must be in ``core.extras.MODULES``, which names the extra that
+    installs it. Building the op for a run (``registry.create_op``) fails the recipe before any work when
+    one is missing; listing and documenting ops never checks."""
 
     def __init__(self, **params: Any):
         self.params = self.Params(**params)
@@ -166,6 +172,11 @@ class Op:
     def optional_models(self) -> list[str]:
         """Model-store names this op uses when present (listed by ``gristmill models``, never required)."""
         return []
+
+    def missing_libraries(self) -> list[str]:
+        """The modules of ``requires`` that are not installed (found without importing them). An op whose
+        needs depend on its params (a method that needs one more library) overrides this."""
+        return extras.missing(self.requires)
 
     # -- declared columns ---------------------------------------------------------------------------
     def input_fields(self) -> list[str]:

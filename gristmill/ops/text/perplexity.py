@@ -23,6 +23,7 @@ class PerplexityFilter(Filter):
 
     stat = "perplexity"
     inputs = ("{text_key}",)
+    requires = ("kenlm",)  # the perplexity extra: kenlm builds from source (a C++ compiler)
     lo_param, hi_param = "min_ppl", "max_ppl"
 
     class Params(Params):
@@ -39,10 +40,6 @@ class PerplexityFilter(Filter):
 
     def __init__(self, **params):
         super().__init__(**params)
-        import importlib.util
-        if importlib.util.find_spec("kenlm") is None:  # an extra: kenlm builds from source (a C++ compiler)
-            raise ValueError("perplexity_filter needs KenLM, which is not installed: pip install "
-                             "'gristmill[perplexity]' (kenlm builds from source: it needs a C++ compiler)")
         from ...models import require
         require(self.models())
 
