@@ -65,6 +65,23 @@ def test_same_removals_whatever_the_layout_and_clusters(articles, tmp_path):
     assert got[4] == got[5] and set(got[4]) < set(got[0])
 
 
+def test_empty_texts_and_list_embeddings(tmp_path):
+    """Rows without text never match (all of them: nothing to cluster); embeddings given as plain lists of any
+    scale are normalised, a null or short one never matches."""
+    rows = [{"id": str(i), "text": t} for i, t in enumerate(["", "  ", "", "\n"])]
+    res = run_dedup(create_op("semantic_deduplicator", {}), rows, tmp_path / "a")
+    assert res.removed == [] and len(res.kept) == 4
+    vecs = [[3.0, 4.0, 0.0], [0.6, 0.8, 0.0], None, [0.0, 0.0, 5.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [6.0, 8.0, 0.1]]
+    rows = [{"id": f"v{i}", "text": "t", "vec": v} for i, v in enumerate(vecs)]
+    res = run_dedup(create_op("semantic_deduplicator", {"embedding_key": "vec", "threshold": 0.99}), rows,
+                    tmp_path / "b", shard_rows=3, batch_rows=2)
+    assert [(r["id"], r["kept_id"]) for r in res.removed] == [("v1", "v0"), ("v6", "v0")]
+    assert res.removed[0]["similarity"] == 1.0
+    rows[4]["vec"] = [1.0, 1.0]
+    with pytest.raises(ValueError, match="embeddings of different lengths in one dataset"):
+        run_dedup(create_op("semantic_deduplicator", {"embedding_key": "vec"}), rows, tmp_path / "c", 3, 2)
+
+
 def _reference_greedy(x, thr):
     """Row by row: the most similar earlier kept row at or above thr (the earliest on ties), from scratch."""
     kept, out = [], []

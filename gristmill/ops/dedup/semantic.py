@@ -84,12 +84,17 @@ class SemanticDeduplicator(Deduplicator):
         if col is not None:
             if isinstance(col, pa.ChunkedArray):
                 col = col.combine_chunks()
+            if pa.types.is_fixed_size_list(col.type) and col.null_count == 0:  # text_embedding_mapper's column
+                e = E.normalise(col.flatten().to_numpy(zero_copy_only=False).reshape(len(col), col.type.list_size))
+                arr = pa.FixedSizeListArray.from_arrays(pa.array(e.ravel()), col.type.list_size)
+                return C.set_column(batch, self.column, arr)
             dim = col.type.list_size if pa.types.is_fixed_size_list(col.type) else None
             vals = [np.asarray(v if v is not None else [], np.float32) for v in col.to_pylist()]
             dims = {v.size for v in vals if v.size}
             if dim is None:
                 if len(dims) > 1:
-                    raise ValueError(f"{self.name}: embeddings in {key!r} have different lengths {sorted(dims)}")
+                    raise ValueError(f"{self.name}: embeddings of different lengths in one dataset "
+                                     f"({key!r}: {sorted(dims)})")
                 dim = dims.pop() if dims else 1
             e = np.zeros((len(vals), dim), np.float32)
             for i, v in enumerate(vals):
@@ -113,6 +118,8 @@ class SemanticDeduplicator(Deduplicator):
             col = batch.column(batch.schema.get_field_index(self.column))
             if isinstance(col, pa.ChunkedArray):
                 col = col.combine_chunks()
+            if not pa.types.is_fixed_size_list(col.type):  # rows' vectors of several lengths met in one batch
+                raise ValueError(f"{self.name}: embeddings of different lengths in one dataset")
             parts.append(col.flatten().to_numpy(zero_copy_only=False).reshape(batch.num_rows, col.type.list_size))
             idc = batch.column(batch.schema.get_field_index(C.ID))
             ids.append(idc.combine_chunks() if isinstance(idc, pa.ChunkedArray) else idc)
@@ -122,9 +129,12 @@ class SemanticDeduplicator(Deduplicator):
         if n == 0:
             self.last_stats = {"rows": 0, "removed": 0, "clusters": 0}
             return None
-        dims = {x.shape[1] for x in parts}
-        if len(dims) > 1:
-            raise ValueError(f"{self.name}: embeddings of different dimensions {sorted(dims)} in one dataset")
+        dims = {x.shape[1] for x in parts if x.any()}  # a batch of rows without vectors has no dimension
+        if len(dims) <= 1:
+            d = dims.pop() if dims else parts[0].shape[1]
+            parts = [x if x.shape[1] == d else np.zeros((x.shape[0], d), np.float32) for x in parts]
+        elif len(dims) > 1:
+            raise ValueError(f"{self.name}: embeddings of different lengths in one dataset ({sorted(dims)})")
         x = np.ascontiguousarray(np.concatenate(parts).astype(np.float32))
         del parts
         id_arr = pa.concat_arrays([a if pa.types.is_string(a.type) else pc.cast(a, pa.string()) for a in ids])
@@ -153,7 +163,8 @@ class SemanticDeduplicator(Deduplicator):
         for path in ctx.map(S.dedup_clusters, tasks):
             with np.load(path) as z:
                 gone.append(z["gone"]), kept.append(z["kept"]), sim.append(z["sim"]), clus.append(z["cluster"])
-        gone, kept, sim, clus = (np.concatenate(a) for a in (gone, kept, sim, clus))
+        gone, kept, sim, clus = (np.concatenate(a) if a else np.empty(0, t) for a, t in (
+            (gone, np.int64), (kept, np.int64), (sim, np.float32), (clus, np.int64)))
         o = np.argsort(gone, kind="stable")
         gone, kept, sim, clus = gone[o], kept[o], sim[o], clus[o]
         kept_ids = id_arr.take(pa.array(kept))
