@@ -92,14 +92,16 @@ def test_sharded_export_on_s3(s3, tmp_path):
 def test_sigkilled_run_resumes_from_the_bucket_to_the_same_bytes(s3, tmp_path):
     local_in, url_in = _inputs(s3, tmp_path, n=12)
     b = s3.bucket
-    ops = [{"words_num_filter": {"min_num": 20}}]
+    slow = {"python_lambda_mapper": {"lambda_str": "lambda s: (__import__('time').sleep(0.03), s)[1]"}}
+    ops = [slow, {"words_num_filter": {"min_num": 20}}]  # a few seconds in all: killed well before the end
     loc = _cli("run", _recipe(tmp_path, "l", dataset_path=local_in, export_path=f"{tmp_path}/out/c.jsonl",
-                              work_dir=f"{tmp_path}/w", process=ops, np=1), cwd=tmp_path)
+                              work_dir=f"{tmp_path}/w", process=ops, np=1), "--allow-scripts", cwd=tmp_path)
     assert loc.returncode == 0, loc.stderr
     rec = _recipe(tmp_path, "r", dataset_path=url_in, export_path=f"s3://{b}/out/c.jsonl", work_dir=f"s3://{b}/w",
                   process=ops, np=1)
     env = {**os.environ, "GRISTMILL_SYNC_S": "0.05"}
-    p = subprocess.Popen([sys.executable, "-m", "gristmill.cli", "run", rec, "--no-progress"], cwd=tmp_path, env=env,
+    p = subprocess.Popen([sys.executable, "-m", "gristmill.cli", "run", rec, "--no-progress", "--allow-scripts"],
+                         cwd=tmp_path, env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 120
     while time.time() < deadline and p.poll() is None:
@@ -116,7 +118,7 @@ def test_sigkilled_run_resumes_from_the_bucket_to_the_same_bytes(s3, tmp_path):
     # resume on a wiped staging disk (another machine): everything comes from the bucket
     os.environ["GRISTMILL_STAGING"] = str(tmp_path / "staging2")
     time.sleep(3.2)  # the lease (3 s in the tests) expires
-    r = _cli("run", rec, cwd=tmp_path)
+    r = _cli("run", rec, "--allow-scripts", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert _get(s3, "out/c.jsonl") == (tmp_path / "out/c.jsonl").read_bytes()
     assert "restored" in r.stderr
