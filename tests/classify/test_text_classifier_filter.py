@@ -222,3 +222,14 @@ def test_onnx_backend_matches_torch(edu_dir, tmp_path):
     b = create_op("text_classifier_filter", {"hf_model": str(d), "min_score": None, "backend": "onnx"}).apply(rows)
     assert [r["__stats__"]["classifier_score"] for r in b] == pytest.approx(
         [r["__stats__"]["classifier_score"] for r in a], abs=1e-4)
+
+
+def test_autocast_dtype_follows_float32(edu_dir):
+    rows = [{"text": t} for t in TEXTS]
+    a = create_op("text_classifier_filter", {"hf_model": str(edu_dir), "min_score": None, "device": "cpu"}).apply(rows)
+    b = create_op("text_classifier_filter", {"hf_model": str(edu_dir), "min_score": None, "device": "cpu",
+                                             "dtype": "bfloat16"}).apply(rows)
+    sa = [r["__stats__"]["classifier_score"] for r in a]
+    sb = [r["__stats__"]["classifier_score"] for r in b]
+    # bfloat16 keeps ~3 digits and the test head magnifies them; the scores still follow the float32 ones
+    assert sb != sa and np.corrcoef(sa, sb)[0, 1] > 0.95

@@ -118,7 +118,8 @@ class TextClassifier:
     """A loaded classifier: ``logits(texts)`` → (n, num_labels) float32, batched by token length."""
 
     def __init__(self, ref: str, device: str = "auto", backend: str = "torch", base_model: str | None = None,
-                 max_length: int | None = None, batch_size: int = 32, trust_remote_code: bool = False):
+                 max_length: int | None = None, batch_size: int = 32, trust_remote_code: bool = False,
+                 dtype: str = "float32"):
         import transformers
         inf._quiet_transformers()
         remote = trust.remote_code_allowed(trust_remote_code)
@@ -127,6 +128,7 @@ class TextClassifier:
             self.cfg = json.load(f)
         self.task, self.labels = task_of(self.cfg), _labels(self.cfg)
         self.batch_size = batch_size
+        self.dtype = dtype
         self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path, local_files_only=True,
                                                                     trust_remote_code=remote)
         self.tokenizer.padding_side = "right"
@@ -196,8 +198,12 @@ class TextClassifier:
         if self.session is not None:
             feed = {k: np.asarray(part[k], dtype=np.int64) for k in self.onnx_inputs if k in part}
             return np.asarray(self.session.run(None, feed)[0], dtype=np.float32)
+        import contextlib
+
         import torch
-        with torch.inference_mode():
+        cast = (torch.autocast(torch.device(self.device).type, dtype=getattr(torch, self.dtype))
+                if self.dtype != "float32" else contextlib.nullcontext())
+        with torch.inference_mode(), cast:
             if self.nemo:
                 res = self.module(torch.as_tensor(part["input_ids"], device=self.device),
                                   torch.as_tensor(part["attention_mask"], device=self.device))
@@ -285,6 +291,9 @@ class TextClassifierFilter(Filter):
         device: str = Field("auto", description="'auto' (CUDA when torch sees a GPU), 'cpu', 'cuda', 'cuda:1'.")
         backend: Literal["torch", "onnx"] = Field("torch", description="onnx: run the directory's model.onnx "
                                                                       "with onnxruntime.")
+        dtype: Literal["float32", "float16", "bfloat16"] = Field(
+            "float32", description="torch: run under autocast in this type (NeMo Curator autocasts on GPUs; "
+                                   "float16 / bfloat16 are faster there, scores move slightly).")
         trust_remote_code: bool = Field(False, description="Let transformers run code shipped with the model.")
 
     def __init__(self, **params):
@@ -313,7 +322,7 @@ class TextClassifierFilter(Filter):
         p = self.params
         return self.resource("model", lambda: TextClassifier(
             p.hf_model, device=p.device, backend=p.backend, base_model=p.base_model, max_length=p.max_length,
-            batch_size=p.batch_size, trust_remote_code=p.trust_remote_code))
+            batch_size=p.batch_size, trust_remote_code=p.trust_remote_code, dtype=p.dtype))
 
     def compute_stats(self, batch):
         p = self.params
