@@ -208,6 +208,7 @@ class RemoteLock:
         self.url = join(url.rstrip("/"), LOCK_NAME)
         self.lease_s = lease_s or _setting("GRISTMILL_LOCK_LEASE_S", LEASE_S)
         self.owner = uuid.uuid4().hex
+        self.lost = False  # another run took the lock over: this one stops renewing it
         self._stop = threading.Event()
         self._thread = None
 
@@ -239,6 +240,10 @@ class RemoteLock:
         def renew():
             while not self._stop.wait(self.lease_s / 3):
                 try:
+                    held = json.loads(read_bytes(self.url) or b"{}")
+                    if held.get("owner") != self.owner:  # taken over (this run stalled past its lease)
+                        self.lost = True
+                        return
                     write_bytes(self.url, self._body())
                 except Exception:  # noqa: BLE001 - retried at the next tick
                     pass
