@@ -37,9 +37,9 @@ def test_optimize_query_and_response_take_the_whole_answer():
     assert row["query"] == ROW["query"] and row["response"] == "In southern England."
 
 
-def test_optimize_refuses_a_local_model_by_default():
-    with pytest.raises(ValueError, match="is_hf_model"):
-        create_op("optimize_qa_mapper", {})
+def test_optimize_refuses_in_process_vllm():
+    with pytest.raises(ValueError, match="enable_vllm"):
+        create_op("optimize_qa_mapper", {"enable_vllm": True})
 
 
 def test_calibrate_qa_mapper_uses_the_text_as_reference():

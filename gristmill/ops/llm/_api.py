@@ -67,10 +67,10 @@ class APIParams(APIClientParams):
     """Ops whose model param is Data-Juicer's ``api_or_hf_model`` (with ``is_hf_model`` / ``enable_vllm``)."""
 
     api_or_hf_model: str = Field("gpt-4o", description="Model name sent in each request.")
-    is_hf_model: bool = Field(False, description="Data-Juicer's local transformers model: not supported here; "
-                                                 "serve it with an OpenAI-compatible server (vLLM, SGLang).")
+    is_hf_model: bool = Field(False, description="Load the model in the worker with transformers (a local "
+                              "directory or a model-store name; the models extra) instead of asking an endpoint.")
     enable_vllm: bool = Field(False, description="Data-Juicer's in-process vLLM: not supported; use vLLM's "
-                                                 "OpenAI server and api_endpoint.")
+                              "OpenAI server and api_endpoint.")
 
 
 class APIModelParams(APIClientParams):
@@ -84,10 +84,15 @@ class APIOp:
 
     def _init_api(self) -> None:
         p = self.params
-        if getattr(p, "is_hf_model", False) or getattr(p, "enable_vllm", False):
-            raise ValueError(f"{self.name}: is_hf_model / enable_vllm (a model loaded in the worker) is not "
-                             f"supported; serve {self.model_name()!r} with an OpenAI-compatible server (vLLM, "
-                             f"SGLang), set is_hf_model: false and api_endpoint or $OPENAI_BASE_URL")
+        if getattr(p, "enable_vllm", False):
+            raise ValueError(f"{self.name}: enable_vllm (vLLM inside the worker) is not supported; serve "
+                             f"{self.model_name()!r} with vLLM's OpenAI server (`vllm serve`) and set "
+                             f"api_endpoint or $OPENAI_BASE_URL")
+        self._local = bool(getattr(p, "is_hf_model", False))
+        if self._local:
+            name = self.model_name()
+            if os.path.isdir(name) or not trust.is_model_name(name):
+                trust.check_read(name, f"{self.name}.api_or_hf_model")
         self._url, chosen = self.endpoint_url()
         pol = trust.current()
         self._send_env_key = True
@@ -159,7 +164,44 @@ class APIOp:
             print_dry_run(self.name, self._url, bodies, n_dry, sys.stderr)
             raise StopRun(f"{self.name}: dry run: printed the first {min(n_dry, len(bodies))} request(s) to "
                           f"stderr; nothing was sent to {self._url}")
+        if self._local:
+            return self._ask_local(bodies, accept, tries)
         return client_for(self.client_config()).post_many(bodies, self._counters, accept, tries)
+
+    def models(self) -> list[str]:
+        name = self.model_name()
+        return [name] if getattr(self, "_local", False) and not os.path.isdir(name) else []
+
+    def _ask_local(self, bodies: list[dict], accept, tries: int):
+        """Data-Juicer's is_hf_model: each body generated in this process, one after another (answers kept
+        in the same request cache)."""
+        import time
+
+        from ...llm.cache import open_cache, request_key
+        from ...llm.client import Outcome
+        from ._local import LocalChat
+        p = self.params
+        chat = self.resource("local_chat", lambda: LocalChat(self.model_name(), p.model_params or {},
+                                                             p.sampling_params or {}))
+        cache = open_cache(self.client_config().cache_dir)
+        outs = []
+        for body in bodies:
+            last = None
+            for attempt in range(tries):
+                key = request_key(body, attempt)
+                hit = cache.get(key)
+                if hit is None:
+                    t0 = time.perf_counter()
+                    text = chat.chat(body["messages"])
+                    self._counters.requests += 1
+                    self._counters.request_seconds += time.perf_counter() - t0
+                    hit = {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}
+                    cache.put(key, hit)
+                last = Outcome(hit)
+                if accept is None or accept(hit):
+                    break
+            outs.append(last)
+        return outs
 
     def ask_parsed(self, bodies: list[dict], parse: Callable[[str], Any], ok: Callable[[Any], bool]):
         """Data-Juicer's try loop: each body is asked (attempt 0, 1, … up to ``try_num``, each attempt as soon

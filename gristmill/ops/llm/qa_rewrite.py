@@ -70,9 +70,8 @@ class _QARewrite(LLMRowMapper):
 
 class _OptimizeParams(_QAFields, APIParams):
     api_or_hf_model: str = Field("Qwen/Qwen2.5-7B-Instruct", description="Model name sent in each request.")
-    is_hf_model: bool = Field(True, description="Data-Juicer's default (a local transformers model) is not "
-                              "supported here: set it to false and serve the model with an OpenAI-compatible "
-                              "server.")
+    is_hf_model: bool = Field(True, description="Load the model in the worker with transformers (Data-Juicer's "
+                              "default; a local directory or a model-store name); false: ask the endpoint.")
     system_prompt: str | None = Field(None, description="System prompt (default: Data-Juicer's).")
     input_template: str | None = Field(None, description="User message template; one {} for the QA pair.")
     qa_pair_template: str | None = Field(None, description="QA pair template; two {} (question, answer).")
