@@ -247,8 +247,8 @@ def probe(cfg, ops: list, max_rows: int = PROBE_ROWS) -> Probe | None:
 
 # ------------------------------------------------------------------------------------------ decisions
 def choose_np(m: Machine, p: Probe | None, shard_bytes: int, mem_per_row: float | None = None) -> tuple[int, str]:
-    """Worker processes for a run: the smallest count within a few percent of the fastest the cost model
-    predicts, ``T(1) = W`` (in this process, nothing to start) and ``T(n) = S + ceil(k / n) · W / k``
+    """Worker processes for a run: the smallest count within 5% of the fastest the cost model predicts
+    (and 1 unless that saves a fifth of the time), ``T(1) = W`` (in this process, nothing to start) and ``T(n) = S + ceil(k / n) · W / k``
     (n ≥ 2: each worker pays the start-up S, and k pieces of work are dealt to n workers), capped by the
     cores, the memory (a worker's base footprint plus its batches) and the pieces the input can be cut into."""
     if p is None:
@@ -273,7 +273,9 @@ def choose_np(m: Machine, p: Probe | None, shard_bytes: int, mem_per_row: float 
         return work if n == 1 else start + math.ceil(k / n) * work / k
 
     best = min(cost(n) for n in range(1, cap + 1))
-    n = next(n for n in range(1, cap + 1) if cost(n) <= best * 1.05)
+    # the fewest workers within 5% of the best; workers only where they save a fifth of the time (the model
+    # is rough, and every worker costs memory and start-up on a machine that may run other things)
+    n = 1 if best >= 0.8 * cost(1) else next(n for n in range(1, cap + 1) if cost(n) <= best * 1.05)
     return n, (f"~{work:.1f} s of work in one process ({p.est_rows:,} rows × {p.per_row() * 1e6:.1f} µs, "
                f"probe of {p.rows} rows), a worker's start-up ~{start:.1f} s; cores {cores}, memory for "
                f"{mem_cap} workers, {pieces} pieces → np={n} (predicted {cost(n):.1f} s vs {cost(1):.1f} s at np=1)")
