@@ -379,64 +379,25 @@ def cmd_split(args) -> int:
 def cmd_tokenize(args) -> int:
     """Tokenize a recipe's export (its `tokenize:` section) or a file that is just a tokenize section."""
     from .pipeline import PipelineError
-    from .recipe import RecipeError
+    from .pipeline.tokenize_step import plan_tokenize
     con = _console()
     try:
-        section, np_, work, engine, address = _tokenize_job(args)
-    except (PipelineError, RecipeError, FileNotFoundError, ValueError) as e:
+        job = plan_tokenize(args.recipe, np=args.np, work_dir=args.work_dir, engine=args.engine,
+                            address=args.address)
+    except PipelineError as e:
         return print_error(e, con)
     from .tokenize.run import run_tokenize
-    status, report = run_guarded(lambda: run_tokenize(section, np=np_, work_dir=work, progress=not args.no_progress,
-                                                      engine=engine, address=address,
+    status, report = run_guarded(lambda: run_tokenize(job.section, np=job.np, work_dir=job.work_dir,
+                                                      progress=not args.no_progress, engine=job.engine,
+                                                      address=job.address,
                                                       log=lambda m: con.print(f"  {m}", highlight=False)),
-                                 work, con)
+                                 job.work_dir, con)
     if report is not None:
         if args.json:
             print(json.dumps(report, indent=2, default=str))
         from .analysis.report import add_tokens
-        ConsoleObserver(con).tokens(report, add_tokens(work, report["stats"]))  # the run report gains them
+        ConsoleObserver(con).tokens(report, add_tokens(job.work_dir, report["stats"]))  # the run report gains them
     return status
-
-
-def _tokenize_job(args) -> tuple[dict, int, str, str, str | None]:
-    """(section, np, work dir, engine, address) for `gristmill tokenize`: a full recipe tokenizes what
-    `gristmill run` exported (its report's exported_files) in the run's work dir, so both commands share token
-    shards, on the recipe's engine (executor_type / ray_address) unless --engine / --address say otherwise."""
-    import yaml
-
-    from .pipeline import plan_recipe
-    from .pipeline.tokenize_step import export_section, exported_files
-    from .recipe import RecipeError
-    from .tokenize.run import preflight
-    try:
-        with open(args.recipe) as f:
-            raw = yaml.safe_load(f) or {}
-    except OSError as e:
-        raise RecipeError(f"cannot read recipe {args.recipe!r}: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise RecipeError(f"{args.recipe}: invalid YAML: {e}") from None
-    if not isinstance(raw, dict) or "tokenize" not in raw:  # the file is a tokenize section, or a recipe without one
-        if not raw or (isinstance(raw, dict) and "tokenizer" not in raw and _recipe_keys(raw)):
-            raise RecipeError(f"{args.recipe}: no `tokenize:` section (add one to tokenize the recipe's export, "
-                              f"see docs/tokenize.md)")
-        preflight(raw, f"{args.recipe}: tokenize")
-        return raw, args.np or 1, args.work_dir or D.work_dir_for("tokenize", "tokenize"), args.engine or "local", \
-            args.address
-    plan = plan_recipe(args.recipe, np=args.np, work_dir=args.work_dir, progress=False, engine=args.engine,
-                       address=args.address, allow_scripts=True)
-    if not plan.tokenize:
-        raise RecipeError(f"{args.recipe}: the `tokenize:` section is empty (see docs/tokenize.md)")
-    cfg = plan.cfg
-    return (export_section(plan, exported_files(plan, cfg.work_dir)), cfg.np, cfg.work_dir, cfg.engine,
-            cfg.engine_address)
-
-
-def _recipe_keys(raw: dict) -> list[str]:
-    """The keys of ``raw`` that only a recipe has (not a tokenize section): it is a recipe, not a section."""
-    from .recipe import DJ_IGNORED, Recipe
-    from .tokenize.config import TokenizeConfig
-    return [k for k in raw if (k in Recipe.model_fields or k in DJ_IGNORED or k == "dataset")
-            and k not in TokenizeConfig.model_fields]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 
 
 def check_section(recipe, source: str) -> None:
@@ -98,6 +99,65 @@ def exported_files(plan, work_dir: str):
         return report["exported_files"]
     raise RecipeError(f"no export of this recipe in {work_dir} (report.json): run `gristmill run` on it first, or "
                       f"give the tokenize section `sources`")
+
+
+@dataclass
+class TokenizeJob:
+    """What `gristmill tokenize FILE` runs: a section, where and on what engine."""
+    section: dict
+    np: int
+    work_dir: str
+    engine: str = "local"
+    address: str | None = None
+
+
+def plan_tokenize(path: str, *, np: int | None = None, work_dir: str | None = None, engine: str | None = None,
+                  address: str | None = None) -> TokenizeJob:
+    """The tokenize job of ``path``: a full recipe tokenizes what ``gristmill run`` exported (its report's
+    exported files) in the run's work dir, so both commands share token shards, on the recipe's engine unless
+    ``engine`` / ``address`` say otherwise; a file that is just a tokenize section runs as it is.
+    PipelineError (status 2) for a file that is neither, or a recipe that has not run yet."""
+    import yaml
+
+    from ..core.defaults import work_dir_for
+    from ..recipe import RecipeError
+    from ..tokenize.run import preflight
+    from .errors import PipelineError
+    from .plan import plan_recipe
+    try:
+        try:
+            with open(path) as f:
+                raw = yaml.safe_load(f) or {}
+        except OSError as e:
+            raise RecipeError(f"cannot read recipe {path!r}: {e.strerror}") from None
+        except yaml.YAMLError as e:
+            raise RecipeError(f"{path}: invalid YAML: {e}") from None
+        if not isinstance(raw, dict) or "tokenize" not in raw:  # a tokenize section, or a recipe without one
+            if not raw or (isinstance(raw, dict) and "tokenizer" not in raw and _recipe_keys(raw)):
+                raise RecipeError(f"{path}: no `tokenize:` section (add one to tokenize the recipe's export, see "
+                                  f"docs/tokenize.md)")
+            preflight(raw, f"{path}: tokenize")
+            return TokenizeJob(raw, np or 1, work_dir or work_dir_for("tokenize", "tokenize"), engine or "local",
+                               address)
+        plan = plan_recipe(path, np=np, work_dir=work_dir, progress=False, engine=engine, address=address,
+                           allow_scripts=True)
+        if not plan.tokenize:
+            raise RecipeError(f"{path}: the `tokenize:` section is empty (see docs/tokenize.md)")
+        cfg = plan.cfg
+        return TokenizeJob(export_section(plan, exported_files(plan, cfg.work_dir)), cfg.np, cfg.work_dir,
+                           cfg.engine, cfg.engine_address)
+    except PipelineError:
+        raise
+    except (RecipeError, FileNotFoundError, ValueError) as e:
+        raise PipelineError.refused(e) from None
+
+
+def _recipe_keys(raw: dict) -> list[str]:
+    """The keys of ``raw`` that only a recipe has (not a tokenize section): it is a recipe, not a section."""
+    from ..recipe import DJ_IGNORED, Recipe
+    from ..tokenize.config import TokenizeConfig
+    return [k for k in raw if (k in Recipe.model_fields or k in DJ_IGNORED or k == "dataset")
+            and k not in TokenizeConfig.model_fields]
 
 
 def run_section(section: dict, cfg, log) -> tuple[dict, str | None]:
