@@ -122,6 +122,10 @@ def test_sigkilled_run_resumes_from_the_bucket_to_the_same_bytes(s3, tmp_path):
     assert r.returncode == 0, r.stderr
     assert _get(s3, "out/c.jsonl") == (tmp_path / "out/c.jsonl").read_bytes()
     assert "restored" in r.stderr
+    # the committed shards were reused, not recomputed (their markers point into this staging copy now)
+    import re
+    done = re.search(r"(\d+) of 12 shards already done, skipped", r.stderr)
+    assert done and int(done.group(1)) >= len(committed), r.stderr
 
 
 def test_missing_bucket_is_refused_before_any_work(s3, tmp_path):
