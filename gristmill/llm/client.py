@@ -107,44 +107,79 @@ def nested_get(obj, path: str):
 
 
 class _Limiter:
-    """Requests/min and tokens/min of one process, as a GCRA: each request books 60/rpm seconds and its
-    tokens 60/tpm seconds each; a request waits until both books allow it (bursts: max_concurrent requests,
-    six seconds' worth of tokens)."""
+    """Requests/min and tokens/min as a GCRA: each request books 60/rpm seconds and its tokens 60/tpm seconds
+    each; a request waits until both books allow it (bursts: max_concurrent requests, six seconds' worth of
+    tokens). With ``path`` the books live in that file, under an exclusive lock, so that every worker
+    process of the run (every process on a shared file system) shares one limit; else in this process."""
 
-    def __init__(self, rpm: float | None, tpm: float | None, burst: int):
-        self.rpm, self.tpm, self.burst = rpm, tpm, max(1, burst)
+    def __init__(self, rpm: float | None, tpm: float | None, burst: int, path: str | None = None):
+        self.rpm, self.tpm, self.burst, self.path = rpm, tpm, max(1, burst), path
         self.t_req = self.t_tok = 0.0
         self.lock = threading.Lock()
 
+    def _update(self, fn):
+        """``fn(t_req, t_tok) -> (t_req, t_tok, result)`` applied to the books, atomically."""
+        with self.lock:
+            if self.path is None:
+                self.t_req, self.t_tok, out = fn(self.t_req, self.t_tok)
+                return out
+            import fcntl
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                raw = os.pread(fd, 64, 0).split()
+                try:
+                    t_req, t_tok = float(raw[0]), float(raw[1])
+                except (IndexError, ValueError):
+                    t_req = t_tok = 0.0
+                t_req, t_tok, out = fn(t_req, t_tok)
+                data = f"{t_req:.6f} {t_tok:.6f}".ljust(64).encode()
+                os.pwrite(fd, data, 0)
+                return out
+            finally:
+                os.close(fd)  # releases the lock
+
     def reserve(self, tokens: int) -> float:
         """Seconds to wait before sending (the slot is booked now)."""
-        now = time.monotonic()
-        wait = 0.0
-        with self.lock:
+        if not self.rpm and not (self.tpm and tokens):
+            return 0.0
+        now = time.time()  # wall clock: shared between processes
+
+        def book(t_req, t_tok):
+            wait = 0.0
             if self.rpm:
                 step = 60.0 / self.rpm
-                tat = max(self.t_req, now)
+                tat = max(t_req, now)
                 wait = max(wait, tat - step * (self.burst - 1) - now)
-                self.t_req = tat + step
+                t_req = tat + step
             if self.tpm and tokens:
-                tat = max(self.t_tok, now)
+                tat = max(t_tok, now)
                 wait = max(wait, tat - 6.0 - now)  # a tenth of a minute's tokens as burst
-                self.t_tok = tat + tokens * 60.0 / self.tpm
-        return max(0.0, wait)
+                t_tok = tat + tokens * 60.0 / self.tpm
+            return t_req, t_tok, max(0.0, wait)
+        return self._update(book)
 
     def correct(self, estimated: int, actual: int) -> None:
         if self.tpm and actual:
-            with self.lock:
-                self.t_tok += (actual - estimated) * 60.0 / self.tpm
+            self._update(lambda r, t: (r, t + (actual - estimated) * 60.0 / self.tpm, None))
 
 
 _LIMITERS: dict[tuple, _Limiter] = {}
 
 
 def _limiter(cfg: ClientConfig) -> _Limiter:
-    key = (os.getpid(), cfg.url, cfg.requests_per_minute, cfg.tokens_per_minute)
+    """The limiter of ``cfg``'s endpoint: shared through a file in the cache directory (the run's work dir)
+    by every worker process of the run, else this process's own."""
+    key = (os.getpid(), cfg.url, cfg.requests_per_minute, cfg.tokens_per_minute, cfg.cache_dir)
     if key not in _LIMITERS:
-        _LIMITERS[key] = _Limiter(cfg.requests_per_minute, cfg.tokens_per_minute, cfg.max_concurrent)
+        path = None
+        if cfg.cache_dir and (cfg.requests_per_minute or cfg.tokens_per_minute):
+            import hashlib
+            digest = hashlib.blake2b(f"{cfg.url} {cfg.requests_per_minute} {cfg.tokens_per_minute}".encode(),
+                                     digest_size=8).hexdigest()
+            path = os.path.join(cfg.cache_dir, "limits", digest)
+        _LIMITERS[key] = _Limiter(cfg.requests_per_minute, cfg.tokens_per_minute, cfg.max_concurrent, path)
     return _LIMITERS[key]
 
 

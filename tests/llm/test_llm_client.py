@@ -36,6 +36,13 @@ def test_limiter_books_requests_and_tokens():
     assert 5.5 < tok.reserve(60) <= 6.0  # starts at 12 s: waits 6 s
 
 
+def test_limiter_shared_through_a_file_by_several_processes(tmp_path):
+    path = str(tmp_path / "limits" / "x")
+    a, b = _Limiter(60, None, 2, path), _Limiter(60, None, 2, path)  # two worker processes' limiters
+    assert a.reserve(0) == 0 and b.reserve(0) == 0  # the burst, shared
+    assert 0.9 < a.reserve(0) <= 1.0 and 1.9 < b.reserve(0) <= 2.0  # one book for both
+
+
 def test_cache_files_from_several_writers_and_a_cut_line(tmp_path):
     a = RequestCache(str(tmp_path))
     a.put("k1", {"v": 1})

@@ -44,10 +44,10 @@ class APIClientParams(Params):
     try_num: PositiveInt = Field(3, description="Times an answer is asked for while it cannot be parsed.")
     max_concurrent: int = Field(16, ge=1, description="Requests in flight at once per worker process "
                                 "(gristmill).")
-    requests_per_minute: float | None = Field(None, gt=0, description="Requests/min limit per worker process "
-                                              "(gristmill; divide the endpoint's quota by np).")
-    tokens_per_minute: float | None = Field(None, gt=0, description="Tokens/min limit per worker process "
-                                            "(gristmill).")
+    requests_per_minute: float | None = Field(None, gt=0, description="Requests/min limit of the whole run, "
+                                              "shared by its worker processes (gristmill).")
+    tokens_per_minute: float | None = Field(None, gt=0, description="Tokens/min limit of the whole run "
+                                            "(gristmill; estimated before sending, corrected with usage).")
     request_timeout: float = Field(120.0, gt=0, description="Seconds one request may take (gristmill; "
                                    "model_params.timeout wins).")
     max_retries: int = Field(6, ge=0, description="Retries of a request on 429, 5xx, timeouts and dropped "
