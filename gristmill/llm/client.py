@@ -247,6 +247,23 @@ class LLMClient:
                 out[i] = a
         return out  # type: ignore[return-value]
 
+    def embed_many(self, texts: list[str], model: str, batch_size: int = 64,
+                   counters: Counters | None = None) -> list[list[float]]:
+        """OpenAI embeddings (the client's URL is the ``/embeddings`` endpoint): one vector per text, in
+        order, ``batch_size`` texts per request, the requests concurrent and cached like chat requests.
+        Raises RequestFailed for a request that failed for good."""
+        bodies = [{"model": model, "input": texts[i:i + batch_size]} for i in range(0, len(texts), batch_size)]
+        out: list[list[float]] = []
+        for body, o in zip(bodies, self.post_many(bodies, counters)):
+            if o.error is not None:
+                raise RequestFailed(o.error)
+            data = sorted((o.response or {}).get("data") or [], key=lambda d: d.get("index", 0))
+            if len(data) != len(body["input"]):
+                raise RequestFailed(f"{self.cfg.url} returned {len(data)} embeddings for {len(body['input'])} "
+                                    f"inputs")
+            out.extend(d["embedding"] for d in data)
+        return out
+
     def _from_cache(self, body: dict, counters: Counters, accept, tries: int) -> Outcome | None:
         """The body's outcome when the cache (or the failure memo) settles it without asking, else None."""
         last = None

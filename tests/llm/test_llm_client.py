@@ -120,3 +120,13 @@ def test_keep_alive_and_chunked_bodies():
         srv.shutdown()
     assert [o.response["choices"][0]["message"]["content"] for o in out] == ["chunked ok"] * 5
     assert len(conns) == 1  # one connection, kept alive
+
+
+def test_embeddings():
+    with LLMServer() as srv:
+        c = LLMClient(ClientConfig(url=srv.url + "/embeddings"))
+        texts = [f"text {i}" for i in range(5)]
+        vecs = c.embed_many(texts, "embed-model", batch_size=2)
+        assert srv.n == 3  # 2 + 2 + 1
+        assert len(vecs) == 5 and all(len(v) == 8 for v in vecs)
+        assert c.embed_many(texts[:2], "embed-model", batch_size=2) == vecs[:2] and srv.n == 3  # cached
