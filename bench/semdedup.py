@@ -5,7 +5,7 @@ usage: python bench/semdedup.py [CORPUS_JSONL] [--base 3000] [--copies 0.2] [--t
 
 Base documents are real and distinct (exact copies skipped; default /tmp/corpus/corpus.jsonl from ../shared/bench/make-corpus.sh, else
 ../shared/data/cc-2019-30-sample.jsonl.gz); a share of them (--copies) gets a near copy made by replacing
-1 to 5 random words, placed at a random later position. Both tools embed with the same model (WordLlama
+1 to 5 of its first 300 words (whitespace kept), placed at a random later position. Both tools embed with the same model (WordLlama
 from its wheel by default; SemHash gets gristmill's encoder for it, so both see identical vectors) and
 dedup at the same cosine threshold:
 
@@ -28,6 +28,7 @@ import argparse
 import gzip
 import json
 import random
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -63,13 +64,14 @@ def with_copies(docs: list[dict], share: float, rng: random.Random) -> tuple[lis
     vocab = [w for d in docs[:200] for w in d["text"].split()[:50]]
     copies = {}
     for d in rng.sample(docs, int(len(docs) * share)):
-        words = d["text"].split()
-        for _ in range(rng.randint(1, 5)):
-            words[rng.randrange(len(words))] = rng.choice(vocab)
+        parts = re.split(r"(\s+)", d["text"])  # words and the whitespace between them, kept as it was
+        words = [i for i, w in enumerate(parts) if w and not w.isspace()]
+        for i in rng.sample(words[:300], min(len(words[:300]), rng.randint(1, 5))):  # inside what is embedded
+            parts[i] = rng.choice(vocab)
         cid = f"copy-of-{d['id']}"
         copies[cid] = d["id"]
         pos = rows.index(d) + 1
-        rows.insert(rng.randint(pos, len(rows)), {"id": cid, "text": " ".join(words)})
+        rows.insert(rng.randint(pos, len(rows)), {"id": cid, "text": "".join(parts)})
     return rows, copies
 
 
@@ -114,7 +116,7 @@ def main(argv=None) -> int:
     ap.add_argument("--base", type=int, default=3000)
     ap.add_argument("--copies", type=float, default=0.2)
     ap.add_argument("--threshold", type=float, default=0.9)
-    ap.add_argument("--np", type=int, default=1)
+    ap.add_argument("--np", default="1,2", help="gristmill worker counts to run, comma-separated")
     ap.add_argument("--model", default="wordllama")
     a = ap.parse_args(argv)
     rng = random.Random(7)
@@ -124,8 +126,9 @@ def main(argv=None) -> int:
     print(f"{n} rows ({mb:.1f} MB), {len(copies)} injected near copies (1-5 words replaced); model {a.model}, "
           f"threshold {a.threshold}, {os.cpu_count()} cores\n")
     results = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        results[f"gristmill semantic_deduplicator (np={a.np})"] = run_gristmill(rows, a.model, a.threshold, a.np, tmp)
+    for np_ in (int(x) for x in str(a.np).split(",")):
+        with tempfile.TemporaryDirectory() as tmp:
+            results[f"gristmill semantic_deduplicator (np={np_})"] = run_gristmill(rows, a.model, a.threshold, np_, tmp)
     for backend in ("usearch", "basic"):
         results[f"SemHash self_deduplicate ({backend})"] = run_semhash(rows, a.model, a.threshold, backend)
     print(f"{'run':45s} {'seconds':>8s} {'docs/s':>8s} {'kept':>6s} {'removed':>8s} {'copies found':>13s}")
@@ -136,6 +139,9 @@ def main(argv=None) -> int:
     names = list(results)
     g = results[names[0]][1]
     for other in names[1:]:
+        if other.startswith("gristmill"):
+            print(f"\n{other} removed the same rows as {names[0]}: {results[other][1] == g}")
+            continue
         s = results[other][1]
         print(f"\nremoved by both gristmill and {other}: {len(g & s)}; only gristmill: {len(g - s)}; "
               f"only SemHash: {len(s - g)}")
