@@ -31,6 +31,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
 
 PROBE_ROWS = 256
 TARGET_BATCH_BYTES = 4 << 20
@@ -228,19 +229,39 @@ def probe(cfg, ops: list, max_rows: int = PROBE_ROWS) -> Probe | None:
               shards=len(shards))
     from ..ops.base import GlobalOp
     p.inputs = {}  # position → the probe batch as it reached the op (not saved)
-    for op in ops:
+    i = 0
+    while i < len(ops) and batch.num_rows:
+        op = ops[i]
         if not probe_safe(op):
             p.stopped_at = op.name
             break
-        p.inputs[op.position] = batch
+        # a run of pure filters: each on the same rows (its own pass rate, what reordering needs), the
+        # rows all of them keep go on
+        j = i + 1
+        if pure_filter(op, ops):
+            while j < len(ops) and probe_safe(ops[j]) and pure_filter(ops[j], ops):
+                j += 1
         try:
-            o, batch = _probe_op(op, batch)
+            if j - i >= 2:
+                import numpy as np
+                ids = batch.column(C.ID)
+                keep = np.ones(batch.num_rows, dtype=bool)
+                for f in ops[i:j]:
+                    p.inputs[f.position] = batch
+                    o, out = _probe_op(f, batch)
+                    p.ops.append(o)
+                    keep &= np.asarray(pa.compute.is_in(ids, value_set=out.column(C.ID)).to_numpy(zero_copy_only=False))
+                batch = batch.filter(pa.array(keep))
+            else:
+                p.inputs[op.position] = batch
+                o, batch = _probe_op(op, batch)
+                p.ops.append(o)
         except Exception:  # noqa: BLE001 - a probe failure is not the run's: stop probing
-            p.stopped_at = op.name
+            p.stopped_at = ops[i].name
             break
-        p.ops.append(o)
-        if isinstance(op, GlobalOp) or not batch.num_rows:
+        if isinstance(op, GlobalOp):
             break
+        i = j
     p.seconds = time.perf_counter() - t0
     return p
 
@@ -331,21 +352,6 @@ def pure_filter(op, chain: list) -> bool:
     return True
 
 
-def _keep_alone(run: list, batch: pa.RecordBatch | None, probed: dict) -> dict[int, float]:
-    """Each filter's pass rate on the same rows (the probe batch as it reached the run): the rates the
-    ordering rule assumes; the probe's own (each after the filters before it) where that batch is missing."""
-    out = {op.position: probed[op.position].keep for op in run}
-    if batch is None or not batch.num_rows:
-        return out
-    for op in run:
-        try:
-            kept, _ = op.apply_row_local(batch)
-        except Exception:  # noqa: BLE001
-            continue
-        out[op.position] = kept.num_rows / batch.num_rows
-    return out
-
-
 def reorder(ops: list, p: Probe | None, keep_stats: bool) -> tuple[list, list[str]]:
     """``ops`` with each run of consecutive pure filters in the leading row-local segment sorted by the
     probe's cost per removed row; (the new order, notes). Unchanged when the export keeps the stats
@@ -362,7 +368,7 @@ def reorder(ops: list, p: Probe | None, keep_stats: bool) -> tuple[list, list[st
             j += 1
         if j - i >= 2:
             run = out[i:j]
-            keep = _keep_alone(run, getattr(p, "inputs", {}).get(run[0].position), probed)
+            keep = {op.position: probed[op.position].keep for op in run}  # each on the same probe rows
 
             def rank(op):
                 removed = 1.0 - keep[op.position]
