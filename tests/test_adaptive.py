@@ -118,3 +118,13 @@ def test_np_auto_run(tmp_path):
     saved = json.loads((tmp_path / "npauto" / "work" / "adaptive.json").read_text())
     assert rep["np"] == saved["np"] == 1 and "np=1" in saved["np_why"]
     assert saved["probe"]["rows"] == 179 and saved["batch_size"] >= A.MIN_BATCH
+
+
+def test_input_bytes_count_every_piece_of_a_split_file(tmp_path):
+    from gristmill.io.base import ReadOptions
+    from gristmill.io.planner import plan_dataset
+    data = tmp_path / "big.jsonl"
+    data.write_text("".join(json.dumps({"text": "x" * 200}) + "\n" for _ in range(500)))
+    shards = plan_dataset(str(data), ReadOptions(shard_bytes=20_000), None)
+    assert len(shards) > 1
+    assert A._input_bytes(shards) == (data.stat().st_size, float(data.stat().st_size))

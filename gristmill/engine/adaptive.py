@@ -167,12 +167,14 @@ def _input_bytes(shards) -> tuple[int, float]:
     seen, disk, text = set(), 0, 0.0
     for s in shards:
         for f in (s.source, *s.files):
-            if f in seen or not isinstance(f, str) or not os.path.isfile(f):
+            ranged = s.end is not None and f == s.source and s.reader in ("jsonl", "txt")
+            key = (f, s.start, s.end) if ranged else f  # byte ranges of one big file each count
+            if key in seen or not isinstance(f, str) or not os.path.isfile(f):
                 continue
-            seen.add(f)
+            seen.add(key)
             size = os.path.getsize(f)
-            if s.end is not None and f == s.source and s.reader in ("jsonl", "txt"):
-                size = max(0, min(size, s.end) - s.start)  # a byte range of a big file
+            if ranged:
+                size = max(0, min(size, s.end) - s.start)
             disk += size
             ext = os.path.splitext(f)[1].lower()
             text += size * _EXPANSION.get(ext, 1.0)
