@@ -131,3 +131,45 @@ def test_readme_job_compiles_no_kernel(tmp_path):
     assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 116
     compiled = [p.name for p in (tmp_path / "numba").rglob("*") if p.is_file()]
     assert compiled == []
+
+
+_RACER = r"""
+import glob, os, sys, time
+sys.path.insert(0, sys.argv[1])
+from gristmill.ops import _numba_cache as nc
+import numba.core.event as event
+import kern
+compiled = []
+class L(event.Listener):
+    def on_start(self, e): compiled.extend([1] if e.data["dispatcher"].py_func.__name__ == "total" else [])
+    def on_end(self, e): pass
+event.register("numba:compile", L())
+assert nc.lock_compiles()
+open(os.path.join(sys.argv[1], f"ready-{os.getpid()}"), "w").close()
+while len(glob.glob(os.path.join(sys.argv[1], "ready-*"))) < 2:  # both start compiling together
+    time.sleep(0.005)
+print(kern.total(50), len(compiled))
+"""
+
+
+def test_workers_missing_the_same_kernel_compile_it_once(tmp_path):
+    """Two processes that miss the same cached kernel at the same moment: one compiles, the other waits
+    for it and loads the kernel from the cache."""
+    (tmp_path / "kern.py").write_text(
+        "import numba, numpy as np\n"
+        "@numba.njit(cache=True)\n"
+        "def total(n):\n"
+        "    a = np.arange(n)\n"
+        "    s = 0\n"
+        "    for i in range(n):\n"
+        "        s += a[i] * (i % 7) + len(str(i))\n"
+        "    return s\n")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    procs = [subprocess.Popen([sys.executable, "-c", _RACER, str(tmp_path)], env=env, cwd=REPO,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
+    results = [o[0].split() for o in outs]
+    assert len({r[0] for r in results}) == 1
+    assert sorted(int(r[1]) for r in results) == [0, 1]  # one compile between them
+    assert list((tmp_path / "numba").rglob("*.lock"))

@@ -9,7 +9,11 @@ the others are kept (an upgrade that touches one op recompiles that op's kernels
 default in-tree cache (``__pycache__`` next to the sources); a user-set NUMBA_CACHE_DIR is left alone.
 
 Compiling is slow (tens of seconds for the biggest kernels) and happens once per install: a process that
-compiles says so on stderr (:func:`announce_compiles`), one line when it starts and one per kernel.
+compiles says so on stderr (:func:`announce_compiles`), one line when it starts and one per kernel. Engine
+workers start together and need the same kernels: a compile of a cached kernel holds a file lock next to
+its cache index (:func:`lock_compiles`), so a second worker that misses the same kernel waits for the first
+one's compile and then loads it from the cache instead of compiling it again (np workers used to compile
+every kernel np times at once).
 """
 from __future__ import annotations
 
@@ -129,6 +133,7 @@ def announce_compiles(stream=None):
 
         listener = _notice(stream)
         event.register("numba:compile", listener)
+        lock_compiles()
         _announcing = True
         return listener
 
@@ -170,3 +175,48 @@ def _notice(stream=None):
             self._say(f"gristmill:   compiled {name} in {time.perf_counter() - t0:.1f} s")
 
     return Notice()
+
+
+_locked = False
+
+
+def lock_compiles() -> bool:
+    """From now on, this process compiles a cached kernel (``cache=True``) only while it holds an exclusive
+    lock on ``INDEX.lock`` next to the kernel's cache index; numba's compile looks in the cache first, so a
+    process that waited finds the kernel another one just compiled and loads it. Only outermost compiles
+    lock (a kernel's callees are compiled inside its lock). A numba whose internals differ, or a cache dir
+    where no lock file can be made, compiles unlocked as before. Idempotent; True if installed."""
+    global _locked
+    if _locked:
+        return True
+    try:
+        import fcntl
+
+        from numba.core.dispatcher import Dispatcher
+    except ImportError:
+        return False
+    original = Dispatcher.compile
+    local = threading.local()
+
+    def compile(self, sig):
+        path = getattr(getattr(getattr(self, "_cache", None), "_cache_file", None), "_index_path", None)
+        if path is None or getattr(local, "held", False):
+            return original(self, sig)
+        try:
+            fd = os.open(path[:-4] + ".lock", os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError:
+            return original(self, sig)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            local.held = True
+            try:
+                return original(self, sig)
+            finally:
+                local.held = False
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    compile.__wrapped__ = original
+    Dispatcher.compile = compile
+    _locked = True
+    return True
