@@ -7,9 +7,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyarrow import ipc
 
 from ..core import columns as C
 from ..io.writers import atomic_rename, read_shard_parts, tmp_path
+
+# removals held in the driver before they go to disk (then one shard's at a time, in write_removals)
+REMOVALS_IN_MEMORY = 64 << 20
 
 
 class StageResolveContext:
@@ -26,6 +30,8 @@ class StageResolveContext:
         self.seed = seed
         self._executor = executor
         self._removed: dict[int, list[pa.Table]] = {}
+        self._held = 0  # bytes in _removed
+        self._spilled: dict[int, list[Path]] = {}  # per shard, Arrow IPC pieces in removal order
 
     def iter_columns(self, columns):
         cols = list(dict.fromkeys([C.ID, *columns]))
@@ -66,12 +72,44 @@ class StageResolveContext:
             pa.array(list(reason), pa.string())
         for k, v in (extra or {}).items():
             cols[k] = pa.array(v) if not isinstance(v, (pa.Array, pa.ChunkedArray)) else v
-        self._removed.setdefault(int(shard), []).append(pa.table(cols))
+        t = pa.table(cols)
+        self._removed.setdefault(int(shard), []).append(t)
+        self._held += t.nbytes
+        if self._held > REMOVALS_IN_MEMORY:
+            self._spill()
+
+    def _spill(self) -> None:
+        """Removals to Arrow IPC pieces under the scratch dir (a removal of every row of a billion-row
+        dataset must not stay in the driver); a piece per run of tables with one schema."""
+        d = self.scratch_dir / "removals-spill"
+        d.mkdir(parents=True, exist_ok=True)
+        for shard, tables in self._removed.items():
+            pieces = self._spilled.setdefault(shard, [])
+            i = 0
+            while i < len(tables):
+                j = i
+                while j < len(tables) and tables[j].schema == tables[i].schema:
+                    j += 1
+                path = d / f"shard-{shard:05d}-{len(pieces):06d}.arrow"
+                with pa.OSFile(str(path), "wb") as f, ipc.new_file(f, tables[i].schema) as w:
+                    for t in tables[i:j]:
+                        w.write_table(t)
+                pieces.append(path)
+                i = j
+        self._removed, self._held = {}, 0
+
+    def _tables(self, shard: int) -> list[pa.Table]:
+        out = []
+        for path in self._spilled.get(shard, []):
+            with pa.memory_map(str(path)) as src:
+                r = ipc.open_file(src)
+                out += [pa.Table.from_batches([r.get_batch(i)]) for i in range(r.num_record_batches)]
+        return out + self._removed.get(shard, [])
 
     def write_removals(self, out_dir: str) -> None:
         os.makedirs(out_dir, exist_ok=True)
-        for shard, tables in self._removed.items():
-            t = pa.concat_tables(tables, promote_options="permissive")
+        for shard in list(dict.fromkeys([*self._spilled, *self._removed])):
+            t = pa.concat_tables(self._tables(shard), promote_options="permissive")
             path = os.path.join(out_dir, f"shard-{shard:05d}.parquet")
             tmp = tmp_path(path)
             pq.write_table(t, tmp)

@@ -186,3 +186,29 @@ def test_emit_from_ranges_equals_emit_from_memory(tmp_path, width, chunk, batch)
     assert a.removed == b.removed and len(a.removed) > 5
     assert {k: v for k, v in sa.items() if k != "clusters_file"} == {k: v for k, v in sb.items() if k != "clusters_file"}
     assert Path(sa["clusters_file"]).read_bytes() == Path(sb["clusters_file"]).read_bytes()
+
+
+def test_removals_spilled_to_disk_give_the_same_files(tmp_path, monkeypatch):
+    """The resolve context keeps at most REMOVALS_IN_MEMORY bytes of removals in the driver; what it
+    spills comes back in order, and the removals files are the same bytes."""
+    from gristmill.engine import resolve_context as RC
+
+    def fill(ctx):
+        rng = np.random.default_rng(3)
+        for i in range(40):
+            rows = np.sort(rng.choice(1000, int(rng.integers(1, 30)), replace=False))
+            shard = i % 3
+            if i % 5 == 0:
+                ctx.remove(shard, rows, [f"r{x % 3}" for x in rows])
+            else:
+                ctx.remove(shard, rows, "dup", {"cluster": rows // 2, "kept_id": [f"k{x}" for x in rows]})
+
+    out = {}
+    for name, limit in (("memory", 1 << 40), ("spill", 200)):
+        monkeypatch.setattr(RC, "REMOVALS_IN_MEMORY", limit)
+        ctx = RC.StageResolveContext([[], [], []], str(tmp_path / name), 0)
+        fill(ctx)
+        assert bool(ctx._spilled) == (name == "spill")
+        ctx.write_removals(str(tmp_path / name / "removals"))
+        out[name] = {p.name: p.read_bytes() for p in sorted((tmp_path / name / "removals").iterdir())}
+    assert len(out["memory"]) == 3 and out["spill"] == out["memory"]

@@ -199,25 +199,25 @@ class ExternalRoots:
         """(t, r) records: range r > k needs the id of row t (a kept row in range k)."""
         return _Spill(Path(self.directory), "idreq", REQ, "t", self.width, self.chunk).read(k, self.chunk)
 
-    def put_ids(self, r: int, k: int, t: np.ndarray, ids: list[str]) -> None:
+    def put_ids(self, r: int, k: int, t: np.ndarray, ids: pa.Array) -> None:
         d = Path(self.directory) / f"ids{r:07d}"
         d.mkdir(parents=True, exist_ok=True)
         self._pieces = getattr(self, "_pieces", 0) + 1
         path = d / f"{k:07d}-{self._pieces:09d}.arrow"
         with ipc.new_file(str(path), ID_SCHEMA) as w:
-            w.write_table(pa.table([pa.array(t, pa.int64()), pa.array(ids, pa.string())], schema=ID_SCHEMA))
+            w.write_table(pa.table([pa.array(t, pa.int64()), ids], schema=ID_SCHEMA))
 
-    def get_ids(self, r: int) -> dict[int, str]:
-        """Ids of the earlier kept rows range r needs, pushed so far by earlier ranges."""
+    def get_ids(self, r: int) -> tuple[np.ndarray, pa.Array]:
+        """(rows, ids) of the earlier kept rows range r needs, pushed so far by earlier ranges."""
         d = Path(self.directory) / f"ids{r:07d}"
-        out: dict[int, str] = {}
+        tables = []
         if d.exists():
             for f in sorted(d.iterdir()):
                 with pa.memory_map(str(f)) as src:
-                    t = ipc.open_file(src).read_all()
-                out.update(zip(t.column("t").to_pylist(), t.column("id").to_pylist()))
+                    tables.append(ipc.open_file(src).read_all())
             shutil.rmtree(d, ignore_errors=True)
-        return out
+        t = pa.concat_tables(tables) if tables else ID_SCHEMA.empty_table()
+        return t.column("t").to_numpy(), t.column("id").combine_chunks()
 
     def remove(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)

@@ -146,37 +146,37 @@ def kept_mask(roots):
 
 def _emit_ranges(ctx, ext: ExternalRoots, reason: str) -> dict:
     """``emit`` over on-disk roots (every cluster's root its first row): the same ``ctx.remove`` calls
-    and the same clusters file, batch for batch. The kept ids it holds: those of the kept rows of ranges
-    not yet finished, and per started range the earlier kept rows it needs (``ext.id_requests``, answered
-    when a range is finished); never one per open cluster of the whole dataset."""
+    and the same clusters file, batch for batch. The kept ids it holds, as sorted row numbers and an Arrow
+    string array (no per-row Python objects): those of the kept rows of ranges not yet finished, and per
+    started range the earlier kept rows it needs (``ext.id_requests``, answered when a range is finished);
+    never one per open cluster of the whole dataset."""
     path = clusters_path(ctx)
     tmp = path.with_name(path.name + ".tmp")
     removed = clusters = 0
     pending: list[pa.RecordBatch] = []
     pending_rows = 0
-    here: dict[int, str] = {}  # ids of kept rows in ranges not yet finished
-    earlier: dict[int, dict[int, str]] = {}  # per started range: ids of kept rows of finished ranges
+    here = _Ids()  # kept rows of ranges not yet finished, in row order
+    earlier: dict[int, _Ids] = {}  # per started range: kept rows of finished ranges it needs
     started = finished = 0  # ranges [0, started) started, [0, finished) finished
 
     def finish(k: int) -> None:
-        nonlocal here
         lo, hi = ext.bounds(k)
         for q in ext.id_requests(k):
             for r in np.unique(q["r"]).tolist():
-                t = q["t"][q["r"] == r].tolist()
-                ids = [here[x] for x in t]
+                t = q["t"][q["r"] == r]
+                ids = here.get(t)
                 if r < started:
-                    earlier[r].update(zip(t, ids))
+                    earlier[r] = earlier[r].merged(t, ids)
                 else:
-                    ext.put_ids(r, k, np.asarray(t, np.int64), ids)
-        here = {x: v for x, v in here.items() if x >= hi}
+                    ext.put_ids(r, k, t, ids)
+        here.drop_below(hi)
         earlier.pop(k, None)
 
     with pq.ParquetWriter(tmp, CLUSTER_SCHEMA) as w:
         for shard, offset, g0, batch in scan(ctx, [C.ID]):
             g1 = g0 + batch.num_rows
             while started <= ext.range_of(g1 - 1):
-                earlier[started] = ext.get_ids(started)
+                earlier[started] = _Ids.of(*ext.get_ids(started))
                 started += 1
             r, member = ext.rows(g0, g1)
             if member.any():
@@ -184,11 +184,9 @@ def _emit_ranges(ctx, ext: ExternalRoots, reason: str) -> dict:
                 idx = np.flatnonzero(member)
                 r_m, g_m = r[idx], g0 + idx
                 is_root = r_m == g_m
-                here.update(zip(g_m[is_root].tolist(), ids.take(pa.array(idx[is_root])).to_pylist()))
+                here.append(g_m[is_root], ids.take(pa.array(idx[is_root])))
                 clusters += int(is_root.sum())
-                open_from = finished * ext.width
-                kept = pa.array([here[x] if x >= open_from else earlier[g // ext.width][x]
-                                 for x, g in zip(r_m.tolist(), g_m.tolist())], pa.string())
+                kept = _kept_ids(r_m, g_m, finished * ext.width, ext.width, here, earlier)
                 member_ids = ids.take(pa.array(idx))
                 pending.append(pa.record_batch([pa.array(r_m), member_ids, kept, pa.array(is_root)],
                                                schema=CLUSTER_SCHEMA))
@@ -209,3 +207,66 @@ def _emit_ranges(ctx, ext: ExternalRoots, reason: str) -> dict:
             w.write_table(pa.Table.from_batches(pending))
     tmp.replace(path)
     return {"rows": ext.n, "removed": removed, "clusters": clusters, "clusters_file": str(path)}
+
+
+def _kept_ids(r_m: np.ndarray, g_m: np.ndarray, open_from: int, width: int, here: "_Ids",
+              earlier: dict) -> pa.Array:
+    """Id of each member's root: from ``here`` when the root's range is not finished, else from the
+    member's range's ``earlier`` ids."""
+    parts, where = [], []
+    mine = r_m >= open_from
+    if mine.any():
+        parts.append(here.get(r_m[mine]))
+        where.append(np.flatnonzero(mine))
+    if not mine.all():
+        rng = g_m // width
+        for k in np.unique(rng[~mine]).tolist():
+            sel = np.flatnonzero(~mine & (rng == k))
+            parts.append(earlier[k].get(r_m[sel]))
+            where.append(sel)
+    if len(parts) == 1:
+        return parts[0]
+    pos = np.concatenate(where)
+    inv = np.empty(pos.size, np.int64)
+    inv[pos] = np.arange(pos.size)
+    return pa.concat_arrays(parts).take(pa.array(inv))
+
+
+class _Ids:
+    """Row number → id for a set of rows: sorted int64 keys and an Arrow string array (chunks)."""
+
+    def __init__(self, keys: np.ndarray | None = None, ids: list | None = None):
+        self.keys = np.empty(0, np.int64) if keys is None else keys
+        self.ids: list[pa.Array] = ids or []
+        self._pending: list[np.ndarray] = []
+
+    @classmethod
+    def of(cls, keys: np.ndarray, ids: pa.Array) -> "_Ids":
+        o = np.argsort(keys, kind="stable")
+        return cls(keys[o], [ids.take(pa.array(o))])
+
+    def _keys(self) -> np.ndarray:
+        if self._pending:
+            self.keys = np.concatenate([self.keys, *self._pending])
+            self._pending = []
+        return self.keys
+
+    def append(self, keys: np.ndarray, ids: pa.Array) -> None:
+        """Rows above every row held (rows come in order)."""
+        if keys.size:
+            self._pending.append(keys)
+            self.ids.append(ids)
+
+    def get(self, keys: np.ndarray) -> pa.Array:
+        pos = np.searchsorted(self._keys(), keys)
+        return pa.chunked_array(self.ids, pa.string()).take(pa.array(pos)).combine_chunks()
+
+    def merged(self, keys: np.ndarray, ids: pa.Array) -> "_Ids":
+        both = pa.concat_arrays([pa.chunked_array(self.ids, pa.string()).combine_chunks(), ids])
+        return _Ids.of(np.concatenate([self._keys(), keys]), both)
+
+    def drop_below(self, row: int) -> None:
+        cut = int(np.searchsorted(self._keys(), row))
+        rest = pa.chunked_array(self.ids, pa.string()).slice(cut)
+        self.keys = self.keys[cut:]
+        self.ids = [c for c in rest.chunks if len(c)]
