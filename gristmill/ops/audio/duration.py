@@ -19,6 +19,7 @@ class AudioDurationFilter(Filter):
     """Keep samples whose audios last between ``min_duration`` and ``max_duration`` seconds (decoded
     samples / sampling rate)."""
 
+    requires = ("av",)
     ranges = (("audio_duration", "min_duration", "max_duration"),)
 
     class Params(AudioParams):

@@ -16,6 +16,8 @@ from ..video.ffmpeg_wrapped import FFmpegParams, require_ffmpeg, wrapped
 class AudioFFmpegWrappedMapper(Mapper):
     """Apply one ffmpeg filter (e.g. ``atrim``, ``loudnorm``, ``aresample``) to every audio of each sample."""
 
+    requires = ("av",)
+
     class Params(FFmpegParams):
         audio_key: str = Field(AUDIO_KEY, description="Field holding each sample's list of audios (paths or bytes).")
 

@@ -36,6 +36,7 @@ class AudioNMFSNRFilter(Filter):
     """Keep samples whose audios' signal-to-noise ratio (dB, estimated by a 2-component NMF of the
     magnitude spectrogram, Data-Juicer's method) is within range. Needs librosa and scikit-learn."""
 
+    requires = ("av", "librosa")
     ranges = (("audio_nmf_snr", "min_snr", "max_snr"),)
 
     class Params(AudioParams):

@@ -40,6 +40,8 @@ class ImageBlurMapper(Mapper):
     and the original paths are kept in ``__dj__source_file__``. An image with bytes in
     ``image_bytes_key`` is blurred from them, and they are replaced by the blurred file's bytes."""
 
+    requires = ("PIL",)
+
     class Params(BlurParams):
         p: float = Field(0.2, ge=0, le=1, description="Probability that an image is blurred.")
 

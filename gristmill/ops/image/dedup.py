@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from pydantic import Field
 
 from ...core import columns as C
+from ...core import extras
 from ...media import IMAGE_BYTES_KEY, IMAGE_KEY, media_values
 from ...media.image import derived_get, derived_put, load_rgb
 from ...registry import register
@@ -33,6 +34,14 @@ from ._common import flatten
 from ._hashing import hash_many, hex16
 
 Method = Literal["phash", "dhash", "whash", "ahash"]
+
+
+METHOD_LIBRARIES = {"phash": ("scipy",), "whash": ("pywt",)}  # the hash transforms' libraries (_hashing.bits_of)
+
+
+def _missing_libraries(self) -> list[str]:
+    """Pillow, and the library of the hash ``method`` (scipy's DCT for phash, PyWavelets for whash)."""
+    return extras.missing(self.requires + METHOD_LIBRARIES.get(self.params.method, ()))
 
 
 def image_hashes(values: list, method: str) -> np.ndarray:
@@ -60,6 +69,8 @@ class ImageDeduplicator(_KeyDedup):
     with ``consider_text`` the (stripped) text must match too. Samples without images are never
     duplicates (with ``consider_text`` they are compared by text alone, as in Data-Juicer)."""
 
+    requires = ("PIL",)
+    missing_libraries = _missing_libraries
     reason_text = "duplicate images"
 
     class Params(Params):
@@ -86,6 +97,9 @@ class ImageNearDeduplicator(DocumentSimhashDeduplicator):
     ``hamming_distance`` bits of an image of an earlier sample (clusters are transitive; the first
     sample of each is kept). Images are bucketed by ``num_blocks`` bit blocks (LSH), so the work grows
     with the number of images, not its square."""
+
+    requires = ("PIL",)
+    missing_libraries = _missing_libraries
 
     class Params(Params):
         image_key: str = Field(IMAGE_KEY, description="Field holding each sample's list of images.")

@@ -45,6 +45,8 @@ def _load_cascade(path: str):
 
 
 class _FaceOp:
+    requires = ("cv2", "PIL")
+
     def __init__(self, **params):
         super().__init__(**params)
         path = self.params.cv_classifier

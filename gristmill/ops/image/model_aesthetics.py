@@ -128,6 +128,7 @@ class ImageAestheticsFilter(ImageRangeFilter):
     """Keep samples whose images' aesthetics score (CLIP + LAION aesthetic head) is between min_score
     and max_score; ``any_or_all`` over the images. Samples without images are kept."""
 
+    requires = ("PIL", "torch", "transformers")
     ranges = (("image_aesthetics_scores", "min_score", "max_score"),)
     version = 1
 

@@ -93,6 +93,7 @@ class ImageCaptioningMapper(Mapper):
     ``similar_one_simhash`` (the candidate closest to the original text), ``caption_num`` with ``all``.
     Originals stay unless ``keep_original_sample`` is false; new ids are ``<id>#caption``."""
 
+    requires = ("PIL", "torch", "transformers")
     expands = True
     version = 1
 

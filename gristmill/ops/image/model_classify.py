@@ -40,6 +40,7 @@ class Classifier:
 
 
 class _ClassifierFilter(ImageRangeFilter):
+    requires = ("PIL", "torch", "transformers")
     model_param = ""
     stat = ""
     version = 1

@@ -101,6 +101,8 @@ class ClipOp:
     """Mixin of the ops that score with a CLIP model (params ``hf_clip``, ``device``, ``trust_remote_code``,
     ``batch_size``): the model reference checked at creation, declared to the store, loaded once."""
 
+    requires = ("PIL", "torch", "transformers")
+
     def __init__(self, **params):
         super().__init__(**params)
         inf.check_ref(self.params.hf_clip, "hf_clip")

@@ -30,6 +30,7 @@ class ImageShapeFilter(ImageRangeFilter):
     """Keep samples whose images' width and height are within range (``any_or_all`` over images);
     stats ``image_width``/``image_height`` per image."""
 
+    requires = ("PIL",)
     ranges = (("image_width", "min_width", "max_width"), ("image_height", "min_height", "max_height"))
 
     class Params(AnyOrAllParams):
@@ -50,6 +51,7 @@ class ImageAspectRatioFilter(ImageRangeFilter):
     """Keep samples whose images' aspect ratio (width / height) is within range (``any_or_all`` over
     images); stat ``aspect_ratios`` per image."""
 
+    requires = ("PIL",)
     ranges = (("aspect_ratios", "min_ratio", "max_ratio"),)
 
     class Params(AnyOrAllParams):

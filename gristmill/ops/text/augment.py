@@ -115,6 +115,7 @@ class NlpaugEnMapper(_Augmenter):
     """Augment English texts with nlpaug (word/char deletions, swaps, spelling, keyboard and OCR errors,
     splits, insertions): ``aug_num`` new rows per enabled method, or ``aug_num`` in all with ``sequential``."""
 
+    requires = ("nlpaug",)
     version = 2  # 2: spelling candidates in sorted order (reproducible whatever PYTHONHASHSEED)
 
     class Params(_AugParams):
@@ -159,6 +160,8 @@ _ZH = [("replace_similar_word", "Similarword", {}), ("replace_homophone_char", "
 class NlpcdaZhMapper(_Augmenter):
     """Augment Chinese texts with nlpcda (similar words, homophones, character deletion/swaps, equivalent
     numerals); some texts yield no augmentation (the library's rule)."""
+
+    requires = ("nlpcda",)
 
     class Params(_AugParams):
         replace_similar_word: bool = Field(False, description='"这里一共有5种" -> "这边一共有5种".')

@@ -48,6 +48,8 @@ def _clean(text: str) -> str:
 
 
 class _SpacyFilter(Filter):
+    requires = ("spacy",)
+
     class Params(Params):
         lang: str = Field("en", description="Language of the texts: en or zh.")
         spacy_model: str | None = trust.path_param(

@@ -23,6 +23,7 @@ from ..dedup.exact import _KeyDedup
 class VideoDeduplicator(_KeyDedup):
     """Remove samples whose videos (and text, with ``consider_text``) equal an earlier sample's."""
 
+    requires = ("av",)
     reason_text = "duplicate video"
 
     class Params(Params):

@@ -53,6 +53,8 @@ def wrapped(op, key: str, suffix: str):
 class VideoFFmpegWrappedMapper(Mapper):
     """Apply one ffmpeg filter to every video of each sample."""
 
+    requires = ("av",)
+
     class Params(FFmpegParams):
         video_key: str = Field(VIDEO_KEY, description="Field holding each sample's list of videos (paths or bytes).")
 

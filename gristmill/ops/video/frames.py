@@ -84,6 +84,8 @@ def sampled_frames(value, method: str, frame_num: int, duration: float = 0):
 class VideoExtractFramesMapper(Mapper):
     """Extract frames from each video into ``frame_field`` (per video, a list of JPEG paths or bytes)."""
 
+    requires = ("av", "PIL")
+
     class Params(Params):
         video_key: str = Field(VIDEO_KEY, description="Field holding each sample's list of videos (paths or bytes).")
         frame_sampling_method: Literal["all_keyframes", "all_frames", "uniform"] = Field(

@@ -30,6 +30,7 @@ class VideoFramesTextSimilarityFilter(ClipOp, Filter):
     """Keep samples whose video-frames/text CLIP similarity is between min_score and max_score: one
     score per text chunk with videos, ``any_or_all`` over the chunks. Samples without videos are kept."""
 
+    requires = ("av", "PIL", "torch", "transformers")
     ranges = (("video_frames_text_similarity", "min_score", "max_score"),)
     version = 1
 

@@ -50,6 +50,7 @@ class VideoOcrAreaRatioFilter(Filter):
     area / frame area, RapidOCR's detector) is between min_area_ratio and max_area_ratio; ``any_or_all``
     over the sample's videos. Samples without videos are kept."""
 
+    requires = ("av", "PIL", "rapidocr_onnxruntime")
     ranges = (("video_ocr_area_ratio", "min_area_ratio", "max_area_ratio"),)
     version = 1
 

@@ -26,6 +26,7 @@ from pydantic import Field, PositiveFloat, PositiveInt
 
 from ...core import columns as C
 from ...core import trust
+from ...core import extras
 from ...media import describe, media_values, open_media
 from ...media.image import check_image
 from ...registry import register
@@ -59,6 +60,7 @@ class VideoMotionScoreFilter(Filter):
     """Keep samples whose videos' motion score (mean optical-flow magnitude in pixels, or relative to
     the frame diagonal) is within range; stat ``video_motion_score`` per video."""
 
+    requires = ("cv2",)
     ranges = (("video_motion_score", "min_score", "max_score"),)
 
     class Params(VideoParams):
@@ -81,6 +83,10 @@ class VideoMotionScoreFilter(Filter):
         if_output_optical_flow: bool = Field(False, description="Store each video's optical flows, shape "
                                              "(pairs, H, W, 2), in the meta field optical_flow_key.")
         optical_flow_key: str = Field("video_optical_flow", description="Meta field for the optical flows.")
+
+    def missing_libraries(self) -> list[str]:
+        """OpenCV; Pillow too with ``frame_field`` (each frame's header is read before OpenCV decodes it)."""
+        return extras.missing(self.requires + (("PIL",) if self.params.frame_field else ()))
 
     def _kw(self):
         return {k: getattr(self.params, k) for k in FARNEBACK}

@@ -28,6 +28,7 @@ class VideoDurationFilter(Filter):
     (Data-Juicer's default) the duration is the stream's as ffprobe prints it (6 decimals), falling back
     to the container's; ``av`` uses the exact stream duration."""
 
+    requires = ("av",)
     ranges = (("video_duration", "min_duration", "max_duration"),)
 
     class Params(VideoParams):
@@ -46,6 +47,7 @@ class VideoResolutionFilter(Filter):
     """Keep samples whose videos' width and height (of the first video stream's codec) are in range
     (``any_or_all`` over videos); stats ``video_width``/``video_height`` per video."""
 
+    requires = ("av",)
     ranges = (("video_width", "min_width", "max_width"), ("video_height", "min_height", "max_height"))
 
     class Params(VideoParams):
@@ -71,6 +73,7 @@ class VideoAspectRatioFilter(Filter):
     ``"9/21"`` or ``"9:21"``, compared exactly against the float ratio as Data-Juicer does);
     stat ``video_aspect_ratios`` per video."""
 
+    requires = ("av",)
     ranges = (("video_aspect_ratios", "min_ratio", "max_ratio"),)
 
     class Params(VideoParams):

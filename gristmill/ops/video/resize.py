@@ -66,6 +66,8 @@ class VideoResizeResolutionMapper(Mapper):
     aspect ratio: ``force_original_aspect_ratio`` decrease/increase, sizes divisible by
     ``force_divisible_by``)."""
 
+    requires = ("av",)
+
     class Params(_ResizeParams):
         min_width: int = Field(1, description="Minimum width in pixels.")
         max_width: int = Field(sys.maxsize, description="Maximum width in pixels.")
@@ -127,6 +129,8 @@ def rescale(w: int, h: int, lo: Fraction, hi: Fraction, strategy: str) -> tuple[
 @register("video_resize_aspect_ratio_mapper")
 class VideoResizeAspectRatioMapper(Mapper):
     """Scale videos whose width / height is outside [min_ratio, max_ratio] to the nearest bound."""
+
+    requires = ("av",)
 
     class Params(_ResizeParams):
         min_ratio: str = Field("9/21", description="Minimum width / height (\"9/21\" or \"9:21\").")

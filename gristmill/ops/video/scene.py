@@ -35,6 +35,8 @@ DETECTOR_ARGS = {
 class VideoSplitBySceneMapper(Mapper):
     """Split each video into its scenes (content, adaptive or threshold detector)."""
 
+    requires = ("av", "scenedetect")
+
     class Params(Params):
         video_key: str = Field(VIDEO_KEY, description="Field holding each sample's list of videos (paths or bytes).")
         detector: Literal["ContentDetector", "AdaptiveDetector", "ThresholdDetector"] = Field(

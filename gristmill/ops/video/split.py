@@ -46,6 +46,7 @@ class SplitParams(Params):
 class _Splitter(Mapper):
     """Shared row expansion; subclasses give ``clips(video) -> [(start, end or None)]``."""
 
+    requires = ("av",)
     expands = True
 
     def clips(self, video) -> list[tuple[float, float | None]]:  # pragma: no cover - abstract
