@@ -16,6 +16,8 @@ import yaml
 from gm_testutil import SAMPLE
 from gristmill.cli import main as cli_main
 
+pytestmark = pytest.mark.slow  # CLI runs in subprocesses against a server: the slow tier (CI runs it)
+
 OPS = [{"words_num_filter": {"min_num": 20}}, {"document_deduplicator": {}}]
 
 
