@@ -17,7 +17,7 @@ from .core import defaults as D
 from .engine.config import RunConfig
 from .ops.base import bind_chain, integral_numbers
 from .registry import OpError, closest, create_op, get_op_class
-from .web.download import DownloadStage
+from .web.download_stage import DownloadStage
 
 _POSITIVE_INT = TypeAdapter(Annotated[int, Field(ge=1)])  # np and batch_size, when not 'auto'
 

@@ -83,3 +83,12 @@ def test_charts_from_the_threshold_on(tmp_path):
     assert charts_skipped({"rows_read": CHART_MIN_ROWS - 1}) == {"min_rows": CHART_MIN_ROWS, "rows": CHART_MIN_ROWS - 1}
     _, html = _tiny_run(tmp_path, CHART_MIN_ROWS)
     assert 'data-chart="funnel"><svg' in html and "charts-skipped" not in html
+
+
+def test_planning_a_recipe_imports_no_downloader_or_plotting(tmp_path):
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"text": "a b c"}\n', encoding="utf-8")
+    mods = _modules_after("from gristmill.pipeline import plan_recipe\n"
+                          f"plan_recipe({{'dataset_path': {str(data)!r}, 'process': [{{'text_length_filter': {{}}}}]}})")
+    assert "gristmill.web.download" not in mods and "http.client" not in mods
+    assert not {m for m in mods if m.split(".")[0] in ("matplotlib", "numba", "polars", "torch")}

@@ -36,11 +36,9 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from email.utils import parsedate_to_datetime
-from typing import Callable, Iterable, Literal
+from typing import Callable, Iterable
 from urllib.parse import unquote, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic_core import PydanticCustomError
 
 from ..core import trust
 
@@ -674,34 +672,7 @@ class DownloadTask:
 
 # -- recipe stage ----------------------------------------------------------------------------------
 
-class DownloadStage(BaseModel):
-    """A recipe's ``download:`` section: fetched (resumably) before the recipe reads ``dataset_path``."""
-    model_config = ConfigDict(extra="forbid")
-
-    urls: str | list[str] = Field(..., description="File of URLs / Common Crawl paths (.gz ok), or a list of URLs.")
-    out_dir: str = Field(..., description="Directory to download into (point dataset_path at it).")
-    base_url: str | None = Field(None, description="Prefix for relative paths (default for *paths.gz: Common Crawl).")
-    workers: int = Field(8, ge=1)
-    retries: int = Field(5, ge=0)
-    backoff: float = Field(1.0, ge=0)
-    timeout: float = Field(60.0, gt=0)
-    checksums: str | None = Field(None, description="sha256sum/md5sum-style file to verify against.")
-    etag_md5: bool = False
-    limit: int | None = Field(None, ge=1, description="Only the first N entries.")
-    allow_file_urls: bool = Field(False, description="Accept file:// URLs (they copy local files).")
-    on_failure: Literal["stop", "continue"] = Field(
-        "stop", description="'stop': a file that failed after all retries stops the run before processing; "
-                            "'continue': process what was downloaded.")
-
-    @model_validator(mode="after")
-    def _list_is_usable(self):
-        """Read and check the list when the recipe loads: a missing file or a bad URL is refused before any
-        work, with the recipe's error format."""
-        try:
-            planned(self.urls, self.out_dir, self.base_url, self.limit, self.allow_file_urls)
-        except DownloadError as e:
-            raise PydanticCustomError("bad_download_list", str(e)) from None
-        return self
+from .download_stage import DownloadStage  # noqa: E402 - the recipe's section, apart (light to import)
 
 
 def run_download_stage(stage: DownloadStage, log: Callable[[str], None], executor=None) -> bool:
