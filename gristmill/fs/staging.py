@@ -163,24 +163,30 @@ class Mirror:
             markers = {r: st for r, st in self._local_files().items() if is_marker(r)}
             files = self._local_files()
             n = 0
-            for rel in sorted(r for r in files if not is_marker(r)) + sorted(markers):
-                st = files.get(rel) if rel not in markers else markers[rel]
-                rec = self.sent.get(rel)
-                if rec and rec[0] == st.st_size and rec[1] == st.st_mtime_ns:
-                    continue
+
+            def todo(names, stats):
+                return [r for r in names if not (self.sent.get(r) and self.sent[r][0] == stats[r].st_size
+                                                 and self.sent[r][1] == stats[r].st_mtime_ns)]
+
+            def put(rel, st):
                 src = os.path.join(self.local, rel)
                 try:
                     upload(src, join(self.url, rel))
                 except FileNotFoundError:
                     if os.path.exists(src):
                         raise
-                    continue  # deleted locally while we swept
-                n += 1
+                    return 0  # deleted locally while we swept
                 try:
                     tag = fs.info(filesystem(join(self.url, rel))[1]).get("ETag") or str(st.st_size)
                 except Exception:  # noqa: BLE001
                     tag = str(st.st_size)
                 self.sent[rel] = [st.st_size, st.st_mtime_ns, str(tag)]
+                return 1
+
+            # outputs in parallel (each a multipart upload when big); only then, the markers
+            outputs = todo(sorted(r for r in files if not is_marker(r)), files)
+            n += sum(_parallel([lambda r=r: put(r, files[r]) for r in outputs]))
+            n += sum(_parallel([lambda r=r: put(r, markers[r]) for r in todo(sorted(markers), markers)]))
             gone = [r for r in self.sent if r not in files and r not in markers]
             for rel in sorted(gone, key=lambda r: (not is_marker(r), r)):
                 remove(join(self.url, rel))
@@ -209,6 +215,17 @@ class Mirror:
             self.sync()
         if self.error is not None:
             raise StorageError(f"work dir {redact(self.url)}: upload failed: {self.error}")
+
+
+def _parallel(calls: list, threads: int = 8) -> list:
+    """Run the calls on a few threads (object-store requests wait on the network, not the CPU); the first
+    error is raised after every call ended."""
+    if len(calls) <= 1:
+        return [c() for c in calls]
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(min(threads, len(calls))) as pool:
+        futures = [pool.submit(c) for c in calls]
+    return [f.result() for f in futures]
 
 
 class RemoteLockBusy(RuntimeError):
@@ -311,17 +328,16 @@ def commit_export(files: list[str], local_base: str, export_url: str, directory:
     old = read_manifest(export_url, directory)
     remove(manifest_url(export_url, directory))  # uncommitted from here until the new manifest
     rels = sorted(os.path.relpath(f, local_base).replace(os.sep, "/") for f in files)
-    entries = []
-    urls = []
-    for rel in rels:
+    def put(rel):
         src = os.path.join(local_base, rel)
         h = hashlib.sha256()
         with open(src, "rb") as f:
             while b := f.read(8 << 20):
                 h.update(b)
         upload(src, join(base_url, rel))
-        urls.append(join(base_url, rel))
-        entries.append({"name": rel, "size": os.path.getsize(src), "sha256": h.hexdigest()})
+        return {"name": rel, "size": os.path.getsize(src), "sha256": h.hexdigest()}
+    entries = _parallel([lambda r=r: put(r) for r in rels])  # in order of rels
+    urls = [join(base_url, rel) for rel in rels]
     for e in (old or {}).get("files", []):
         if e["name"] not in rels:
             remove(join(base_url, e["name"]))
