@@ -301,9 +301,13 @@ def check_access(url: str, what: str, write: bool = False) -> None:
         fs, _ = filesystem(url)
         root = _bucket_root(url)
         _, rp = filesystem(root)
-        if protocol(url) in ("s3", "s3a", "gs", "gcs"):
+        if protocol(url) in ("s3", "s3a"):  # one HEAD: no listing of a bucket's top level
+            try:
+                fs.call_s3("head_bucket", Bucket=rp.strip("/"))
+            except FileNotFoundError:
+                raise FileNotFoundError(f"bucket does not exist: {root}") from None
+        elif protocol(url) in ("gs", "gcs"):
             fs.invalidate_cache()
-            fs.ls(rp, detail=False) if rp else None
             if not fs.exists(rp):
                 raise FileNotFoundError(f"bucket does not exist: {root}")
         if write:  # beside the output: an object never has a key below it
