@@ -71,27 +71,36 @@ def test_wordllama_loads_offline_from_its_wheel(monkeypatch, tmp_path):
     assert np.allclose(np.linalg.norm(got[[0, 1, 4]], axis=1), 1, atol=1e-6) and not got[[2, 3]].any()
 
 
-def test_model2vec_and_sentence_transformers_directories(model2vec_dir, st_dir):
+def test_model2vec_directory(model2vec_dir):
     assert E.dir_kind(str(model2vec_dir)) == "model2vec"
-    assert E.dir_kind(str(st_dir)) == "sentence_transformers"
     from model2vec import StaticModel
     m = E.load(str(model2vec_dir))
     assert m.kind == "model2vec" and m.dim == 256
     ref = StaticModel.from_pretrained(str(model2vec_dir), force_download=False).encode(TEXTS)
     assert np.allclose(m.encode(TEXTS), _unit(ref, TEXTS), atol=1e-6)
+    _same_neighbours("wordllama", str(model2vec_dir))
+
+
+def _same_neighbours(*refs):
+    """The same model in several formats: the same neighbours."""
+    texts = ["The council voted to close the old bridge to heavy lorries on Tuesday.",
+             "On Tuesday the council voted to close the old bridge to heavy lorries.",
+             "Coral reefs bleached after an unusually warm summer."]
+    for ref_ in refs:
+        e = E.load(ref_).encode(texts)
+        sim = e @ e.T
+        assert sim[0, 1] > 0.95 > 0.6 > sim[0, 2], ref_
+
+
+@pytest.mark.slow  # sentence-transformers imports torch and transformers: tens of seconds on a busy machine
+def test_sentence_transformers_directory(st_dir):
+    assert E.dir_kind(str(st_dir)) == "sentence_transformers"
     from sentence_transformers import SentenceTransformer
     s = E.load(str(st_dir), device="cpu")
     assert s.kind == "sentence_transformers" and s.device == "cpu" and s.dim == 256
     ref = SentenceTransformer(str(st_dir), device="cpu").encode(TEXTS)
     assert np.allclose(s.encode(TEXTS), _unit(ref, TEXTS), atol=1e-5)
-    # the same model in three formats: the same neighbours
-    texts = ["The council voted to close the old bridge to heavy lorries on Tuesday.",
-             "On Tuesday the council voted to close the old bridge to heavy lorries.",
-             "Coral reefs bleached after an unusually warm summer."]
-    for ref_ in ("wordllama", str(model2vec_dir), str(st_dir)):
-        e = E.load(ref_).encode(texts)
-        sim = e @ e.T
-        assert sim[0, 1] > 0.95 > 0.6 > sim[0, 2], ref_
+    _same_neighbours(str(st_dir))
 
 
 def test_store_names_and_errors(model2vec_dir, tmp_path, monkeypatch):
