@@ -182,7 +182,8 @@ def identity(path: str) -> tuple:
 def glob(pattern: str) -> list[str]:
     """Sorted URLs matching a glob pattern (``**`` recursive)."""
     fs, p = filesystem(pattern)
-    return sorted(_full(fs, h, pattern) for h in fs.glob(p) if not fs.isdir(h))
+    hits = fs.glob(p, detail=True)  # the listing says which hits are directories: no request per hit
+    return sorted(_full(fs, h, pattern) for h, info in hits.items() if info.get("type") != "directory")
 
 
 def find(url: str) -> list[str]:
