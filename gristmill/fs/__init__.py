@@ -179,11 +179,17 @@ def identity(path: str) -> tuple:
     return (path, int(info.get("size") or 0), str(tag))
 
 
-def glob(pattern: str) -> list[str]:
-    """Sorted URLs matching a glob pattern (``**`` recursive)."""
+def glob_entries(pattern: str) -> list[tuple[str, bool]]:
+    """Sorted (URL, is a directory) matching a glob pattern (``**`` recursive); the listing says which
+    hits are directories (no request per hit)."""
     fs, p = filesystem(pattern)
-    hits = fs.glob(p, detail=True)  # the listing says which hits are directories: no request per hit
-    return sorted(_full(fs, h, pattern) for h, info in hits.items() if info.get("type") != "directory")
+    hits = fs.glob(p, detail=True)
+    return sorted((_full(fs, h, pattern), info.get("type") == "directory") for h, info in hits.items())
+
+
+def glob(pattern: str) -> list[str]:
+    """Sorted file URLs matching a glob pattern."""
+    return [u for u, d in glob_entries(pattern) if not d]
 
 
 def find(url: str) -> list[str]:

@@ -103,11 +103,16 @@ def _expand_url(path: str) -> list[str]:
     fs.check_access(path, "dataset_path")
     if any(ch in path for ch in "*?["):
         hidden = fs.basename(path).startswith(".")  # like glob.glob: wildcards do not match dot files
-        hits = [h for h in fs.glob(path) if (_known_ext(h) or not path.endswith(("/**", "/*")))
-                and (hidden or not fs.basename(h).startswith("."))]
+        hits = [(h, d) for h, d in fs.glob_entries(path) if hidden or not fs.basename(h).startswith(".")]
         if not hits:
             raise FileNotFoundError(f"no files match {fs.redact(path)!r}")
-        return hits
+        out = []
+        for h, d in hits:  # a directory matched is read as a directory is (every data file under it)
+            if d:
+                out += _expand_url(h)
+            elif _known_ext(h) or not path.endswith(("/**", "/*")):
+                out.append(h)
+        return list(dict.fromkeys(out))
     if fs.isdir(path):
         out = [u for u in fs.find(path) if not any(part.startswith(".") for part in
                                                    u[len(path.rstrip("/")):].split("/"))
