@@ -6,7 +6,9 @@ usage: python bench/startup.py [--repeat 9] [--baseline c9e046b] [--no-baseline]
 Every run is a fresh process with a fresh work dir and export path (nothing to resume), interleaved
 (A B C A B C …) so that load on the machine hits every variant alike. The baseline is the revision's files
 (`git archive`) in a temporary directory, run with that directory as the working directory so that
-`python -m gristmill.cli` imports its package. Variants:
+`python -m gristmill.cli` imports its package. Bytecode is cached as for an installed package (in the
+scratch dir; the warm-up run writes it); `--no-pyc` compiles every module from source on every run, as a
+sandbox with PYTHONDONTWRITEBYTECODE=1 does. Variants:
 
   python -c pass        the interpreter alone (the floor)
   gristmill             this checkout
@@ -92,11 +94,18 @@ def main() -> None:
     ap.add_argument("--baseline", default=BASELINE, help=f"git revision to compare with (default {BASELINE})")
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--importtime", action="store_true", help="also print the largest imports of one run")
+    ap.add_argument("--no-pyc", action="store_true", help="no bytecode cache: every module compiled from source "
+                    "on every run (PYTHONDONTWRITEBYTECODE=1, as some sandboxes run)")
     args = ap.parse_args()
     scratch = tempfile.mkdtemp(prefix="gm-startup-")
     try:
         recipe = setup(scratch)
         env = {k: v for k, v in os.environ.items() if k != "GRISTMILL_REPORT_CHARTS"}
+        if not args.no_pyc:  # as an installed package runs: bytecode cached (here under the scratch dir)
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env["PYTHONPYCACHEPREFIX"] = os.path.join(scratch, "pycache")
+        else:
+            env["PYTHONDONTWRITEBYTECODE"] = "1"
         run = [sys.executable, "-m", "gristmill.cli", "run", recipe, "--no-progress"]
         variants = [("python -c pass", [sys.executable, "-c", "pass"], REPO, env),
                     ("gristmill", run, REPO, env),
@@ -111,7 +120,8 @@ def main() -> None:
             for name, cmd, cwd, e in variants:
                 res[name].append(timed(cmd, cwd, e, scratch))
         print(f"`gristmill run` of one op on 10 rows, {args.repeat} runs each, interleaved "
-              f"({os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}):")
+              f"({os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
+              f"{'no bytecode cache' if args.no_pyc else 'bytecode cached'}):")
         print(f"  {'variant':<24} {'wall min':>9} {'wall median':>12} {'CPU median':>11}")
         med = {}
         for name, rs in res.items():
