@@ -284,8 +284,10 @@ def describe_error(url: str, e: BaseException) -> str:
             or "403" in low:
         why = "permission denied"
     elif "credential" in low or "invalidaccesskeyid" in low or "signaturedoesnotmatch" in low or "token" in low:
-        why = "no valid credentials (AWS_ACCESS_KEY_ID/AWS_PROFILE, GOOGLE_APPLICATION_CREDENTIALS, HF_TOKEN, " \
-              "or the recipe's storage_options)"
+        where = {"s3": "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or ~/.aws", "s3a": "AWS_PROFILE or ~/.aws",
+                 "gs": "GOOGLE_APPLICATION_CREDENTIALS", "gcs": "GOOGLE_APPLICATION_CREDENTIALS",
+                 "hf": "HF_TOKEN"}.get(protocol(url), "the driver's usual settings")
+        why = f"no valid credentials ({where}, or the recipe's storage_options)"
     elif isinstance(e, FileNotFoundError):
         why = "does not exist"
     else:

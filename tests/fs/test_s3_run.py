@@ -160,7 +160,18 @@ def test_no_credentials_and_busy_work_dir_are_one_line_refusals(s3, tmp_path, mo
     p = _cli("run", rec, cwd=tmp_path)
     assert p.returncode == 2 and "was not written by gristmill" in p.stderr, p.stderr
     assert _get(s3, "out/c.jsonl") == b"not ours\n"
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret-value")
+    s3.rm_file(f"{b}/out/c.jsonl")
+    with monkeypatch.context() as m:  # no credentials anywhere: refused in one line naming the URL
+        for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            m.delenv(k)
+        m.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+        m.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+        m.setenv("AWS_EC2_METADATA_DISABLED", "true")
+        p = _cli("run", rec, cwd=tmp_path)
+        err = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
+        assert p.returncode == 2 and len(err) == 1 and "no valid credentials" in err[0], p.stderr
+        assert f"s3://{b}/in/" in err[0]
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret-value")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAWRONG")
     # moto accepts any key; what matters here is that a key never reaches the message
     p = _cli("run", rec, cwd=tmp_path)
