@@ -28,8 +28,8 @@ import threading
 import time
 import uuid
 
-from . import (StorageError, basename, download, filesystem, find, is_url, join, read_bytes, redact, remove,
-               upload, write_bytes)
+from . import (StorageError, basename, download, exists, filesystem, find, is_url, join, read_bytes, redact,
+               remove, upload, write_bytes)
 
 TMP = ".gm-tmp-"
 LOCK_NAME = ".lock"
@@ -326,18 +326,21 @@ def commit_export(files: list[str], local_base: str, export_url: str, directory:
     deleted, the manifest (names, sizes, SHA-256) written last. Returns the URLs written."""
     base_url = export_url.rstrip("/") if directory else export_url.rsplit("/", 1)[0]
     old = read_manifest(export_url, directory)
-    remove(manifest_url(export_url, directory))  # uncommitted from here until the new manifest
     rels = sorted(os.path.relpath(f, local_base).replace(os.sep, "/") for f in files)
-    def put(rel):
-        src = os.path.join(local_base, rel)
+    urls = [join(base_url, rel) for rel in rels]
+
+    def digest(rel):
         h = hashlib.sha256()
-        with open(src, "rb") as f:
+        with open(os.path.join(local_base, rel), "rb") as f:
             while b := f.read(8 << 20):
                 h.update(b)
-        upload(src, join(base_url, rel))
-        return {"name": rel, "size": os.path.getsize(src), "sha256": h.hexdigest()}
-    entries = _parallel([lambda r=r: put(r) for r in rels])  # in order of rels
-    urls = [join(base_url, rel) for rel in rels]
+        return {"name": rel, "size": os.path.getsize(os.path.join(local_base, rel)), "sha256": h.hexdigest()}
+    entries = _parallel([lambda r=r: digest(r) for r in rels])  # in order of rels
+    if old and old.get("files") == entries and all(exists(u) for u in urls):
+        log(f"export {redact(export_url)} unchanged (its manifest lists these bytes): nothing uploaded")
+        return urls
+    remove(manifest_url(export_url, directory))  # uncommitted from here until the new manifest
+    _parallel([lambda r=r: upload(os.path.join(local_base, r), join(base_url, r)) for r in rels])
     for e in (old or {}).get("files", []):
         if e["name"] not in rels:
             remove(join(base_url, e["name"]))
@@ -353,7 +356,8 @@ def foreign_files(export_url: str, directory: bool, names: list[str]) -> list[st
     fs, p = filesystem(export_url)
     if directory:
         try:
-            present = [u for u in find(export_url) if not basename(u).startswith(".")]
+            present = [u for u in find(export_url) if not basename(u).startswith(".")
+                       and u != manifest_url(export_url, True)]
         except FileNotFoundError:
             present = []
     else:

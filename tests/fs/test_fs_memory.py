@@ -172,6 +172,13 @@ def test_export_is_committed_by_a_manifest_written_last(mem, tmp_path, monkeypat
     man = json.loads(fs.read_bytes(written[-1]))
     assert [e["name"] for e in man["files"]] == ["clean-00000-of-00002.jsonl", "clean-00001-of-00002.jsonl"]
     assert staging.foreign_files(export, False, [f"{url}/out/clean-00000-of-00002.jsonl"]) == []
+    written.clear()
+    staging.commit_export(sorted(str(p) for p in d.iterdir()), str(d), export, directory=False)
+    assert written == []  # the same bytes again: nothing uploaded, the manifest stays
+    # a directory export: its manifest is inside, and is not a foreign file for the next run
+    staging.commit_export([str(d / "clean-00000-of-00002.jsonl")], str(d), f"{url}/dir", directory=True)
+    assert fs.exists(f"{url}/dir/gristmill-manifest.json")
+    assert staging.foreign_files(f"{url}/dir", True, []) == []
     m.pipe(f"{root}/out/clean.jsonl", b"someone else's")
     assert staging.foreign_files(export, False, [f"{url}/out/clean.jsonl"]) == [f"{url}/out/clean.jsonl"]
     # a second export with one file: the old shards go, the manifest lists the new file only

@@ -195,6 +195,9 @@ def test_tokenize_output_and_work_dir_on_s3_give_the_local_tokens(s3, tmp_path):
     for n in arrays:
         assert _get(s3, f"tok/{n}") == (tmp_path / "tok" / n).read_bytes(), n
     assert s3.exists(f"{b}/tok/gristmill-manifest.json")
+    again = _cli("tokenize", str(tmp_path / "r.yaml"), "--work-dir", f"s3://{b}/tw", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr  # its own manifest is no foreign object
+    assert _get(s3, "tok/data.npy") == (tmp_path / "tok" / "data.npy").read_bytes()
 
 
 def test_memory_url_outputs_in_process(tmp_path, monkeypatch):
