@@ -91,6 +91,27 @@ def run_one(task: Task, progress=None) -> dict:
         return own(progress) if own is not None else run_task(task, progress)
 
 
+def warm_worker(modules: list[str], _=None) -> None:
+    """Get a worker ready for its tasks while the main process still checks the input
+    (``LocalExecutor.warm_up``): import the ops' modules, and set up numba's CPU target when they use numba
+    (its first kernel load in a process costs ~0.4 s of CPU: registries, the BLAS check importing
+    scipy.linalg), so the first task starts on its rows."""
+    import sys
+    for m in modules:
+        try:
+            importlib.import_module(m)
+        except Exception:  # noqa: BLE001 - the task itself reports what is wrong with its op
+            pass
+    if "numba" in sys.modules:
+        announce_compiles()
+        try:
+            from numba.core.registry import cpu_target
+            cpu_target.typing_context.refresh()
+            cpu_target.target_context.refresh()
+        except Exception:  # noqa: BLE001 - numba internals: an optimisation only
+            pass
+
+
 def _run_in_worker(task: Task) -> dict:
     return run_one(task, report_progress)
 

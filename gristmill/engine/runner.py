@@ -12,6 +12,7 @@ Work dir layout::
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import pickle
@@ -33,7 +34,7 @@ from ..io.writers import (ShardWriter, assemble, atomic_rename, export_format, r
                           tmp_path)
 from ..ops.base import Grouper, Op, RemovalOp
 from .config import RunConfig
-from .executor import Executor, check_executor, make_executor
+from .executor import Executor, check_executor, make_executor, warm_worker
 from .export_record import begin_export, begin_media, check_export_target, finish_export
 from .lock import ExportLock, WorkDirLock
 from .media_op import check_mode, export_media_mode, export_media_op, read_refs
@@ -79,8 +80,25 @@ class StageEngine:
         check_not_uri(cfg.work_dir, "work_dir", output=True)
         shards = plan_dataset(cfg.dataset_path, self._read_opts(""), cfg.input_format)
         opts = self._read_opts(common_root(shards), text_optional=bool(ops) and ops[0].creates_text)
-        self._preflight(shards, opts, ops)
-        return self._start(ops, shards, opts, t_start, presplit_inputs=True)
+        executor = self._early_executor(ops, len(shards))  # workers start while the input is checked
+        try:
+            self._preflight(shards, opts, ops)
+            return self._start(ops, shards, opts, t_start, presplit_inputs=True, executor=executor)
+        except BaseException:
+            if executor is not None:
+                executor.close(abort=True)
+            raise
+
+    def _early_executor(self, ops: list[Op], n_tasks: int) -> Executor | None:
+        """A local run's executor, its workers started now (``warm_up``: imports, numba's set-up) so that they
+        are ready when the first stage starts instead of starting with it (~1 s of a worker's start overlaps
+        this process's checks). None for a rerun of a work dir (a resumed run may need no worker at all)
+        and for other engines: ``_start`` makes theirs."""
+        if self.cfg.engine != "local" or os.path.exists(os.path.join(self.work, "manifest.json")):
+            return None
+        executor = self.make_executor()
+        executor.warm_up(n_tasks, functools.partial(warm_worker, sorted({type(o).__module__ for o in ops})))
+        return executor
 
     def run_parts(self, ops: list[Op], parts: list[list[str]], input_fp: str) -> dict:
         """Run ``ops`` over finished shards of earlier runs (Arrow IPC part files, one list per shard, in
@@ -96,7 +114,7 @@ class StageEngine:
         return self._start(ops, parts, self._read_opts(""), t_start, presplit_inputs=False, input_fp=input_fp)
 
     def _start(self, ops, inputs: list, opts: ReadOptions, t_start: float, presplit_inputs: bool,
-               input_fp: str | None = None) -> dict:
+               input_fp: str | None = None, executor: Executor | None = None) -> dict:
         cfg = self.cfg
         with WorkDirLock(self.work), (ExportLock(cfg.export_path, self.work) if cfg.export_path
                                       else contextlib.nullcontext()):
@@ -109,7 +127,7 @@ class StageEngine:
                 self.log(f"removed {stale} temp file(s) left by an interrupted run")
             # the executor first: the plan is sized to the workers it really has (np processes here, the
             # cluster's CPUs on Ray); only pre-splitting depends on it, and its pieces read as the whole file
-            executor = self.make_executor()
+            executor = executor or self.make_executor()
             if presplit_inputs:
                 try:
                     inputs = presplit(inputs, opts, self.work, executor.workers, self.log,
