@@ -111,11 +111,11 @@ CAPPED = textwrap.dedent("""
     rng = np.random.default_rng(5)
     files = []
     for f in range(4):  # clusters of 2-4 rows anywhere in the dataset, chains across forests
-        u = rng.integers(0, n, 250_000)
+        u = rng.integers(0, n, n // 80)
         v = np.where(rng.random(u.size) < 0.5, u + rng.integers(1, 50, u.size), rng.integers(0, n, u.size)) % n
         files.append(S.save_pairs(tmp / f"f{f}.bin", *S.forest(u, v)))
     vm = int(next(l for l in open("/proc/self/status") if l.startswith("VmSize")).split()[1]) * 1024
-    cap = vm + (96 << 20)
+    cap = vm + (40 << 20)
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
     try:
@@ -124,7 +124,7 @@ CAPPED = textwrap.dedent("""
         sys.exit(3)
     except MemoryError:
         pass
-    budget = 8 << 20
+    budget = 2 << 20
     ext = X.components(files, n, tmp / "cc", X.range_rows(budget), X.chunk_pairs(budget))
     kept = sum(int((ext.load(k)[0] == np.arange(*ext.bounds(k))).sum()) for k in range(ext.ranges))
     resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
@@ -137,12 +137,12 @@ CAPPED = textwrap.dedent("""
 
 
 def test_resolve_under_an_address_space_cap(tmp_path):
-    """1M pairs over 20M rows: the in-memory merge needs 160 MB for its parent array alone and fails under a
-    cap of 96 MB above the process's start; the range-by-range merge with an 8 MB budget completes
-    under it and gives the same roots."""
+    """200,000 pairs over 8M rows: the in-memory merge needs 64 MB for its parent array alone and fails
+    under a cap of 40 MB above the process's start; the range-by-range merge with a 2 MB budget (250
+    ranges) completes under it and gives the same roots."""
     script = tmp_path / "capped.py"
     script.write_text(CAPPED)
-    p = subprocess.run([sys.executable, str(script), str(tmp_path), str(20_000_000)], capture_output=True,
+    p = subprocess.run([sys.executable, str(script), str(tmp_path), str(8_000_000)], capture_output=True,
                        text=True, timeout=300)
     assert p.returncode == 0 and p.stdout.startswith("ok"), p.stdout + p.stderr[-2000:]
 
