@@ -20,9 +20,9 @@ partition, never a signature. The merge then streams those forests one file at a
 over row numbers in the driver: 8 bytes × rows (80 MB per 10 M rows; the cluster file pass needs arrays of
 that size anyway), independent of the number of bands, buckets or signatures. Unions hang the larger root
 under the smaller, so every cluster's root is its first row whatever order the forests arrive in, and the
-result equals the single-process resolve's exactly. Beyond ~10⁹ rows on one driver, the merge itself
-would have to run as hash-to-min rounds over the forests (BTS-like); the forests are what those rounds
-would start from.
+result equals the single-process resolve's exactly. Past the driver's memory budget
+(``GRISTMILL_RESOLVE_MEMORY``), ``merge_forests`` given a spill directory merges range by range on disk
+instead (``_extcc``): the same roots, with one range of rows in memory at a time.
 """
 from __future__ import annotations
 
