@@ -250,7 +250,10 @@ def test_an_ffmpeg_op_without_ffmpeg_fails_before_work(tmp_path, capsys, monkeyp
     monkeypatch.setenv("PATH", str(empty))  # wherever ffmpeg is installed, it is not found here
     data = write_jsonl(tmp_path / "v.jsonl", [{"id": "0", "text": "", "videos": [str(tmp_path / "a.mp4")]}])
     for op, params in [("video_ffmpeg_wrapped_mapper", {"filter_name": "scale", "filter_kwargs": {"width": 32}}),
-                       ("audio_ffmpeg_wrapped_mapper", {"filter_name": "atrim", "audio_key": "videos"})]:
+                       ("audio_ffmpeg_wrapped_mapper", {"filter_name": "atrim", "audio_key": "videos"}),
+                       ("video_resize_resolution_mapper", {"max_width": 64}),
+                       ("video_resize_aspect_ratio_mapper", {}), ("video_split_by_duration_mapper", {}),
+                       ("video_split_by_key_frame_mapper", {}), ("video_split_by_scene_mapper", {})]:
         r = write_recipe(tmp_path / f"{op}.yaml", {"dataset_path": str(data), "export_path": str(tmp_path / op / "o.jsonl"),
                                                    "work_dir": str(tmp_path / op / "w"), "process": [{op: params}]})
         res = gm(capsys, "run", r, "--no-progress")

@@ -31,8 +31,14 @@ class Plan:
 
     @classmethod
     def of(cls, cfg, ops: list, **kw) -> "Plan":
-        """A plan built in Python (``Dataset``): one dataset, ``ops``, an export; no reject budget."""
+        """A plan built in Python (``Dataset``): one dataset, ``ops``, an export; no reject budget. An op whose
+        Python library is missing is refused here (ValueError naming the extra), as a recipe's is."""
+        from ..core import extras
         from ..ops.base import bind_chain
+        for op in ops:
+            missing = op.missing_libraries()
+            if missing:
+                raise ValueError(f"{op.name}: {extras.install_hint(missing)}")
         return cls(cfg=cfg, ops=bind_chain(list(ops), cfg.text_key), **kw)
 
     @property

@@ -267,6 +267,11 @@ class TextClassifierFilter(Filter):
 
     inputs = ("{text_key}",)
     version = 1
+    requires = ("transformers",)  # the tokenizer and the model; the backend's runtime: missing_libraries
+
+    def missing_libraries(self) -> list[str]:
+        from ...core import extras
+        return extras.missing((*self.requires, "onnxruntime" if self.params.backend == "onnx" else "torch"))
 
     class Params(Params):
         hf_model: str = trust.path_param(

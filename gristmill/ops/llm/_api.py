@@ -82,6 +82,12 @@ class APIModelParams(APIClientParams):
 class APIOp:
     """Mixin of the API-model ops: ``self.ask(bodies)`` and the client's counts for the report."""
 
+    def missing_libraries(self) -> list[str]:
+        """An endpoint needs nothing beyond the core; ``is_hf_model`` runs the model here (transformers, torch)."""
+        from ...core import extras
+        local = ("transformers", "torch") if getattr(self.params, "is_hf_model", False) else ()
+        return extras.missing((*self.requires, *local))
+
     def _init_api(self) -> None:
         p = self.params
         if getattr(p, "enable_vllm", False):

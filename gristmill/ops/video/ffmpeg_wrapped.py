@@ -39,6 +39,15 @@ def require_ffmpeg(op_name: str) -> None:
                          f"({FFMPEG_INSTALL})")
 
 
+class RunsFFmpeg:
+    """Mixin (first among the bases) of the ops that always run the ``ffmpeg`` program (clips cut, videos
+    scaled): refused when built, before any work, where it is not on PATH."""
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        require_ffmpeg(self.name)
+
+
 def wrapped(op, key: str, suffix: str):
     p = op.params
     cfg = p.model_dump(exclude={"save_dir", "text_key"})

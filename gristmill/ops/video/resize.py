@@ -16,6 +16,7 @@ from ...media import VIDEO_KEY
 from ...media.video import ffmpeg_filter, probe, produced_path
 from ...registry import register
 from ..base import Mapper, Params
+from .ffmpeg_wrapped import RunsFFmpeg
 from ._replace import replace_items
 
 QUIET = ("-nostdin", "-v", "quiet", "-y")
@@ -61,7 +62,7 @@ def target_resolution(w: int, h: int, p) -> tuple[int, int] | None:
 
 
 @register("video_resize_resolution_mapper")
-class VideoResizeResolutionMapper(Mapper):
+class VideoResizeResolutionMapper(RunsFFmpeg, Mapper):
     """Scale videos whose width or height is out of [min, max] into range (optionally keeping the
     aspect ratio: ``force_original_aspect_ratio`` decrease/increase, sizes divisible by
     ``force_divisible_by``)."""
@@ -127,7 +128,7 @@ def rescale(w: int, h: int, lo: Fraction, hi: Fraction, strategy: str) -> tuple[
 
 
 @register("video_resize_aspect_ratio_mapper")
-class VideoResizeAspectRatioMapper(Mapper):
+class VideoResizeAspectRatioMapper(RunsFFmpeg, Mapper):
     """Scale videos whose width / height is outside [min_ratio, max_ratio] to the nearest bound."""
 
     requires = ("av",)

@@ -22,6 +22,7 @@ from ...media import VIDEO_KEY, VIDEO_TOKEN, describe, media_values
 from ...media.video import add_suffix, as_file, open_video, produced_path
 from ...registry import register
 from ..base import Mapper, Params
+from .ffmpeg_wrapped import RunsFFmpeg
 from ._expand import build_rows, read_bytes
 
 DETECTOR_ARGS = {
@@ -32,7 +33,7 @@ DETECTOR_ARGS = {
 
 
 @register("video_split_by_scene_mapper")
-class VideoSplitBySceneMapper(Mapper):
+class VideoSplitBySceneMapper(RunsFFmpeg, Mapper):
     """Split each video into its scenes (content, adaptive or threshold detector)."""
 
     requires = ("av", "scenedetect")

@@ -18,6 +18,7 @@ from ...media import VIDEO_KEY, media_values
 from ...media.video import add_suffix, as_file, cut_clip, keyframe_times, probe, produced_path
 from ...registry import register
 from ..base import Mapper, Params
+from .ffmpeg_wrapped import RunsFFmpeg
 from ._expand import build_rows, legacy_chunks, read_bytes
 
 
@@ -43,7 +44,7 @@ class SplitParams(Params):
         return self
 
 
-class _Splitter(Mapper):
+class _Splitter(RunsFFmpeg, Mapper):
     """Shared row expansion; subclasses give ``clips(video) -> [(start, end or None)]``."""
 
     requires = ("av",)
