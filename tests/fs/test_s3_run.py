@@ -255,3 +255,24 @@ def test_one_recipe_with_every_path_on_s3_gives_the_local_export_and_tokens(s3, 
     assert _get(s3, "out/c.jsonl") == (tmp_path / "out/c.jsonl").read_bytes()
     arrays = sorted(p.name for p in (tmp_path / "tok").iterdir() if p.suffix == ".npy")
     assert "data.npy" in arrays and all(_get(s3, f"tok/{n}") == (tmp_path / "tok" / n).read_bytes() for n in arrays)
+
+
+def test_recipe_storage_options_reach_the_bucket_and_stay_out_of_reports(s3, s3_endpoint, tmp_path, monkeypatch):
+    """No endpoint or keys in the environment: the recipe's storage_options (per prefix) give them; the
+    secret is in no report, log or manifest."""
+    b = s3.bucket
+    s3.pipe(f"{b}/in/a.jsonl", b'{"text": "one two three four five six"}\n')
+    for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(k)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    secret = "sekrit-value-123"
+    rec = _recipe(tmp_path, "o", dataset_path=f"s3://{b}/in/", export_path=f"s3://{b}/out/c.jsonl",
+                  work_dir=f"s3://{b}/w", process=[{"words_num_filter": {"min_num": 2}}],
+                  storage_options={f"s3://{b}/": {"endpoint_url": s3_endpoint, "key": "testing", "secret": secret}})
+    p = _cli("run", rec, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert _get(s3, "out/c.jsonl").count(b"\n") == 1
+    texts = [p.stdout, p.stderr] + [_get(s3, k[len(b) + 1:]).decode("utf-8", "replace")
+                                    for k in s3.find(b) if k.endswith((".json", ".jsonl", ".html"))]
+    assert not any(secret in t for t in texts)
