@@ -100,6 +100,10 @@ def _positive_int(v: str) -> int:
     return n
 
 
+def _np_or_auto(v: str):
+    return "auto" if v == "auto" else _positive_int(v)
+
+
 def _ratio(v: str) -> float:
     try:
         x = float(v)
@@ -407,7 +411,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run a YAML recipe")
     r.add_argument("recipe")
-    r.add_argument("--np", type=_positive_int, default=None, help="worker processes (overrides the recipe)")
+    r.add_argument("--np", type=_np_or_auto, default=None,
+                   help="worker processes, or 'auto' (from the cores, the memory and a probe; overrides the recipe)")
     r.add_argument("--engine", choices=["local", "ray"], default=None,
                    help="where to run (overrides the recipe's executor_type; default local)")
     r.add_argument("--address", default=None, help="Ray cluster to join: auto or HOST:PORT (with --engine ray)")

@@ -422,8 +422,9 @@ def run_config(recipe: Recipe, np: int | None = None, work_dir: str | None = Non
                                       for e in [*recipe.process, *(x for s in recipe.sources or [] for x in s.process)])
     from . import fs
     fs.set_storage_options(recipe.storage_options)  # for every URL of the run (and its worker processes)
+    auto_np = np == "auto" or (recipe.np == "auto" and not np)  # `--np auto` or the recipe's `np: auto`
     return RunConfig(dataset_path=recipe.dataset_path, work_dir=wd, export_path=recipe.export_path,
-                     np=np or (1 if recipe.np == "auto" else recipe.np), text_key=text_key,
+                     np=1 if auto_np else (np or recipe.np), text_key=text_key,
                      batch_size=D.BATCH_SIZE if recipe.batch_size == "auto" else recipe.batch_size,
                      shard_bytes=recipe.shard_size_mb << 20, keep_stats_in_res_ds=recipe.keep_stats_in_res_ds,
                      keep_removed=recipe.keep_removed, removed_sample=recipe.removed_sample,
@@ -432,7 +433,7 @@ def run_config(recipe: Recipe, np: int | None = None, work_dir: str | None = Non
                      reader_params=reader_params, writer_options=writer_options, seed=recipe.seed, progress=progress,
                      project_name=recipe.project_name, engine=engine or recipe.executor_type,
                      engine_address=address or recipe.ray_address, add_suffix=suffix,
-                     adaptive={"np": recipe.np == "auto" and not np, "batch_size": recipe.batch_size == "auto",
+                     adaptive={"np": auto_np, "batch_size": recipe.batch_size == "auto",
                                "reorder": recipe.reorder == "auto"})
 
 

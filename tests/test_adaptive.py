@@ -19,12 +19,12 @@ FILTERS = [{"whitespace_normalization_mapper": {}},
            {"document_deduplicator": {}}]
 
 
-def _run(tmp_path, name, process=FILTERS, **extra) -> tuple[bytes, dict]:
+def _run(tmp_path, name, process=FILTERS, args=(), **extra) -> tuple[bytes, dict]:
     recipe = {"dataset_path": str(SAMPLE), "export_path": str(tmp_path / name / "out.jsonl"),
               "work_dir": str(tmp_path / name / "work"), "process": process, **extra}
     p = tmp_path / f"{name}.yaml"
     p.write_text(yaml.safe_dump(recipe))
-    assert main(["run", str(p), "--no-progress"]) == 0
+    assert main(["run", str(p), "--no-progress", *args]) == 0
     report = json.loads((tmp_path / name / "work" / "report.json").read_text())
     return (tmp_path / name / "out.jsonl").read_bytes(), report
 
@@ -118,6 +118,16 @@ def test_np_auto_run(tmp_path):
     saved = json.loads((tmp_path / "npauto" / "work" / "adaptive.json").read_text())
     assert rep["np"] == saved["np"] == 1 and "np=1" in saved["np_why"]
     assert saved["probe"]["rows"] == 179 and saved["batch_size"] >= A.MIN_BATCH
+
+
+def test_np_auto_from_the_command_line(tmp_path, capsys):
+    """`--np auto` overrides a recipe's np like a number does; the header says auto until the probe decides."""
+    _, rep = _run(tmp_path, "cli-auto", process=FILTERS[:3], np=2, args=("--np", "auto"))
+    assert "np=auto" in capsys.readouterr().err
+    saved = json.loads((tmp_path / "cli-auto" / "work" / "adaptive.json").read_text())
+    assert rep["np"] == saved["np"] == 1
+    with pytest.raises(SystemExit):
+        main(["run", str(tmp_path / "cli-auto.yaml"), "--np", "some"])
 
 
 def test_input_bytes_count_every_piece_of_a_split_file(tmp_path):

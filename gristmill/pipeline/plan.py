@@ -52,10 +52,11 @@ class Plan:
     def describe(self) -> str:
         """One line: what runs where (the CLI's header line)."""
         cfg = self.cfg
+        np_ = "auto" if (cfg.adaptive or {}).get("np") else cfg.np  # resolved (and logged) when the run starts
         if self.tokenize_only:
-            return f"{cfg.project_name}: tokenize only, np={cfg.np}, work dir {cfg.work_dir}"
+            return f"{cfg.project_name}: tokenize only, np={np_}, work dir {cfg.work_dir}"
         what = f"{len(self.sources)} sources, {len(self.ops)} shared ops" if self.sources else f"{len(self.ops)} ops"
-        return f"{cfg.project_name}: {what}, np={cfg.np}, work dir {cfg.work_dir}"
+        return f"{cfg.project_name}: {what}, np={np_}, work dir {cfg.work_dir}"
 
 
 def plan_recipe(recipe, *, source: str | None = None, np: int | None = None, work_dir: str | None = None,
