@@ -28,7 +28,9 @@ SAMPLE = REPO / "examples" / "data" / "cc-sample.jsonl.gz"
 # are planned here all the same)
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 MINE = [p for p in DOCS if p.name != "security.md"]
-RECIPES = sorted((REPO / "recipes").glob("*.yaml")) + sorted((REPO / "examples").rglob("*.yaml"))
+# every recipe file (a cluster manifest such as examples/kuberay/rayjob.yaml is not a recipe: it runs one)
+RECIPES = [p for p in sorted((REPO / "recipes").glob("*.yaml")) + sorted((REPO / "examples").rglob("*.yaml"))
+           if not re.search(r"^apiVersion:", p.read_text(encoding="utf-8"), re.M)]
 RECIPE_KEYS = {"process", "dataset_path", "sources", "dataset", "tokenize", "download", "export_path"}
 MEDIA = ("gristmill.ops.image", "gristmill.ops.video", "gristmill.ops.audio")
 
