@@ -6,6 +6,7 @@ sees) and writes its own completion marker, so an executor can run tasks in any 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import importlib
 import threading
 from dataclasses import dataclass
@@ -167,7 +168,11 @@ class LocalExecutor(BackgroundRelease):
             let_go.wait()
 
         self._ready = ready
-        self._warming = threading.Thread(target=warm, name="gristmill-executor-workers", daemon=True)
+        # the pool is made here, in the caller's context: it hands the caller's trust policy (a contextvar,
+        # which a new thread would not see) to its workers; the thread runs in a copy of that context too
+        self._get_pool(n)
+        self._warming = threading.Thread(target=contextvars.copy_context().run, args=(warm,),
+                                         name="gristmill-executor-workers", daemon=True)
         self._warming.start()
 
     def _wait_warm(self) -> None:
