@@ -253,15 +253,20 @@ def tokenize_inputs(section) -> bool:
                                           or section.get("dataset_path") is not None)
 
 
-def load_recipe(path: str, overrides: dict | None = None) -> tuple[Recipe, list, list[str]]:
-    """Parse and validate a recipe file; returns (recipe, ops, warnings)."""
+def read_yaml(path: str):
+    """A recipe file's YAML as parsed (an empty file as {}); RecipeError when it cannot be read or parsed."""
     try:
         with open(path) as f:
-            raw = yaml.safe_load(f) or {}
+            return yaml.safe_load(f) or {}
     except OSError as e:
         raise RecipeError(f"cannot read recipe {path!r}: {e.strerror}") from None
     except yaml.YAMLError as e:
         raise RecipeError(f"{path}: invalid YAML: {e}") from None
+
+
+def load_recipe(path: str, overrides: dict | None = None) -> tuple[Recipe, list, list[str]]:
+    """Parse and validate a recipe file; returns (recipe, ops, warnings)."""
+    raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise RecipeError(f"{path}: a recipe is a mapping of settings, got {type(raw).__name__}")
     raw.update({k: v for k, v in (overrides or {}).items() if v is not None})

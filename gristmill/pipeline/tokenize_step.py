@@ -117,21 +117,13 @@ def plan_tokenize(path: str, *, np: int | None = None, work_dir: str | None = No
     exported files) in the run's work dir, so both commands share token shards, on the recipe's engine unless
     ``engine`` / ``address`` say otherwise; a file that is just a tokenize section runs as it is.
     PipelineError (status 2) for a file that is neither, or a recipe that has not run yet."""
-    import yaml
-
     from ..core.defaults import work_dir_for
-    from ..recipe import RecipeError
+    from ..recipe import RecipeError, read_yaml
     from ..tokenize.run import preflight
     from .errors import PipelineError
     from .plan import plan_recipe
     try:
-        try:
-            with open(path) as f:
-                raw = yaml.safe_load(f) or {}
-        except OSError as e:
-            raise RecipeError(f"cannot read recipe {path!r}: {e.strerror}") from None
-        except yaml.YAMLError as e:
-            raise RecipeError(f"{path}: invalid YAML: {e}") from None
+        raw = read_yaml(path)
         if not isinstance(raw, dict) or "tokenize" not in raw:  # a tokenize section, or a recipe without one
             if not raw or (isinstance(raw, dict) and "tokenizer" not in raw and _recipe_keys(raw)):
                 raise RecipeError(f"{path}: no `tokenize:` section (add one to tokenize the recipe's export, see "
