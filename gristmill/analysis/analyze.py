@@ -75,7 +75,9 @@ def default_work_dir(dataset_path: str) -> str:
     import tempfile
     name = os.path.basename(os.path.normpath(dataset_path)).split(".")[0] or "dataset"
     name = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:60] or "dataset"
-    digest = hashlib.sha1(os.path.abspath(dataset_path).encode()).hexdigest()[:10]
+    from .. import fs
+    key = fs.normalise(dataset_path) if fs.is_url(dataset_path) else os.path.abspath(dataset_path)
+    digest = hashlib.sha1(key.encode()).hexdigest()[:10]
     uid = os.getuid() if hasattr(os, "getuid") else "user"
     root = os.path.join(tempfile.gettempdir(), f"gristmill-{uid}")
     try:
@@ -91,10 +93,30 @@ def default_work_dir(dataset_path: str) -> str:
 
 
 def analysis_dir(work_dir: str) -> str:
+    from .. import fs
+    if fs.is_url(work_dir):
+        return fs.join(fs.normalise(work_dir), "analysis")
     return os.path.join(os.path.abspath(work_dir), "analysis")
 
 
-def analyze(cfg, filters: list, *, what_if: list[str] = (), k: float = 3.0, percentiles=(), log=None) -> dict:
+def _analyze_remote(cfg, filters: list, **kw) -> dict:
+    """The analysis with its work dir in object storage: ``WORK/analysis`` is staged locally like a run's work
+    dir (``engine.remote``: the bucket checked before any work, a lock with a lease, restored before so a
+    rerun reuses the committed stats, committed marker-last while it runs and at the end); the paths returned
+    are the URLs."""
+    from ..engine.remote import RemoteRun
+    url = analysis_dir(cfg.work_dir)
+    remote = RemoteRun(replace(cfg, work_dir=url, export_path=None), kw.get("log") or (lambda m: None))
+    remote.check()
+    with remote:
+        res = analyze(replace(cfg, work_dir=os.path.dirname(remote.local_work)), filters, _staged=remote.local_work,
+                      **kw)
+        paths = remote.finish({k: res[k] for k in ("work_dir", "stats", "overall", "html")})
+    return {**res, **paths}
+
+
+def analyze(cfg, filters: list, *, what_if: list[str] = (), k: float = 3.0, percentiles=(), log=None,
+            _staged: str | None = None) -> dict:
     """Run the analysis of ``filters`` over ``cfg``'s dataset; ``cfg`` is the run config a recipe would
     use (its work dir gets an ``analysis/`` folder). Returns paths, the model and the what-if rows."""
     import pyarrow.parquet as pq
@@ -109,7 +131,10 @@ def analyze(cfg, filters: list, *, what_if: list[str] = (), k: float = 3.0, perc
     if not filters:
         raise ValueError("nothing to analyze: no filter ops (give a recipe with filters, or --ops NAME ...)")
     check_what_if(filters, what_if, cfg.text_key)  # a bad change is refused before anything runs
-    out = analysis_dir(cfg.work_dir)
+    from .. import fs
+    if fs.is_url(cfg.work_dir):
+        return _analyze_remote(cfg, filters, what_if=what_if, k=k, percentiles=percentiles, log=log)
+    out = _staged or analysis_dir(cfg.work_dir)
     acfg = replace(cfg, work_dir=out, export_path=os.path.join(out, STATS_FILE), keep_stats_in_res_ds=True,
                    export_shard_size=0, keep_traces=0, correlate=True, report_kind="analyze", keep_removed=False)
     ops = bind_chain([StatsOnly(f) for f in filters] + [KeepStatsColumns()], cfg.text_key)

@@ -64,6 +64,11 @@ def plan_analysis(target: str, *, ops: list[str] = (), what_if: list[str] = (), 
                             text_key=text_key, input_format=input_format, reader_params=dict(reader_params or {}),
                             progress=progress, engine=engine or "local", engine_address=address,
                             project_name=name)
+        from .. import fs
+        from ..engine.remote import check_remote_inputs
+        check_remote_inputs(cfg.dataset_path)  # a missing bucket or no credentials: one line, before any work
+        if fs.is_url(cfg.work_dir):
+            fs.check_access(cfg.work_dir, "work_dir", write=True)
         plan = AnalysisPlan(cfg, chain, recipe, percentiles, warnings, notes, given_ops=bool(ops))
         if ops:
             plan.ops = parse_ops(list(ops), allow_scripts)
