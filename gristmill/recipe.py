@@ -393,9 +393,14 @@ def build_ops(process: list, allow_scripts: bool = False, source: str = "recipe"
             errors.append(f"{where}.{name}: params must be a mapping, got {params!r}")
             continue
         try:
-            ops.append(create_op(name, params or {}, f"{where}.{name}", allow_scripts))
-        except OpError as e:
+            op = create_op(name, params or {}, f"{where}.{name}", allow_scripts)
+            inner = getattr(op, "inner_ops", None)  # Data-Juicer's fused ops: their inner ops, in its place
+            ops.extend([op] if inner is None else inner(
+                lambda entries: build_ops(entries, allow_scripts, f"{where}.{name}", text_key)))
+        except (OpError, RecipeError) as e:
             errors.append(str(e))
+        except ValueError as e:  # a fused op's malformed inner list
+            errors.append(f"{where}.{name}: {e}")
     if errors:
         raise RecipeError("\n".join(errors))
     return bind_chain(ops, text_key)

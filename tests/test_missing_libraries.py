@@ -186,6 +186,8 @@ NOT_DECLARED = {
                            "pywt": "whash only: missing_libraries adds it by method"},
     "image_near_deduplicator": {"scipy": "phash only: missing_libraries adds it by method",
                                 "pywt": "whash only: missing_libraries adds it by method"},
+    "ray_image_deduplicator": {"scipy": "phash only: missing_libraries adds it by method",
+                               "pywt": "whash only: missing_libraries adds it by method"},
     "video_motion_score_filter": {"PIL": "frame_field only (frame headers): missing_libraries adds it",
                                   "av": "media.video's as_file only (bytes to a temporary file): OpenCV decodes"},
     "video_ocr_area_ratio_filter": {

@@ -22,6 +22,8 @@ NOT_PATHS = {  # (op, param): why it names no file
     ("extract_json_field_mapper", "path"): "a dotted path inside a row's JSON value",
     ("ray_bts_minhash_deduplicator", "tokenizer_model"): "typed None: must be unset",
     ("ray_bts_minhash_deduplicator_with_uid", "tokenizer_model"): "typed None: must be unset",
+    ("ray_bts_minhash_cpp_deduplicator", "tokenizer_model"): "typed None: must be unset",
+    ("general_fused_op", "fused_op_list"): "a process list: each inner op's own params are checked when it is built",
     ("url_filter", "use_integrated_lists"): "a switch for the shipped lists",
     ("download_file_mapper", "save_field"): "names a field",
     ("video_split_by_duration_mapper", "save_field"): "names a field",

@@ -58,3 +58,12 @@ class RayBTSMinhashDeduplicatorWithUid(DocumentMinhashDeduplicatorWithUid):
 
     class Params(_BtsParams):
         pass
+
+
+@register("ray_bts_minhash_cpp_deduplicator")
+class RayBTSMinhashCppDeduplicator(DocumentMinhashDeduplicator):
+    """``document_minhash_deduplicator`` under the name of Data-Juicer's C++-accelerated Ray variant (same
+    params as ``ray_bts_minhash_deduplicator``; gristmill's MinHash kernels are compiled already)."""
+
+    class Params(_BtsParams):
+        pass
