@@ -97,6 +97,17 @@ def ours():
     rows += [(f, cls, "DEFAULT_SYSTEM_PROMPT", M.SYSTEM_PROMPT), (f, cls, "DEFAULT_INPUT_TEMPLATE", M.INPUT_TEMPLATE),
              (f, cls, "DEFAULT_TARGET_TAG_TEMPLATE", M.TARGET_TAG_TEMPLATE),
              (f, cls, "DEFAULT_TAG_TEMPLATE", M.TAG_TEMPLATE), (f, cls, "DEFAULT_OUTPUT_PATTERN", M.OUTPUT_PATTERN)]
+    from gristmill.ops.llm import extract_entity as X
+    f, cls = "mapper/extract_entity_relation_mapper.py", "ExtractEntityRelationMapper"
+    rows += [(f, cls, "DEFAULT_PROMPT_TEMPLATE", X.ENTITY_RELATION_PROMPT),
+             (f, cls, "DEFAULT_CONTINUE_PROMPT", X.CONTINUE_PROMPT), (f, cls, "DEFAULT_IF_LOOP_PROMPT", X.IF_LOOP_PROMPT),
+             (f, cls, "DEFAULT_ENTITY_TYPES", X.ENTITY_TYPES), (f, cls, "DEFAULT_ENTITY_PATTERN", X.ENTITY_PATTERN),
+             (f, cls, "DEFAULT_RELATION_PATTERN", X.RELATION_PATTERN)]
+    f, cls = "mapper/extract_entity_attribute_mapper.py", "ExtractEntityAttributeMapper"
+    rows += [(f, cls, "DEFAULT_SYSTEM_PROMPT_TEMPLATE", X.ATTRIBUTE_SYSTEM_PROMPT_TEMPLATE),
+             (f, cls, "DEFAULT_INPUT_TEMPLATE", X.ATTRIBUTE_INPUT_TEMPLATE),
+             (f, cls, "DEFAULT_ATTR_PATTERN_TEMPLATE", X.ATTR_PATTERN_TEMPLATE),
+             (f, cls, "DEFAULT_DEMON_PATTERN", X.DEMO_PATTERN)]
     assert D.language_note("zh", "intent")
     return rows
 

@@ -35,6 +35,8 @@ OPS = {
     'document_simhash_deduplicator': 'gristmill.ops.dedup.simhash',
     'download_file_mapper': 'gristmill.ops.web.download_file',
     'expand_macro_mapper': 'gristmill.ops.web.latex',
+    'extract_entity_attribute_mapper': 'gristmill.ops.llm.extract_entity',
+    'extract_entity_relation_mapper': 'gristmill.ops.llm.extract_entity',
     'extract_event_mapper': 'gristmill.ops.llm.extract',
     'extract_json_field_mapper': 'gristmill.ops.extract_json_field',
     'extract_keyword_mapper': 'gristmill.ops.llm.extract',
