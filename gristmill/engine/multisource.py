@@ -72,6 +72,9 @@ def run_sources(cfg: RunConfig, sources: list[SourceRun], ops: list,
     """Run every source's chain, then ``ops`` over all of them; returns the combined report (also written
     to ``WORK/report.json``)."""
     log = log or (lambda m: None)
+    from .remote import has_remote_outputs, run_sources_remote
+    if has_remote_outputs(cfg):  # a work dir / export in object storage: staged locally, committed to it
+        return run_sources_remote(cfg, sources, lambda c, ss: run_sources(c, ss, ops, log), log)
     t0 = time.perf_counter()
     work = os.path.abspath(cfg.work_dir)
     _preflight(cfg, sources)

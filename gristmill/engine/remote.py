@@ -202,6 +202,26 @@ def run_remote(engine, body):
         engine.cfg, engine.work = cfg, work
 
 
+def run_sources_remote(cfg, sources: list, body, log=lambda m: None) -> dict:
+    """A ``sources:`` recipe with its work dir and/or export in object storage: the same staging and commit
+    as one dataset's run. Every source works in ``WORK/sources/NAME`` of the staged work dir (so it is
+    committed, restored and resumed with the rest), the shared chain in ``WORK/tail``, and the one export is
+    committed by its manifest at the end. ``body(local_cfg, local_sources)`` runs them (``run_sources``)."""
+    remote = RemoteRun(cfg, log)
+    remote.inputs = [p for s in sources for _, p in parse_weighted(s.cfg.dataset_path)]
+    remote.check()
+
+    def here(v):
+        if isinstance(v, str) and remote.work_url and fs.is_url(v) and _inside(fs.normalise(v), remote.work_url):
+            return os.path.join(remote.local_work, *fs.normalise(v)[len(remote.work_url):].strip("/").split("/"))
+        return v
+    local_sources = [replace(s, cfg=replace(s.cfg, work_dir=here(s.cfg.work_dir),
+                                            reader_params={k: here(v) for k, v in s.cfg.reader_params.items()}))
+                     for s in sources]
+    with remote:
+        return remote.finish(body(remote.local_cfg, local_sources))
+
+
 class TokenizeOutputs(RemoteRun):
     """``gristmill tokenize`` with its output directory and/or work dir in object storage: the same
     staging, lock and marker-last commit; the output directory is committed by its manifest, written last.
