@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ... import fs
 from ...core import columns as C
 from ._lsh import EDGE_DTYPE
 from ._shuffle import load_pairs
@@ -39,6 +42,23 @@ def hashing_params(op) -> dict:
     return {"format": FORMAT, **{k: getattr(op.params, k) for k in HASHING}}
 
 
+def absolute(path: str) -> str:
+    """An absolute local path (workers may run elsewhere), or the URL of an object-storage file."""
+    return fs.normalise(path) if fs.is_url(path) else os.path.abspath(path)
+
+
+def identity(path: str) -> list:
+    """What changes when a signature file is rewritten: [size, mtime] locally, [size, ETag] in a bucket."""
+    if fs.is_url(path):
+        return list(fs.identity(path)[1:])
+    return [os.path.getsize(path), os.stat(path).st_mtime_ns]
+
+
+def _source(path: str):
+    """What pyarrow's Parquet reader takes: the local path, or a read-ahead file of the object."""
+    return fs.open_input(path) if fs.is_url(path) else path
+
+
 def schema(num_bands: int, meta: dict) -> pa.Schema:
     return pa.schema([("id", pa.string()), ("bands", pa.list_(pa.uint64(), num_bands))],
                      metadata={META_KEY: json.dumps(meta, sort_keys=True).encode()})
@@ -47,11 +67,17 @@ def schema(num_bands: int, meta: dict) -> pa.Schema:
 def check_reference(path: str, op) -> int:
     """The number of rows of a signature file; ValueError when it is not one or was made with other
     hashing params than ``op``'s (its band keys would never match this op's)."""
-    if not os.path.isfile(path):
+    try:
+        found = fs.isfile(path)
+    except fs.StorageError as e:
+        raise ValueError(f"{op.name}: reference_signatures_path {e}") from None
+    except Exception as e:  # noqa: BLE001 - each object store raises its own kinds
+        raise ValueError(f"{op.name}: reference_signatures_path {fs.describe_error(path, e)}") from None
+    if not found:
         raise ValueError(f"{op.name}: reference_signatures_path {path!r} does not exist (write one with "
                          f"save_signatures_path in the earlier run)")
     try:
-        md = pq.read_metadata(path)
+        md = pq.read_metadata(_source(path))
         raw = (md.schema.to_arrow_schema().metadata or {}).get(META_KEY)
     except (pa.ArrowInvalid, OSError) as e:
         raise ValueError(f"{op.name}: reference_signatures_path {path!r} is not a Parquet file: {e}") from e
@@ -70,7 +96,7 @@ def reference_sources(paths: list[str]) -> tuple[list[tuple[str, list[int]]], in
     """(path, row groups) pieces of about ``SOURCE_ROWS`` rows each, in reference order; total rows."""
     pieces, total = [], 0
     for path in paths:
-        md = pq.read_metadata(path)
+        md = pq.read_metadata(_source(path))
         cur, rows = [], 0
         for g in range(md.num_row_groups):
             cur.append(g)
@@ -87,7 +113,7 @@ def reference_sources(paths: list[str]) -> tuple[list[tuple[str, list[int]]], in
 def spill_reference(w, piece: tuple[str, list[int]]) -> int:
     """(band key, row) records of one piece, rows numbered from 0 within it, into a shuffle writer."""
     path, groups = piece
-    f = pq.ParquetFile(path)
+    f = pq.ParquetFile(_source(path))
     row = 0
     for g in groups:
         bands = f.read_row_group(g, columns=["bands"]).column(0).combine_chunks()
@@ -133,7 +159,7 @@ def reference_ids(paths: list[str], rows: np.ndarray) -> dict[int, str]:
     out: dict[int, str] = {}
     base = 0
     for path in paths:
-        f = pq.ParquetFile(path)
+        f = pq.ParquetFile(_source(path))
         for g in range(f.metadata.num_row_groups):
             k = f.metadata.row_group(g).num_rows
             lo, hi = np.searchsorted(want, [base, base + k])
@@ -149,7 +175,8 @@ def save_kept(ctx, op, keep: np.ndarray, path: str) -> dict:
     """Write the band keys of the rows ``keep`` marks (and that have a signature) to a signature file,
     in dataset order; the file appears atomically."""
     col = op.column
-    target = Path(path)
+    url = path if fs.is_url(path) else None
+    target = Path(tempfile.mkdtemp(prefix="gm-signatures-")) / "signatures.parquet" if url else Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
     sch = schema(op.params.num_bands, hashing_params(op))
@@ -177,6 +204,12 @@ def save_kept(ctx, op, keep: np.ndarray, path: str) -> dict:
                 rows = sum(b.num_rows for b in pending)
         _flush(w, pending, final=True)
     tmp.replace(target)
+    if url:  # one PUT (multipart when big): the object appears whole
+        try:
+            fs.upload(str(target), url)
+        finally:
+            shutil.rmtree(target.parent, ignore_errors=True)
+        return {"signatures_saved": written, "signatures_file": url}
     return {"signatures_saved": written, "signatures_file": str(target)}
 
 

@@ -109,8 +109,10 @@ class DocumentMinhashDeduplicator(Deduplicator):
         p = self.params
         refs = p.reference_signatures_path
         refs = [refs] if isinstance(refs, str) else list(refs or [])
-        self.references = [os.path.abspath(r) for r in refs]
-        self.save_path = os.path.abspath(p.save_signatures_path) if p.save_signatures_path else None
+        self.references = [REF.absolute(r) for r in refs]  # a URL (s3://, gs://…) stays a URL
+        self.save_path = REF.absolute(p.save_signatures_path) if p.save_signatures_path else None
+        if self.save_path and REF.fs.is_url(self.save_path):  # its bucket answers, before any work
+            REF.fs.check_access(self.save_path, f"{self.name}: save_signatures_path")
         if self.references and p.verify:
             raise ValueError(f"{self.name}: verify cannot be used with reference_signatures_path (a signature file "
                              f"holds band keys, not the shingles an exact Jaccard check needs)")
@@ -124,7 +126,7 @@ class DocumentMinhashDeduplicator(Deduplicator):
         """Params plus the size and mtime of each reference file (a changed reference reruns the resolve)."""
         c = super().config()
         if self.references:
-            c["references"] = [[os.path.getsize(r), os.stat(r).st_mtime_ns] for r in self.references]
+            c["references"] = [REF.identity(r) for r in self.references]
         return c
 
     # -- row-local -------------------------------------------------------------------------------
