@@ -65,3 +65,24 @@ def test_a_missing_reference_url_is_refused_before_any_work(tmp_path, monkeypatc
     err = (cap.err + cap.out).strip().splitlines()
     assert len(err) == 1 and "reference_signatures_path" in err[0] and "memory://gmsig-none-" in err[0], err
     assert not (tmp_path / "w").exists() and not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_signature_files_on_s3(s3, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    lines = gzip.open(SAMPLE, "rb").read().splitlines(keepends=True)
+    (tmp_path / "a.jsonl").write_bytes(b"".join(lines[:200]))
+    (tmp_path / "b.jsonl").write_bytes(b"".join(lines[150:]))
+    sig = f"s3://{s3.bucket}/sig/a.parquet"
+    for tag, sig_at in (("l", str(tmp_path / "a.parquet")), ("r", sig)):
+        assert cli_main(["run", _recipe(tmp_path / f"{tag}1.yaml", tmp_path / "a.jsonl", tmp_path / f"{tag}1.jsonl",
+                                        tmp_path / f"{tag}w1", save_signatures_path=sig_at), "--no-progress"]) == 0
+        assert cli_main(["run", _recipe(tmp_path / f"{tag}2.yaml", tmp_path / "b.jsonl", tmp_path / f"{tag}2.jsonl",
+                                        tmp_path / f"{tag}w2", reference_signatures_path=sig_at),
+                         "--no-progress"]) == 0
+    assert s3.cat_file(f"{s3.bucket}/sig/a.parquet") == (tmp_path / "a.parquet").read_bytes()
+    assert (tmp_path / "r2.jsonl").read_bytes() == (tmp_path / "l2.jsonl").read_bytes()
+    bad = _recipe(tmp_path / "b.yaml", tmp_path / "a.jsonl", tmp_path / "o.jsonl", tmp_path / "bw",
+                  save_signatures_path=f"s3://no-such-bucket-{s3.bucket}/a.parquet")
+    assert cli_main(["run", bad, "--no-progress"]) == 2
+    assert not (tmp_path / "bw").exists()
