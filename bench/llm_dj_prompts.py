@@ -108,6 +108,11 @@ def ours():
              (f, cls, "DEFAULT_INPUT_TEMPLATE", X.ATTRIBUTE_INPUT_TEMPLATE),
              (f, cls, "DEFAULT_ATTR_PATTERN_TEMPLATE", X.ATTR_PATTERN_TEMPLATE),
              (f, cls, "DEFAULT_DEMON_PATTERN", X.DEMO_PATTERN)]
+    from gristmill.ops.llm import generate_qa_examples as G
+    f, cls = "mapper/generate_qa_from_examples_mapper.py", "GenerateQAFromExamplesMapper"
+    rows += [(f, cls, "DEFAULT_SYSTEM_PROMPT", G.SYSTEM_PROMPT), (f, cls, "DEFAULT_INPUT_TEMPLATE", G.INPUT_TEMPLATE),
+             (f, cls, "DEFAULT_EXAMPLE_TEMPLATE", G.EXAMPLE_TEMPLATE),
+             (f, cls, "DEFAULT_QA_PAIR_TEMPLATE", G.QA_PAIR_TEMPLATE), (f, cls, "DEFAULT_OUTPUT_PATTERN", G.OUTPUT_PATTERN)]
     assert D.language_note("zh", "intent")
     return rows
 

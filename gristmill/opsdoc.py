@@ -36,6 +36,7 @@ EXAMPLES: dict[str, dict] = {
     "replace_content_mapper": {"pattern": "https?://\\S+", "repl": ""},
     "llm_task_relevance_filter": {"task_desc": "Solve grade-school math word problems step by step.",
                                   "min_score": 0.6},
+    "generate_qa_from_examples_mapper": {"seed_file": "seeds.chatml.jsonl", "example_num": 3},
     "optimize_qa_mapper": {"is_hf_model": False, "api_or_hf_model": "Qwen/Qwen2.5-7B-Instruct"},
     "optimize_query_mapper": {"is_hf_model": False, "api_or_hf_model": "Qwen/Qwen2.5-7B-Instruct"},
     "optimize_response_mapper": {"is_hf_model": False, "api_or_hf_model": "Qwen/Qwen2.5-7B-Instruct"},

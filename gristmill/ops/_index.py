@@ -52,6 +52,7 @@ OPS = {
     'flagged_words_filter': 'gristmill.ops.text.word_lists',
     'frequency_specified_field_selector': 'gristmill.ops.select.frequency',
     'general_field_filter': 'gristmill.ops.select.general_field',
+    'generate_qa_from_examples_mapper': 'gristmill.ops.llm.generate_qa_examples',
     'generate_qa_from_text_mapper': 'gristmill.ops.llm.generate_qa',
     'gopher_quality_filter': 'gristmill.ops.text.gopher',
     'gopher_repetition_filter': 'gristmill.ops.text.gopher',
