@@ -34,8 +34,70 @@ class ModelMissing(ValueError):
     """A model the recipe needs is not in the store; the message is one line with the fix."""
 
 
+def store_url() -> str | None:
+    """The store's URL when ``$GRISTMILL_MODELS`` is one (``s3://team/models``): models are then downloaded
+    from it into a local cache (``store_dir()``) the first time they are used, and ``add`` / ``fetch`` upload
+    there too. Never a hub: only the URL the user set."""
+    from . import fs
+    v = os.environ.get("GRISTMILL_MODELS")
+    return fs.normalise(v) if v and fs.is_url(v) else None
+
+
 def store_dir() -> Path:
+    url = store_url()
+    if url:  # the local cache of a store in object storage
+        from .fs.staging import staging_dir
+        return Path(staging_dir(url, "models"))
     return Path(os.path.expanduser(os.environ.get("GRISTMILL_MODELS") or "~/.cache/gristmill/models"))
+
+
+def store_name() -> str:
+    """The store as users set it (its URL, or its directory), for messages."""
+    from . import fs
+    url = store_url()
+    return fs.redact(url) if url else str(store_dir())
+
+
+def _pull(name: str) -> Path | None:
+    """Model ``name`` from the store's URL into its local cache (a file, or a model directory's files); None
+    when the URL store does not have it."""
+    from . import fs
+    url, d = store_url(), store_dir()
+    try:
+        if is_hf_dir_name(name):
+            files = fs.find(fs.join(url, name)) if fs.isdir(fs.join(url, name)) else []
+            if not files:
+                return None
+            base = fs.join(url, name)
+            for f in files:
+                fs.download(f, str(d / name / f[len(base):].lstrip("/")))
+            return d / name
+        for n in _candidates(name):
+            if fs.isfile(fs.join(url, n)):
+                fs.download(fs.join(url, n), str(d / n))
+                return d / n
+    except fs.StorageError:
+        raise
+    except FileNotFoundError:
+        return None
+    except Exception as e:  # noqa: BLE001 - each object store raises its own kinds
+        raise fs.StorageError(f"model store {fs.describe_error(url, e)}") from None
+    return None
+
+
+def _push(name: str, path: Path) -> None:
+    """A model just added to the local cache of a URL store, uploaded to the URL (files, then nothing else:
+    a model directory is used only once its config.json is there, uploaded last)."""
+    from . import fs
+    url = store_url()
+    if not url:
+        return
+    if path.is_dir():
+        files = sorted(f for f in path.rglob("*") if f.is_file())
+        for f in sorted(files, key=lambda f: f.name == "config.json"):
+            fs.upload(str(f), fs.join(url, name, f.relative_to(path).as_posix()))
+    else:
+        fs.upload(str(path), fs.join(url, name))
 
 
 def kind(name: str) -> str | None:
@@ -70,14 +132,16 @@ def find(name: str) -> Path | None:
     path (a separator, a leading dot) is never looked up."""
     d = store_dir()
     if is_hf_dir_name(name):
-        return d / name if (d / name).is_dir() else None
+        if (d / name / "config.json").is_file() or ((d / name).is_dir() and not store_url()):
+            return d / name
+        return _pull(name) if store_url() else None
     if not _plain_name(name):
         return None
     for n in _candidates(name):
         p = d / n
         if p.is_file():
             return p
-    return None
+    return _pull(name) if store_url() else None
 
 
 def fix_command(name: str) -> str:
@@ -92,7 +156,7 @@ def resolve(name: str) -> str:
     """The path of model ``name`` in the store; ModelMissing (one line, with the fix) when absent."""
     p = find(name)
     if p is None:
-        raise ModelMissing(f"model {name!r} is not in the model store {store_dir()}: run "
+        raise ModelMissing(f"model {name!r} is not in the model store {store_name()}: run "
                            f"`{fix_command(name)}` (or set the op's model_path)")
     return str(p)
 
@@ -135,6 +199,21 @@ def _declared(ops, method: str) -> list[str]:
 
 
 def listing() -> list[tuple[str, int]]:
+    url = store_url()
+    if url:  # what the URL holds (the local cache is a copy of part of it)
+        from . import fs
+        try:
+            files = fs.find(url)
+        except FileNotFoundError:
+            return []
+        sizes: dict[str, int] = {}
+        for f in files:
+            rel = f[len(url):].lstrip("/")
+            parts = rel.split("/")
+            key = "/".join(parts[:2]) if len(parts) > 2 and is_hf_dir_name("/".join(parts[:2])) else rel
+            if kind(key) and not key.startswith("."):
+                sizes[key] = sizes.get(key, 0) + fs.size(f)
+        return sorted(sizes.items())
     d = store_dir()
     if not d.is_dir():
         return []
@@ -167,6 +246,7 @@ def add(name: str, src: str) -> Path:
         os.replace(tmp, d / name)
     finally:
         tmp.unlink(missing_ok=True)
+    _push(name, d / name)
     return d / name
 
 
@@ -208,6 +288,7 @@ def fetch(name: str, url_base: str | None = None, timeout: float = 60.0) -> Path
         os.replace(tmp, d / name)
     finally:
         tmp.unlink(missing_ok=True)
+    _push(name, d / name)
     return d / name
 
 
@@ -245,6 +326,7 @@ def add_hf_dir(name: str, src: str) -> Path:
         os.replace(tmp, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    _push(name, dest)
     return dest
 
 
