@@ -55,3 +55,23 @@ def test_analyze_refuses_a_work_dir_url_inside_the_input_prefix(env, capsys):
     err = (cap.out + cap.err).strip().splitlines()
     assert any(f"memory://{root}/in" in line and "overlaps" in line for line in err)
     assert not m.exists(f"/{root}/in/w")
+
+
+def test_analyze_a_sources_recipe_with_its_work_dir_on_a_url(env, tmp_path):
+    import gzip
+
+    import yaml
+    m, root = env
+    lines = gzip.open(SAMPLE, "rb").read().splitlines(keepends=True)
+    for name, part in (("web", lines[:100]), ("wiki", lines[100:])):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "x.jsonl").write_bytes(b"".join(part))
+    for tag, wd in (("l", str(tmp_path / "lw")), ("r", f"memory://{root}/w")):
+        (tmp_path / f"{tag}.yaml").write_text(yaml.safe_dump({
+            "sources": [{"name": "web", "path": "web", "process": [{"words_num_filter": {"min_num": 5}}]},
+                        {"name": "wiki", "path": "wiki"}],
+            "process": [{"text_length_filter": {"min_len": 10}}], "work_dir": wd}))
+        assert cli_main(["analyze", f"{tag}.yaml", "--no-progress"]) == 0
+    for sub in ("analysis", "sources/web/analysis", "sources/wiki/analysis"):
+        for name in ("overall.csv", "stats.parquet"):
+            assert m.cat_file(f"/{root}/w/{sub}/{name}") == (tmp_path / "lw" / sub / name).read_bytes(), (sub, name)
