@@ -113,6 +113,11 @@ def ours():
     rows += [(f, cls, "DEFAULT_SYSTEM_PROMPT", G.SYSTEM_PROMPT), (f, cls, "DEFAULT_INPUT_TEMPLATE", G.INPUT_TEMPLATE),
              (f, cls, "DEFAULT_EXAMPLE_TEMPLATE", G.EXAMPLE_TEMPLATE),
              (f, cls, "DEFAULT_QA_PAIR_TEMPLATE", G.QA_PAIR_TEMPLATE), (f, cls, "DEFAULT_OUTPUT_PATTERN", G.OUTPUT_PATTERN)]
+    from gristmill.ops.llm import optimize_prompt as O
+    f, cls = "mapper/optimize_prompt_mapper.py", "OptimizePromptMapper"
+    rows += [(f, cls, "DEFAULT_SYSTEM_PROMPT", O.SYSTEM_PROMPT), (f, cls, "DEFAULT_INPUT_TEMPLATE", O.INPUT_TEMPLATE),
+             (f, cls, "DEFAULT_EXAMPLE_TEMPLATE", O.EXAMPLE_TEMPLATE),
+             (f, cls, "DEFAULT_PROMPT_TEMPLATE", O.PROMPT_TEMPLATE), (f, cls, "DEFAULT_OUTPUT_PATTERN", O.OUTPUT_PATTERN)]
     assert D.language_note("zh", "intent")
     return rows
 

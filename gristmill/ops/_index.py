@@ -88,6 +88,7 @@ OPS = {
     'ngram_decontamination_filter': 'gristmill.ops.text.decontamination',
     'nlpaug_en_mapper': 'gristmill.ops.text.augment',
     'nlpcda_zh_mapper': 'gristmill.ops.text.augment',
+    'optimize_prompt_mapper': 'gristmill.ops.llm.optimize_prompt',
     'optimize_qa_mapper': 'gristmill.ops.llm.qa_rewrite',
     'optimize_query_mapper': 'gristmill.ops.llm.qa_rewrite',
     'optimize_response_mapper': 'gristmill.ops.llm.qa_rewrite',
