@@ -78,11 +78,15 @@ class RemoteRun:
         for what, url in (("export_path", self.export_url), ("work dir", self.work_url)):
             for i in inputs:
                 plain = re.split(r"[*?\[]", i, 1)[0]
-                if url and (_inside(url, plain) or _inside(i, url)):
+                if url and (_inside(url, plain) or (_inside(i, url) and not self._reads_run_output(url, i))):
                     raise RunRefused(f"{what} {fs.redact(url)} overlaps the input {fs.redact(i)}: the next run "
                                      "would read it back as input; write it elsewhere")
         if self.export_url:
             self._check_foreign()
+
+    def _reads_run_output(self, url: str, path: str) -> bool:
+        """An input inside this work dir that is allowed: none for a run (it would read back its outputs)."""
+        return False
 
     def _check_foreign(self) -> None:
         if self.directory:
@@ -240,6 +244,11 @@ class TokenizeOutputs(RemoteRun):
             self.local_output = output
         self.mirror = staging.Mirror(self.work_url, self.local_work, log) if self.work_url else None
         self.lock = staging.RemoteLock(self.work_url) if self.work_url else None
+
+    def _reads_run_output(self, url: str, path: str) -> bool:
+        """A multi-source run's per-source parts (``WORK/tail/…``, ``WORK/sources/…``), committed by the run
+        before and only read here: the tokenize step's mixture of a ``sources:`` recipe whose work dir is a URL."""
+        return url == self.work_url and path[len(url):].lstrip("/").split("/", 1)[0] in ("tail", "sources")
 
     def local(self, path: str) -> str:
         """A path under the output URL → the same path under its staging directory."""

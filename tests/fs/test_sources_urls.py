@@ -96,3 +96,32 @@ def test_sources_recipe_with_every_path_on_s3(s3, tmp_path):
     errors = [line for line in p.stderr.splitlines() if line.startswith("error")]
     assert p.returncode == 2 and len(errors) == 1 and "no-such-bucket" in errors[0], p.stderr
     assert not (tmp_path / "bw").exists()
+
+
+@pytest.mark.slow
+def test_sources_recipe_tokenized_with_every_output_on_a_url_gives_the_local_tokens(tmp_path, monkeypatch):
+    """The tokenize step mixes the sources from their parts in the run's work dir: read back from the URL
+    (np 1: memory:// is this process's own)."""
+    pytest.importorskip("tiktoken")
+    monkeypatch.setenv("GRISTMILL_STAGING", str(tmp_path / "staging"))
+    monkeypatch.chdir(tmp_path)
+    d = _inputs(tmp_path)
+    inputs = {"web": str(d / "web"), "wiki": str(d / "wiki")}
+    root = f"gmst{uuid.uuid4().hex[:10]}"
+    m = fsspec.filesystem("memory")
+    try:
+        for tag, pre in (("l", str(tmp_path / "L")), ("r", f"memory://{root}")):
+            r = _recipe(tmp_path / f"{tag}.yaml", inputs, export_path=f"{pre}/o/mix.jsonl", work_dir=f"{pre}/w",
+                        tokenize={"tokenizer": "cl100k_base", "output": f"{pre}/tok"}, np=1)
+            rc = cli_main(["run", r, "--no-progress"])
+            if rc and tag == "l":
+                pytest.skip("no offline cl100k_base here")
+            assert rc == 0
+        arrays = sorted(p.name for p in (tmp_path / "L" / "tok").iterdir() if p.suffix == ".npy")
+        assert "data.npy" in arrays
+        for n in arrays + ["stats.json"]:
+            assert m.cat_file(f"/{root}/tok/{n}") == (tmp_path / "L" / "tok" / n).read_bytes(), n
+        assert m.exists(f"/{root}/tok/gristmill-manifest.json")
+    finally:
+        if m.exists(f"/{root}"):
+            m.rm(f"/{root}", recursive=True)
