@@ -118,6 +118,11 @@ def ours():
     rows += [(f, cls, "DEFAULT_SYSTEM_PROMPT", O.SYSTEM_PROMPT), (f, cls, "DEFAULT_INPUT_TEMPLATE", O.INPUT_TEMPLATE),
              (f, cls, "DEFAULT_EXAMPLE_TEMPLATE", O.EXAMPLE_TEMPLATE),
              (f, cls, "DEFAULT_PROMPT_TEMPLATE", O.PROMPT_TEMPLATE), (f, cls, "DEFAULT_OUTPUT_PATTERN", O.OUTPUT_PATTERN)]
+    from gristmill.ops.llm import aggregators as AG
+    f, cls = "aggregator/nested_aggregator.py", "NestedAggregator"
+    rows += [(f, cls, "DEFAULT_SYSTEM_PROMPT", AG.NESTED_SYSTEM_PROMPT),
+             (f, cls, "DEFAULT_INPUT_TEMPLATE", AG.NESTED_INPUT_TEMPLATE),
+             (f, cls, "DEFAULT_SUB_DOC_TEMPLATE", AG.NESTED_SUB_DOC_TEMPLATE)]
     assert D.language_note("zh", "intent")
     return rows
 

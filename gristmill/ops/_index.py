@@ -85,6 +85,7 @@ OPS = {
     'meta_tags_aggregator': 'gristmill.ops.llm.meta_tags',
     'naive_grouper': 'gristmill.ops.select.naive_grouper',
     'naive_reverse_grouper': 'gristmill.ops.grouping',
+    'nested_aggregator': 'gristmill.ops.llm.aggregators',
     'ngram_decontamination_filter': 'gristmill.ops.text.decontamination',
     'nlpaug_en_mapper': 'gristmill.ops.text.augment',
     'nlpcda_zh_mapper': 'gristmill.ops.text.augment',
