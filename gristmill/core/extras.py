@@ -21,6 +21,7 @@ MODULES: dict[str, tuple[tuple[str, str], ...]] = {
     "pywt": (("PyWavelets", "media"),),
     "scipy": (("scipy", "media"),),
     "av": (("av", "media"),),
+    "dlib": (("dlib-bin", "media"),),
     "scenedetect": (("scenedetect", "media"),),
     "librosa": (("librosa", "media"),),
     "sklearn": (("scikit-learn", "media"),),
