@@ -37,7 +37,7 @@ class ModelMissing(ValueError):
 def store_url() -> str | None:
     """The store's URL when ``$GRISTMILL_MODELS`` is one (``s3://team/models``): models are then downloaded
     from it into a local cache (``store_dir()``) the first time they are used, and ``add`` / ``fetch`` upload
-    there too. Never a hub: only the URL the user set."""
+    there (``fetch`` only into the cache: share a fetched model with ``add``). Never a hub: only the URL the user set."""
     from . import fs
     v = os.environ.get("GRISTMILL_MODELS")
     return fs.normalise(v) if v and fs.is_url(v) else None
@@ -288,7 +288,7 @@ def fetch(name: str, url_base: str | None = None, timeout: float = 60.0) -> Path
         os.replace(tmp, d / name)
     finally:
         tmp.unlink(missing_ok=True)
-    _push(name, d / name)
+    # a URL store: into its local cache only (the CLI checks the file after a fetch); `models add` uploads
     return d / name
 
 
