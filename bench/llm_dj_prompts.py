@@ -123,6 +123,15 @@ def ours():
     rows += [(f, cls, "DEFAULT_SYSTEM_PROMPT", AG.NESTED_SYSTEM_PROMPT),
              (f, cls, "DEFAULT_INPUT_TEMPLATE", AG.NESTED_INPUT_TEMPLATE),
              (f, cls, "DEFAULT_SUB_DOC_TEMPLATE", AG.NESTED_SUB_DOC_TEMPLATE)]
+    f, cls = "aggregator/most_relevant_entities_aggregator.py", "MostRelevantEntitiesAggregator"
+    rows += [(f, cls, "DEFAULT_SYSTEM_TEMPLATE", AG.MOST_RELEVANT_SYSTEM_TEMPLATE),
+             (f, cls, "DEFAULT_INPUT_TEMPLATE", AG.MOST_RELEVANT_INPUT_TEMPLATE),
+             (f, cls, "DEFAULT_OUTPUT_PATTERN", AG.MOST_RELEVANT_OUTPUT_PATTERN)]
+    f, cls = "aggregator/entity_attribute_aggregator.py", "EntityAttributeAggregator"
+    rows += [(f, cls, "DEFAULT_SYSTEM_TEMPLATE", AG.ENTITY_ATTRIBUTE_SYSTEM_TEMPLATE),
+             (f, cls, "DEFAULT_EXAMPLE_PROMPT", AG.ENTITY_ATTRIBUTE_EXAMPLE_PROMPT),
+             (f, cls, "DEFAULT_INPUT_TEMPLATE", AG.ENTITY_ATTRIBUTE_INPUT_TEMPLATE),
+             (f, cls, "DEFAULT_OUTPUT_PATTERN_TEMPLATE", AG.ENTITY_ATTRIBUTE_OUTPUT_PATTERN_TEMPLATE)]
     assert D.language_note("zh", "intent")
     return rows
 
