@@ -164,6 +164,20 @@ def _check_libraries(name: str, missing: list[str], where: str) -> None:
         raise OpError(f"{where or name}: {extras.install_hint(missing)}")
 
 
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _check_urls(cls, params: dict, where: str) -> None:
+    """OpError for an object-storage URL in a path param that does not take one (``Op.url_params``): it would
+    otherwise become a local folder literally named ``s3:``."""
+    for key in trust.path_params(cls.Params):
+        values = params.get(key)
+        for v in values if isinstance(values, list) else [values]:
+            if isinstance(v, str) and _URL.match(v) and key not in getattr(cls, "url_params", ()):
+                raise OpError(f"{where}.{key}: {v!r}: this param takes a local path, not a URL (docs/storage.md "
+                              f"lists what reads and writes object storage)")
+
+
 def create_op(name: str, params: dict | None, where: str = "", allow_scripts: bool = False):
     """Build an op from a recipe entry, turning pydantic errors into messages with YAML paths. An op whose
     Python libraries (``Op.requires``) are not installed is refused here, naming the extra to install:
@@ -177,6 +191,7 @@ def create_op(name: str, params: dict | None, where: str = "", allow_scripts: bo
         raise OpError(f"{where}: op {name!r} runs user code; enable it with `allow_scripts: true` in the "
                       f"recipe (or --allow-scripts)")
     _check_libraries(name, extras.missing(getattr(cls, "requires", ())), where)  # before __init__ imports any
+    _check_urls(cls, params, where or name)
     try:
         op = cls(**params)
     except trust.Refused as e:  # Op.__init__ checks the params against the trust policy: say where

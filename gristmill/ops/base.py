@@ -173,6 +173,10 @@ class Op:
         """Model-store names this op uses when present (listed by ``gristmill models``, never required)."""
         return []
 
+    url_params: ClassVar[tuple[str, ...]] = ()
+    """Path params (``trust.path_param``) that also take an object-storage URL (``s3://``...); a URL in any other
+    is refused when the op is built."""
+
     def missing_libraries(self) -> list[str]:
         """The modules of ``requires`` that are not installed (found without importing them). An op whose
         needs depend on its params (a method that needs one more library) overrides this."""

@@ -56,6 +56,8 @@ class DocumentMinhashDeduplicator(Deduplicator):
 
     version = 2  # 2: verify clusters as stars (no chaining)
 
+    url_params = ("save_signatures_path", "reference_signatures_path")  # fs: written / read on object storage
+
     class Params(Params):
         tokenization: Literal["space", "punctuation", "character", "whitespace"] = Field(
             "space", description="How text is split into tokens: 'space' (on spaces, as Data-Juicer), "
