@@ -84,6 +84,7 @@ OPS = {
     'latex_merge_tex_mapper': 'gristmill.ops.text.latex_merge',
     'llm_analysis_filter': 'gristmill.ops.llm.analysis',
     'llm_difficulty_score_filter': 'gristmill.ops.llm.analysis',
+    'llm_perplexity_filter': 'gristmill.ops.llm.perplexity',
     'llm_quality_score_filter': 'gristmill.ops.llm.analysis',
     'llm_rephrase_mapper': 'gristmill.ops.llm.rephrase',
     'llm_task_relevance_filter': 'gristmill.ops.llm.analysis',
