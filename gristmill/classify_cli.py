@@ -169,6 +169,24 @@ def _load_fasttext():
     return fasttext
 
 
+def _fit(data: str, out: str, kw: dict, cutoff: int | None) -> None:
+    """Train (and with ``cutoff``, quantize: retrain the kept rows on the same file) and save to ``out``."""
+    model = _load_fasttext().train_supervised(input=data, verbose=0, **kw)
+    if cutoff is not None:
+        model.quantize(input=data, qnorm=True, retrain=True, cutoff=cutoff, thread=kw["thread"], verbose=0)
+    model.save_model(out)
+
+
+def _in_fresh_process(fn, *args) -> None:
+    """``fn(*args)`` in a new process: the fastText library keeps state between two trainings in one process
+    (a second one-thread training of the same file gave other weights, or NaN), so every training starts
+    clean and a model depends on its inputs and seed only."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as ex:
+        ex.submit(fn, *args).result()
+
+
 def train(pos: list[str], neg: list[str], output: str, *, valid_fraction: float = 0.1, seed: int = 42,
           threads: int = 0, deterministic: bool = False, epoch: int = 5, lr: float = 0.1, dim: int = 100,
           word_ngrams: int = 2, min_count: int = 1, bucket: int = 2_000_000,
@@ -198,18 +216,16 @@ def train(pos: list[str], neg: list[str], output: str, *, valid_fraction: float 
         data = os.path.join(tmp, "train.txt")
         with open(data, "w", encoding="utf-8") as f:
             f.writelines(line + "\n" for line in lines)
+        tmp_model = os.path.join(tmp, "model.bin")
+        kw = dict(lr=lr, dim=dim, epoch=epoch, wordNgrams=word_ngrams, minCount=min_count, bucket=bucket,
+                  thread=n_threads, seed=seed)
         try:
-            model = fasttext.train_supervised(input=data, lr=lr, dim=dim, epoch=epoch, wordNgrams=word_ngrams,
-                                              minCount=min_count, bucket=bucket, thread=n_threads, seed=seed,
-                                              verbose=0)
+            _in_fresh_process(_fit, data, tmp_model, kw, cutoff if quantize else None)
         except RuntimeError as e:
             raise ValueError(f"fastText training failed: {e} (too little or too uniform data? try a lower --lr "
                              f"or more documents)") from None
-        if quantize:  # retrains the kept rows on the same file
-            model.quantize(input=data, qnorm=True, retrain=True, cutoff=cutoff, thread=n_threads, verbose=0)
         train_s = time.perf_counter() - t0
-        tmp_model = os.path.join(tmp, "model.bin")
-        model.save_model(tmp_model)
+        model = fasttext.load_model(tmp_model)
         os.replace(tmp_model, output)
     metrics = evaluate(model, pos_valid, neg_valid)
     with open(output, "rb") as f:
