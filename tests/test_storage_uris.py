@@ -25,14 +25,3 @@ def test_unusable_urls_are_refused_in_one_line_and_nothing_is_written(tmp_path, 
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
     assert len(err) == 1 and says in err[0], err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.yaml"]  # no s3: directory, no work dir, no staging
-
-
-def test_multi_source_outputs_in_object_storage_are_refused_in_one_line(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    recipe = {"sources": [{"name": "a", "path": str(SAMPLE)}, {"name": "b", "path": str(SAMPLE)}],
-              "export_path": "memory://gm-uris/out.jsonl", "work_dir": "work"}
-    (tmp_path / "r.yaml").write_text(yaml.safe_dump(recipe))
-    assert cli_main(["run", "r.yaml", "--no-progress"]) == 2
-    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
-    assert len(err) == 1 and "object storage outputs are supported" in err[0], err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.yaml"]
