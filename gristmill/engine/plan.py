@@ -38,7 +38,7 @@ def check_inputs(ops: list[Op], columns, where: str = "process") -> None:
             head = f.split(".")[0]
             if head in have or head in _NAMESPACES:
                 continue
-            earlier = f", and no earlier op writes it" if i else ""
+            earlier = ", and no earlier op writes it" if i else ""
             raise MissingField(f"{where}[{i}] {op.name}: reads field {f!r}, which the input does not have"
                                f"{earlier} (columns: {', '.join(names)})"
                                f"{closest(head, sorted(h for h in have if not h.startswith('__')))}")

@@ -3,7 +3,6 @@ big file; a bad line is a reject with its line number and the rest of the file i
 from __future__ import annotations
 from .. import fs as _fs
 
-import os
 from typing import Iterator
 
 import numpy as np

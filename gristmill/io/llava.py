@@ -15,7 +15,6 @@ from __future__ import annotations
 from .. import fs as _fs
 
 import hashlib
-import os
 
 from ..core import columns as C
 from ..core.accounting import Reject

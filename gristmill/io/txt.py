@@ -2,7 +2,6 @@
 from __future__ import annotations
 from .. import fs as _fs
 
-import os
 
 import pyarrow as pa
 

@@ -17,7 +17,6 @@ bytes until decoded, so there is nothing to vectorise; the batch is built once p
 from __future__ import annotations
 from .. import fs as _fs
 
-import os
 import re
 import zlib
 from dataclasses import dataclass

@@ -9,7 +9,6 @@ batch is one ``multilinePredict`` call. Train such a model with ``gristmill trai
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 from pydantic import Field
 
 from ...core import columns as C

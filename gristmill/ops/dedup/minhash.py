@@ -12,7 +12,6 @@ incremental dedup against an earlier run's kept rows (``_reference``).
 """
 from __future__ import annotations
 
-import os
 from typing import Literal
 
 import numpy as np

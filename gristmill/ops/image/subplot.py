@@ -13,7 +13,6 @@ from pydantic import Field
 from ...core import columns as C
 from ...media.image import load_rgb
 from ...registry import register
-from ..base import Filter
 from ._common import AnyOrAllParams, ImageRangeFilter, flatten, list_array
 
 STATS = ("image_subplot_confidence", "horizontal_peak_count", "vertical_peak_count", "subplot_detected")
@@ -106,7 +105,7 @@ class ImageSubplotFilter(ImageRangeFilter):
 
     def _flags(self, batch):
         p = self.params
-        conf, off = C.get_stat(batch, "image_subplot_confidence"), None
+        conf = C.get_stat(batch, "image_subplot_confidence")
         out = []
         for c, h, v in zip(conf.to_pylist(), C.get_stat(batch, "horizontal_peak_count").to_pylist(),
                            C.get_stat(batch, "vertical_peak_count").to_pylist()):
