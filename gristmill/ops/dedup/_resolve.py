@@ -75,21 +75,17 @@ def emit(ctx, roots: np.ndarray, reason: str, earlier: tuple | None = None) -> d
                 kept_ids.update(zip((g0 + sel).tolist(), _ids(batch).take(pa.array(sel)).to_pylist()))
     path = clusters_path(ctx)
     tmp = path.with_name(path.name + ".tmp")
-    removed = clusters = by_earlier = 0
-    pending: list[pa.RecordBatch] = []  # written in large row groups, not one per input batch
-    pending_rows = 0
+    clusters = by_earlier = 0
     with pq.ParquetWriter(tmp, CLUSTER_SCHEMA) as w:
+        out = _ClusterRows(ctx, w, reason)
         for shard, offset, g0, batch in scan(ctx, [C.ID]):
             g = np.arange(g0, g0 + batch.num_rows, dtype=np.int64)
             r = roots[g]
             member = sizes[r] > 1
             if earlier is not None and (earlier[0][g] >= 0).any():
-                pending.append(_remove_earlier(ctx, shard, offset, batch, earlier[0][g], earlier[1], earlier[2]))
-                pending_rows += pending[-1].num_rows
-                by_earlier += pending[-1].num_rows
-                if pending_rows >= ROW_GROUP:
-                    w.write_table(pa.Table.from_batches(pending))
-                    pending, pending_rows = [], 0
+                gone = _remove_earlier(ctx, shard, offset, batch, earlier[0][g], earlier[1], earlier[2])
+                out.add(gone)
+                by_earlier += gone.num_rows
             if not member.any():
                 continue
             ids = _ids(batch)
@@ -101,29 +97,47 @@ def emit(ctx, roots: np.ndarray, reason: str, earlier: tuple | None = None) -> d
                 kept_ids[gr] = i
             clusters += int(is_root.sum())
             kept = pa.array([kept_ids[x] for x in r_m.tolist()], pa.string())
-            member_ids = ids.take(pa.array(idx))
-            pending.append(pa.record_batch([pa.array(r_m), member_ids, kept, pa.array(is_root)],
-                                           schema=CLUSTER_SCHEMA))
-            pending_rows += idx.size
-            if pending_rows >= ROW_GROUP:
-                w.write_table(pa.Table.from_batches(pending))
-                pending, pending_rows = [], 0
-            gone = ~is_root
-            if gone.any():
-                sel = np.flatnonzero(gone)
-                ctx.remove(shard, offset + idx[sel], reason,
-                           {"cluster": r_m[sel], "kept_id": kept.take(pa.array(sel))})
-                removed += sel.size
+            out.members(shard, offset, idx, r_m, ids.take(pa.array(idx)), kept, is_root)
             if prepass:
                 continue
             np.add.at(remaining, r_m, -1)
             for done in np.unique(r_m[remaining[r_m] == 0]).tolist():
                 kept_ids.pop(done, None)
-        if pending:
-            w.write_table(pa.Table.from_batches(pending))
+        out.flush()
     tmp.replace(path)
-    out = {"rows": n, "removed": removed + by_earlier, "clusters": clusters, "clusters_file": str(path)}
-    return out if earlier is None else {**out, "removed_by_earlier": by_earlier}
+    res = {"rows": n, "removed": out.removed + by_earlier, "clusters": clusters, "clusters_file": str(path)}
+    return res if earlier is None else {**res, "removed_by_earlier": by_earlier}
+
+
+class _ClusterRows:
+    """What both emits do with a batch's rows: their clusters-file records, written in large row groups (not
+    one per input batch), and the removal of every member that is not its cluster's root."""
+
+    def __init__(self, ctx, writer: pq.ParquetWriter, reason: str):
+        self.ctx, self.writer, self.reason = ctx, writer, reason
+        self.pending: list[pa.RecordBatch] = []
+        self.rows = self.removed = 0
+
+    def add(self, records: pa.RecordBatch) -> None:
+        self.pending.append(records)
+        self.rows += records.num_rows
+        if self.rows >= ROW_GROUP:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.writer.write_table(pa.Table.from_batches(self.pending))
+            self.pending, self.rows = [], 0
+
+    def members(self, shard: int, offset: int, idx: np.ndarray, r_m: np.ndarray, member_ids: pa.Array,
+                kept: pa.Array, is_root: np.ndarray) -> None:
+        """Cluster members ``idx`` of a shard's batch (rows from ``offset``): roots ``r_m``, kept ids ``kept``."""
+        self.add(pa.record_batch([pa.array(r_m), member_ids, kept, pa.array(is_root)], schema=CLUSTER_SCHEMA))
+        sel = np.flatnonzero(~is_root)
+        if sel.size:
+            self.ctx.remove(shard, offset + idx[sel], self.reason,
+                            {"cluster": r_m[sel], "kept_id": kept.take(pa.array(sel))})
+            self.removed += sel.size
 
 
 def _remove_earlier(ctx, shard: int, offset: int, batch: pa.RecordBatch, ref: np.ndarray, ref_ids: dict,
@@ -152,9 +166,7 @@ def _emit_ranges(ctx, ext: ExternalRoots, reason: str) -> dict:
     never one per open cluster of the whole dataset."""
     path = clusters_path(ctx)
     tmp = path.with_name(path.name + ".tmp")
-    removed = clusters = 0
-    pending: list[pa.RecordBatch] = []
-    pending_rows = 0
+    clusters = 0
     here = _Ids()  # kept rows of ranges not yet finished, in row order
     earlier: dict[int, _Ids] = {}  # per started range: kept rows of finished ranges it needs
     started = finished = 0  # ranges [0, started) started, [0, finished) finished
@@ -173,6 +185,7 @@ def _emit_ranges(ctx, ext: ExternalRoots, reason: str) -> dict:
         earlier.pop(k, None)
 
     with pq.ParquetWriter(tmp, CLUSTER_SCHEMA) as w:
+        out = _ClusterRows(ctx, w, reason)
         for shard, offset, g0, batch in scan(ctx, [C.ID]):
             g1 = g0 + batch.num_rows
             while started <= ext.range_of(g1 - 1):
@@ -187,26 +200,13 @@ def _emit_ranges(ctx, ext: ExternalRoots, reason: str) -> dict:
                 here.append(g_m[is_root], ids.take(pa.array(idx[is_root])))
                 clusters += int(is_root.sum())
                 kept = _kept_ids(r_m, g_m, finished * ext.width, ext.width, here, earlier)
-                member_ids = ids.take(pa.array(idx))
-                pending.append(pa.record_batch([pa.array(r_m), member_ids, kept, pa.array(is_root)],
-                                               schema=CLUSTER_SCHEMA))
-                pending_rows += idx.size
-                if pending_rows >= ROW_GROUP:
-                    w.write_table(pa.Table.from_batches(pending))
-                    pending, pending_rows = [], 0
-                gone = ~is_root
-                if gone.any():
-                    sel = np.flatnonzero(gone)
-                    ctx.remove(shard, offset + idx[sel], reason,
-                               {"cluster": r_m[sel], "kept_id": kept.take(pa.array(sel))})
-                    removed += sel.size
+                out.members(shard, offset, idx, r_m, ids.take(pa.array(idx)), kept, is_root)
             while finished < ext.ranges and ext.bounds(finished)[1] <= g1:
                 finish(finished)
                 finished += 1
-        if pending:
-            w.write_table(pa.Table.from_batches(pending))
+        out.flush()
     tmp.replace(path)
-    return {"rows": ext.n, "removed": removed, "clusters": clusters, "clusters_file": str(path)}
+    return {"rows": ext.n, "removed": out.removed, "clusters": clusters, "clusters_file": str(path)}
 
 
 def _kept_ids(r_m: np.ndarray, g_m: np.ndarray, open_from: int, width: int, here: "_Ids",
