@@ -295,7 +295,8 @@ def test_interrupt_at_np2_stops_fast_and_resumes_identically(tmp_path, sig, stat
     p = recipe(tmp_path, tmp_path / "data", tmp_path / "out.jsonl", process, np=2, allow_scripts=True)
     proc = _start(p)
     deadline = time.time() + 60
-    while time.time() < deadline and not list((tmp_path / "work").glob("stages/*/done/*.json")):
+    # a completed marker (shard-*.json), not the hidden temp file a worker is still writing
+    while time.time() < deadline and not list((tmp_path / "work").glob("stages/*/done/shard-*.json")):
         time.sleep(0.05)
     (os.killpg if group else os.kill)(proc.pid, sig)
     t0 = time.time()

@@ -50,7 +50,7 @@ def test_driver_sigkill_then_rerun_resumes_with_the_same_bytes(cluster, data, tm
     gate.touch()
     proc = subprocess.Popen(cli(killed), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
-    markers = lambda: list(done.parent.parent.parent.glob("00-*/done/*.json"))  # noqa: E731
+    markers = lambda: list(done.parent.parent.parent.glob("00-*/done/shard-*.json"))  # noqa: E731
     wait_for(lambda: len(markers()) >= 2, "two finished shards")
     time.sleep(0.5)
     os.killpg(proc.pid, signal.SIGKILL)
