@@ -1,11 +1,14 @@
-"""The n-gram index behind ngram_decontamination_filter: datatrove's text normalisation (columnar), word
-n-gram hashes, the index over benchmark files and the lookup of a batch of documents in it.
+"""The n-gram index behind ngram_decontamination_filter: datatrove's text normalisation (columnar), its word
+tokenisation, word n-gram hashes, the index over benchmark files and the lookup of a batch of documents in it.
 
-Normalisation follows datatrove's ``simplify_text`` with its default ``TextNormConfig`` (lowercase; digit
-runs, with one decimal part, become ``0``; datatrove's punctuation characters become spaces; whitespace runs
-collapse; NFD with the combining marks dropped), written as Arrow kernels. Words are the space-separated
-tokens of the normalised text (datatrove's English NLTK tokenizer splits the same once punctuation is gone,
-save a few contractions such as ``cannot``).
+Normalisation follows datatrove's ``simplify_text`` under a ``TextNormConfig`` (``Norm`` here, same fields and
+defaults: lowercase; digit runs, with one decimal part, become ``0``; optionally weekday / month names become
+``WEEKDAY`` / ``MONTH``; datatrove's punctuation characters become spaces; whitespace runs collapse; NFD with
+the combining marks dropped), written as Arrow kernels. Words are the whitespace-separated tokens of the
+normalised text (``whitespace``), or those tokens split further the way spaCy's rule-based tokenizer of a
+language does (``spacy``: datatrove's English word tokenizer, which splits ``cannot``, ``gonna``, ``dont``,
+``0km`` or ``¿que`` apart). spaCy tokenizes every whitespace-separated chunk on its own, so each distinct word
+of a batch is tokenized once, all of them in one call.
 
 An n-gram's hash combines the 64-bit hashes of its ``n`` words (a different odd multiplier per position,
 wrapping arithmetic), so every n-gram of a batch is hashed in ``n`` numpy passes. A hash hit is verified
@@ -28,29 +31,97 @@ from .charclass import DT_PUNCTUATION
 _NUMBERS = r"\p{Nd}+(?:[.,\x{60c}\x{66b}\x{2396}\x{2397}\x{2398}]\p{Nd}+)?"
 _PUNCT = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in DT_PUNCTUATION) + "]"
 # what Python's str.isspace() calls whitespace (RE2's \s is ASCII only)
-_SPACE = r"[\t\n\x0b\x0c\r\x1c-\x1f\x{85}\p{Z}]+"
+_WS = r"[\t\n\x0b\x0c\r\x1c-\x1f\x{85}\p{Z}]"
+_SPACE = _WS + "+"
+_WEEKDAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+_MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
 
 
-def normalize(arr) -> pa.Array:
-    """datatrove's ``simplify_text`` (default config) of every string; null → ""."""
+@dataclass(frozen=True)
+class Norm:
+    """datatrove's ``TextNormConfig``: the same switches, the same defaults."""
+    lowercase: bool = True
+    norm_whitespace: bool = True
+    remove_punctuation: bool = True
+    norm_unicode_diacritics: bool = True
+    norm_numbers: bool = True
+    norm_weekdays: bool = False
+    norm_monthnames: bool = False
+
+
+DEFAULT_NORM = Norm()
+
+
+def normalize(arr, norm: Norm = DEFAULT_NORM) -> pa.Array:
+    """datatrove's ``simplify_text`` of every string under ``norm``; null → ""."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         arr = pc.cast(arr, pa.large_string())
     t = pc.fill_null(arr, "")
-    t = pc.utf8_lower(t)
-    t = pc.replace_substring_regex(t, _NUMBERS, "0")
-    t = pc.replace_substring_regex(t, _PUNCT, " ")
-    t = pc.replace_substring_regex(t, _SPACE, " ")
-    t = pc.utf8_trim(t, " ")
-    t = pc.utf8_normalize(t, "NFD")
-    t = pc.replace_substring_regex(t, r"\p{Mn}+", "")
-    return pc.utf8_trim(t, " ")
+    if norm.lowercase:
+        t = pc.utf8_lower(t)
+    if norm.norm_numbers:
+        t = pc.replace_substring_regex(t, _NUMBERS, "0")
+    if norm.norm_weekdays:  # datatrove's patterns are lowercase and match inside words too
+        t = pc.replace_substring_regex(t, _WEEKDAYS, "WEEKDAY")
+    if norm.norm_monthnames:
+        t = pc.replace_substring_regex(t, _MONTHS, "MONTH")
+    if norm.remove_punctuation:
+        t = pc.replace_substring_regex(t, _PUNCT, " ")
+    if norm.norm_whitespace:
+        t = pc.replace_substring_regex(t, _SPACE, " ")
+        t = pc.utf8_trim(t, " ")
+    if norm.norm_unicode_diacritics:
+        t = pc.utf8_normalize(t, "NFD")
+        t = pc.replace_substring_regex(t, r"\p{Mn}+", "")
+    return pc.replace_substring_regex(t, f"^{_SPACE}|{_SPACE}$", "")  # Python's str.strip()
 
 
-def words(arr) -> tuple[pa.Array, np.ndarray]:
+class SpacySplitter:
+    """The words of a spaCy rule-based tokenizer (``spacy.blank(language)``, as datatrove's ``SpaCyTokenizer``)
+    for whitespace-free chunks: each distinct chunk is tokenized once (they are joined by spaces into one text:
+    spaCy tokenizes every space-separated chunk on its own), remembered for later batches."""
+
+    def __init__(self, language: str):
+        try:
+            import spacy
+            from spacy.tokenizer import Tokenizer
+        except ImportError:
+            raise ImportError("word_tokenizer: spacy needs spaCy: pip install 'gristmill[nlp]'") from None
+        try:
+            nlp = spacy.blank(language)
+        except Exception as e:  # noqa: BLE001 - an unknown language code
+            raise ValueError(f"word_tokenizer: spacy: no spaCy language {language!r} ({e})") from None
+        if type(nlp.tokenizer) is not Tokenizer:  # ja / zh / vi / th segment whole texts
+            raise ValueError(f"word_tokenizer: spacy: spaCy's {language!r} tokenizer segments whole texts; only "
+                             "languages with spaCy's rule-based tokenizer are supported")
+        self.tok = nlp.tokenizer
+        self.cache: dict[str, tuple[str, ...]] = {}
+
+    def split(self, chunks: list[str]) -> list[tuple[str, ...]]:
+        new = [c for c in dict.fromkeys(chunks) if c not in self.cache]
+        if new:
+            text = " ".join(new)
+            starts = np.cumsum([0] + [len(c) + 1 for c in new[:-1]])
+            out: list[list[str]] = [[] for _ in new]
+            doc = self.tok(text)
+            idx = np.fromiter((t.idx for t in doc), np.int64, len(doc))
+            owner = np.searchsorted(starts, idx, side="right") - 1
+            for t, o in zip(doc, owner.tolist()):
+                s = t.text.strip()  # datatrove drops blank tokens
+                if s:
+                    out[o].append(s)
+            if len(self.cache) > 2_000_000:
+                self.cache.clear()
+            self.cache.update(zip(new, map(tuple, out)))
+        return [self.cache[c] for c in chunks]
+
+
+def words(arr, norm: Norm = DEFAULT_NORM, splitter: SpacySplitter | None = None) -> tuple[pa.Array, np.ndarray]:
     """(flat word array, row offsets into it) of the normalised strings."""
-    parts = pc.split_pattern(normalize(arr), " ")
+    t = normalize(arr, norm)
+    parts = pc.split_pattern(t, " ") if norm.norm_whitespace else pc.split_pattern_regex(t, _SPACE)
     lens = pc.list_value_length(parts).to_numpy(zero_copy_only=False).astype(np.int64)
     flat = pc.list_flatten(parts)
     empty = pc.equal(pc.utf8_length(flat), 0).to_numpy(zero_copy_only=False)
@@ -58,9 +129,31 @@ def words(arr) -> tuple[pa.Array, np.ndarray]:
         row = np.repeat(np.arange(lens.size), lens)
         lens = lens - np.bincount(row[empty], minlength=lens.size)
         flat = flat.filter(pa.array(~empty))
+    if splitter is not None and len(flat):
+        flat, lens = _resplit(flat, lens, splitter)
     off = np.zeros(lens.size + 1, np.int64)
     np.cumsum(lens, out=off[1:])
     return flat, off
+
+
+def _resplit(flat: pa.Array, lens: np.ndarray, splitter: SpacySplitter) -> tuple[pa.Array, np.ndarray]:
+    """Every word replaced by its spaCy tokens (each distinct word tokenized once)."""
+    enc = pc.dictionary_encode(flat)
+    dist = enc.dictionary.to_pylist()
+    toks = splitter.split(dist)
+    per = np.fromiter((len(x) for x in toks), np.int64, len(toks))
+    if np.array_equal(per, np.ones_like(per)) and all(a == b[0] for a, b in zip(dist, toks)):
+        return flat, lens
+    tok_flat = pa.array([w for x in toks for w in x], pa.large_string())
+    t_off = np.zeros(per.size + 1, np.int64)
+    np.cumsum(per, out=t_off[1:])
+    ix = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    cnt = per[ix]  # tokens of each word
+    starts = np.repeat(t_off[ix], cnt)
+    within = np.arange(int(cnt.sum()), dtype=np.int64) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    row = np.repeat(np.arange(lens.size), lens)
+    new_lens = np.bincount(row, weights=cnt, minlength=lens.size).astype(np.int64)
+    return tok_flat.take(pa.array(starts + within)), new_lens
 
 
 def word_hashes(flat: pa.Array) -> np.ndarray:
@@ -133,6 +226,65 @@ def item_values(item: dict, fields) -> list[str]:
     return out
 
 
+def item_golds(item: dict, label_fields, choices_field: str | None) -> list[str]:
+    """The gold answers of an item: every string of its ``label_fields``; with ``choices_field``, an answer
+    that points into the choices (an int or a digit string: an index; a letter: ARC's ``label`` of a dict of
+    choices, else A = 0, B = 1, ... of a list) stands for that choice's text."""
+    choices = item.get(choices_field) if choices_field and isinstance(item, dict) else None
+    texts, labels = None, None
+    if isinstance(choices, dict):
+        texts, labels = choices.get("text"), choices.get("label")
+    elif isinstance(choices, (list, tuple)):
+        texts = choices
+    out: list[str] = []
+
+    def pick(v):
+        if isinstance(texts, (list, tuple)):
+            if labels is not None and str(v) in [str(x) for x in labels]:
+                return texts[[str(x) for x in labels].index(str(v))]
+            if isinstance(v, int) and not isinstance(v, bool) or isinstance(v, str) and v.isdigit():
+                i = int(v)
+                return texts[i] if 0 <= i < len(texts) else None
+            if isinstance(v, str) and len(v) == 1 and "A" <= v <= "Z" and ord(v) - 65 < len(texts):
+                return texts[ord(v) - 65]
+        return v if isinstance(v, str) else None
+
+    def add(v):
+        if isinstance(v, (list, tuple)):
+            for x in v:
+                add(x)
+            return
+        g = pick(v) if texts is not None else v
+        if isinstance(g, str):
+            out.append(g)
+        elif isinstance(g, (list, tuple, dict)):
+            out.extend(item_values({"g": g}, ["g"]))
+
+    for f in label_fields:
+        if isinstance(item, dict) and item.get(f) is not None:
+            add(item[f])
+    return out
+
+
+@dataclass(frozen=True)
+class ItemSpec:
+    """What of an item is indexed. ``label_fields`` / ``query_fields`` set: datatrove's query / gold split
+    (each gold's n-grams, with ``find_overlap`` those spanning the query's end and the gold's start, with
+    ``find_query`` the query's own); else every text of ``fields`` (``overlap``: as one run of words)."""
+    fields: tuple = ()
+    overlap: bool = True
+    query_fields: tuple | None = None
+    label_fields: tuple | None = None
+    choices_field: str | None = None
+    find_query: bool = False
+    find_overlap: bool = True
+    id_fields: tuple = ("id", "question_id", "task_id", "idx")
+
+    @property
+    def split(self) -> bool:
+        return self.query_fields is not None or self.label_fields is not None
+
+
 def bench_names(paths: list[str]) -> list[str]:
     """A short name per file: its base name, or the path as given where base names repeat."""
     base = [os.path.basename(p) for p in paths]
@@ -177,28 +329,57 @@ class Index:
         return out
 
 
-def build_index(paths: list[str], fields, id_fields, n: int, overlap: bool) -> Index:
+def build_index(paths: list[str], spec: ItemSpec, n: int, norm: Norm = DEFAULT_NORM,
+                splitter: SpacySplitter | None = None) -> Index:
     """The index of every n-gram of every item of every file, in one pass over the files."""
     benches = bench_names(list(paths))
     texts: list[str] = []
-    seg_item: list[int] = []  # the item of each text segment (a whole item, or one value without overlap)
+    # segments: lists of (text number, first word, last word) ranges (negative: from the end), one item each
+    segs: list[list[tuple[int, int | None, int | None]]] = []
+    seg_item: list[int] = []
     item_bench: list[int] = []
     item_label: list[str] = []
+    tail = -(n - 1) if n > 1 else None
     for b, path in enumerate(paths):
         for k, item in enumerate(read_items(path)):
-            vals = item_values(item, fields)
-            label = next((str(item[f]) for f in id_fields if isinstance(item, dict) and item.get(f) not in (None, "")),
-                         str(k))
+            label = next((str(item[f]) for f in spec.id_fields
+                          if isinstance(item, dict) and item.get(f) not in (None, "")), str(k))
             it = len(item_label)
             item_bench.append(b)
             item_label.append(label)
-            segs = [" ".join(vals)] if overlap else vals
-            texts.extend(segs)
-            seg_item.extend([it] * len(segs))
-    flat, off = words(pa.array(texts, pa.large_string()))
-    tok = word_hashes(flat)
-    h, start = ngram_hashes(tok, off, n)
-    seg = np.searchsorted(off, start, side="right") - 1
+            if spec.split:
+                q = len(texts)
+                texts.append(" ".join(item_values(item, spec.query_fields or ())))
+                if spec.find_query:
+                    segs.append([(q, None, None)])
+                    seg_item.append(it)
+                for g in item_golds(item, spec.label_fields or (), spec.choices_field):
+                    texts.append(g)
+                    segs.append([(len(texts) - 1, None, None)])
+                    seg_item.append(it)
+                    if spec.find_overlap and n > 1:  # every n-gram across the query's end and the gold's start
+                        segs.append([(q, tail, None), (len(texts) - 1, 0, n - 1)])
+                        seg_item.append(it)
+            else:
+                vals = item_values(item, spec.fields)
+                for v in ([" ".join(vals)] if spec.overlap else vals):
+                    texts.append(v)
+                    segs.append([(len(texts) - 1, None, None)])
+                    seg_item.append(it)
+    flat, off = words(pa.array(texts, pa.large_string()), norm, splitter)
+    tok_all = word_hashes(flat)
+    take, seg_len = [], np.zeros(len(segs), np.int64)
+    for s, ranges in enumerate(segs):
+        for t, lo, hi in ranges:
+            a, z = int(off[t]), int(off[t + 1])
+            r = np.arange(a, z)[lo:hi]
+            take.append(r)
+            seg_len[s] += r.size
+    tok = tok_all[np.concatenate(take)] if take else np.empty(0, np.uint64)
+    soff = np.zeros(len(segs) + 1, np.int64)
+    np.cumsum(seg_len, out=soff[1:])
+    h, start = ngram_hashes(tok, soff, n)
+    seg = np.searchsorted(soff, start, side="right") - 1
     item = np.asarray(seg_item, np.int64)[seg] if seg.size else np.empty(0, np.int64)
     order = np.lexsort((start, item, h))  # by hash, then first item, first position
     return Index(n=n, hashes=h[order], entry_item=item[order].astype(np.int64), entry_pos=start[order],

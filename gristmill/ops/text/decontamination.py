@@ -2,9 +2,11 @@
 (datatrove's n-gram decontamination, over local benchmark files)."""
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import pyarrow as pa
-from pydantic import Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ...core import columns as C
 from ...core import trust
@@ -15,6 +17,18 @@ from . import _decontam as D
 # the prompt's fields, then the gold answer's (their overlap n-grams are datatrove's), then the choices
 DEFAULT_FIELDS = ["context", "passage", "question", "query", "prompt", "input", "goal", "text", "answer", "answers",
                   "output", "target", "label_text", "choices", "options"]
+
+
+class NormConfig(BaseModel):
+    """datatrove's ``TextNormConfig``: the same switches and defaults."""
+    model_config = ConfigDict(extra="forbid")
+    lowercase: bool = True
+    norm_whitespace: bool = True
+    remove_punctuation: bool = True
+    norm_unicode_diacritics: bool = True
+    norm_numbers: bool = True
+    norm_weekdays: bool = False
+    norm_monthnames: bool = False
 
 
 @register("ngram_decontamination_filter")
@@ -29,7 +43,10 @@ class NgramDecontaminationFilter(Filter):
     worker, on first use; every hit is verified word by word. A removed row's reason names the benchmark
     file and the item (its id field, else its record number from 0); the stats ``decontam_benchmark`` (""
     when clean), ``decontam_item`` and ``decontam_ngram`` say which, and the report counts removals per
-    reason and ``decontam_benchmark`` per benchmark."""
+    reason and ``decontam_benchmark`` per benchmark. datatrove's other settings map over: ``label_fields`` /
+    ``query_fields`` (its gold / query split, with ``find_query_ngrams`` and ``find_overlap_ngrams``),
+    ``norm_config`` (its ``TextNormConfig``) and ``word_tokenizer: spacy`` (its spaCy word tokenizer for
+    ``language``; the default splits on whitespace only)."""
 
     stats_keys = ("decontam_benchmark", "decontam_item", "decontam_ngram")
     inputs = ("{text_key}",)
@@ -45,6 +62,24 @@ class NgramDecontaminationFilter(Filter):
                                      description="Item fields naming the item in reasons (first present); else "
                                                  "the record number.")
         overlap: bool = Field(True, description="Also the n-grams that span consecutive fields of an item.")
+        label_fields: list[str] | None = Field(
+            None, description="datatrove's gold / query split: the fields holding an item's gold answers (each "
+                              "string one gold); with it, fields / overlap are not used.")
+        query_fields: list[str] | None = Field(
+            None, description="datatrove's query (prompt): these fields' texts joined, in order.")
+        choices_field: str | None = Field(
+            None, description="Where a gold is an index or letter (MMLU's answer: 2, ARC's answerKey: B): the "
+                              "field of the choices it points into.")
+        find_query_ngrams: bool = Field(False, description="Split mode: also the query's own n-grams "
+                                                           "(datatrove's find_query_ngrams).")
+        find_overlap_ngrams: bool = Field(True, description="Split mode: the n-grams spanning the query's end and "
+                                                            "a gold's start (datatrove's find_overlap_ngrams).")
+        norm_config: NormConfig = Field(default_factory=NormConfig,
+                                        description="datatrove's TextNormConfig switches.")
+        word_tokenizer: Literal["whitespace", "spacy"] = Field(
+            "whitespace", description="Words: whitespace-separated tokens of the normalised text, or spaCy's "
+                                      "rule-based tokens of them (datatrove's tokenizer; needs spaCy).")
+        language: str = Field("en", description="spaCy language of word_tokenizer: spacy.")
 
         @field_validator("benchmarks", mode="before")
         @classmethod
@@ -59,16 +94,32 @@ class NgramDecontaminationFilter(Filter):
         for path in self.params.benchmarks if checking() else ():  # a missing file fails the recipe, not every row
             if not os.path.isfile(path):
                 raise ValueError(f"{self.name}: benchmark file not found: {path}")
+        if self.params.word_tokenizer == "spacy" and checking():
+            self._splitter()  # spaCy or the language missing fails the recipe at load
+
+    def _norm(self) -> D.Norm:
+        return D.Norm(**self.params.norm_config.model_dump())
+
+    def _splitter(self) -> D.SpacySplitter | None:
+        p = self.params
+        if p.word_tokenizer != "spacy":
+            return None
+        return self.resource("decontam_spacy", lambda: D.SpacySplitter(p.language))
 
     def _index(self) -> D.Index:
         p = self.params
-        return self.resource("decontam_index", lambda: D.build_index(p.benchmarks, p.fields, p.id_fields, p.n,
-                                                                     p.overlap))
+        spec = D.ItemSpec(fields=tuple(p.fields), overlap=p.overlap,
+                          query_fields=None if p.query_fields is None else tuple(p.query_fields),
+                          label_fields=None if p.label_fields is None else tuple(p.label_fields),
+                          choices_field=p.choices_field, find_query=p.find_query_ngrams,
+                          find_overlap=p.find_overlap_ngrams, id_fields=tuple(p.id_fields))
+        return self.resource("decontam_index", lambda: D.build_index(p.benchmarks, spec, p.n, self._norm(),
+                                                                     self._splitter()))
 
     def compute_stats(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         self.check_inputs(batch)
         index = self._index()
-        flat, off = D.words(self.text(batch))
+        flat, off = D.words(self.text(batch), self._norm(), self._splitter())
         tok = D.word_hashes(flat)
         m = batch.num_rows
         bench = np.full(m, "", object)
