@@ -1,0 +1,506 @@
+"""Ray workers that read and write object storage themselves: the driver moves metadata, not data.
+
+A run whose work dir is a URL keeps a local staging copy of it in the driver (``engine.remote``), which
+holds what the driver writes (the stage manifest, resolve removals and state, the report) and what it reads
+(completion records, the shards' rejects, removed-row samples and profiles, a resolve's compact results).
+On the Ray engine the data does not go there. Every task runs on its worker through :class:`RemoteTask`:
+
+1. in a private directory of the worker's node (never the driver's staging copy, even on one machine),
+   with every path of the task that names the work dir rewritten to it;
+2. the inputs the task names (a stage's Arrow IPC parts, a global op's removals and state, a resolve
+   piece's files) are downloaded there from the bucket; a stage-0 shard reads its input URL directly;
+3. the task runs unchanged, then everything it wrote is uploaded to the work dir URL under the same keys,
+   its outputs in parallel first and its completion marker last (keys are per shard and stage
+   fingerprint, so a rerun writes the same keys with the same bytes);
+4. the result comes back to the driver with the driver's paths, plus the keys it uploaded.
+
+The driver (:class:`RemoteWork`) records the uploaded keys (a marker whose parts are in the bucket counts
+as done on resume) and downloads only the small files it reads: markers, rejects, removed samples,
+profiles and the paths a resolve piece returns (dedup forests, selector lists), never a stage's shards,
+export fragments, a shuffle's spill files or a grouper's rows (:func:`is_data`). Before it submits tasks it
+commits its own staging copy (a stage's removals must be in the bucket before the tasks that read them).
+
+A one-file JSONL export is then composed in the bucket from the committed fragments (:func:`compose`):
+an S3 multipart upload whose parts are ``UploadPartCopy`` ranges of the fragments where they are 5 MiB or
+more, and small fragments streamed together into parts of at least 5 MiB; the object appears whole when the
+upload completes, and the manifest is written after it.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import json
+import os
+import posixpath
+import shutil
+import tempfile
+import time
+from pathlib import PurePath
+
+from .. import fs
+
+_CURRENT: contextvars.ContextVar = contextvars.ContextVar("gristmill_remote_work", default=None)
+MIN_PART = 5 << 20  # S3: every part of a multipart upload but the last is at least 5 MiB
+MAX_COPY = 5 << 30  # S3: one UploadPartCopy copies at most 5 GiB
+MAX_PARTS = 10_000
+ENDPOINT_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION", "AWS_REGION")
+
+
+def current() -> "RemoteWork | None":
+    """The run's remote work dir when its tasks write the bucket directly (a Ray run), else None."""
+    return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def active(work: "RemoteWork"):
+    token = _CURRENT.set(work)
+    try:
+        yield work
+    finally:
+        _CURRENT.reset(token)
+
+
+def is_data(rel: str) -> bool:
+    """Work-dir keys the driver never downloads: a stage's shards and export fragments (``out/``), a
+    resolve's scratch (shuffle spill files), a grouper's rows and next-stage shards."""
+    parts = rel.split("/")
+    for i, p in enumerate(parts[:-2]):
+        if p == "stages":
+            kind = parts[i + 2]
+            if kind == "out":
+                return True
+            if kind == "resolve" and len(parts) > i + 4 and parts[i + 3] == "scratch":
+                return True
+            if kind == "grouped" and parts[-1] != "done.json":
+                return True
+    return False
+
+
+# -- worker settings ----------------------------------------------------------------------------------------
+
+def worker_settings() -> dict:
+    """What a worker needs to reach the buckets as the driver does: the recipe's storage options and the
+    endpoint settings of the driver's environment. Credentials stay with each node's own environment
+    (instance roles, profiles) unless the recipe's storage_options carry them. Never logged."""
+    opts = getattr(fs, "_OPTIONS", None) or {}
+    if not opts and os.environ.get(fs.OPTIONS_ENV):
+        try:
+            opts = json.loads(os.environ[fs.OPTIONS_ENV])
+        except ValueError:
+            opts = {}
+    return {"options": dict(opts), "env": {k: os.environ[k] for k in ENDPOINT_ENV if os.environ.get(k)}}
+
+
+def apply_settings(settings: dict) -> None:
+    for k, v in settings.get("env", {}).items():
+        os.environ[k] = v
+    if settings.get("options"):
+        fs.set_storage_options(settings["options"])
+
+
+# -- path rewriting ------------------------------------------------------------------------------------------
+
+def _rewrite(obj, old: str, new: str, found: list | None = None, depth: int = 0):
+    """``obj`` with every path under ``old`` (str or pathlib) moved under ``new``, through lists, tuples,
+    dicts and dataclasses (not through ops or other objects); ``found`` collects the new paths."""
+    if depth > 12:
+        return obj
+    if isinstance(obj, str):
+        if obj == old or obj.startswith(old + os.sep):
+            out = new + obj[len(old):]
+            if found is not None:
+                found.append(out)
+            return out
+        return obj
+    if isinstance(obj, PurePath):
+        s = str(obj)
+        r = _rewrite(s, old, new, found, depth + 1)
+        return obj if r is s else type(obj)(r)
+    if isinstance(obj, list):
+        return [_rewrite(x, old, new, found, depth + 1) for x in obj]
+    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+        return tuple(_rewrite(x, old, new, found, depth + 1) for x in obj)
+    if isinstance(obj, dict):
+        return {k: _rewrite(v, old, new, found, depth + 1) for k, v in obj.items()}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type) and not _is_op(obj):
+        changes = {}
+        for f in dataclasses.fields(obj):
+            if not f.init:
+                continue
+            v = getattr(obj, f.name)
+            r = _rewrite(v, old, new, found, depth + 1)
+            if r is not v:
+                changes[f.name] = r
+        if not changes:
+            return obj
+        try:
+            return dataclasses.replace(obj, **changes)
+        except (TypeError, ValueError):
+            return obj
+    return obj
+
+
+def _is_op(obj) -> bool:
+    from ..ops.base import Op
+    return isinstance(obj, Op)
+
+
+def _partition_files(item, root: str) -> list[str]:
+    """A shuffle's partition piece ``(fn, Shuffle, p, args)`` reads ``src-*/p_PP.bin`` of every source:
+    those keys, not the whole shuffle directory (which holds every partition)."""
+    try:
+        from ..ops.dedup._partition import Shuffle
+    except ImportError:  # pragma: no cover
+        return []
+    out = []
+    if isinstance(item, tuple) and len(item) >= 3 and isinstance(item[1], Shuffle) and isinstance(item[2], int):
+        sh, p = item[1], item[2]
+        out += [str(sh.source_dir(i) / f"p_{p:02d}.bin") for i in range(len(sh.offsets))]
+    return [x for x in out if x.startswith(root)]
+
+
+# -- the task on the worker -----------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class RemoteTask:
+    """A task (shard task, resolve piece, ...) run on a worker against the bucket (see the module doc)."""
+    inner: object
+    local: str  # the driver's staging path of the work dir (what the task's paths name)
+    url: str  # the work dir URL
+    settings: dict
+
+    @property
+    def stage_dir(self):
+        return getattr(self.inner, "stage_dir", None)
+
+    def run(self, progress=None) -> dict:
+        from .executor import run_one
+        apply_settings(self.settings)
+        base = os.environ.get("GRISTMILL_TASK_TMP") or tempfile.gettempdir()
+        root = tempfile.mkdtemp(prefix="gm-task-", dir=base)
+        priv = os.path.join(root, "w")
+        try:
+            found: list[str] = []
+            inner = _rewrite(self.inner, self.local, priv, found)
+            item = getattr(inner, "item", None)
+            found += _partition_files(item, priv)
+            fetched = self._fetch(sorted(set(found)), priv)
+            result = run_one(inner, progress)
+            uploaded = self._commit(priv, fetched)
+            out = _rewrite(result, priv, self.local)
+            out["_uploaded"] = uploaded
+            return out
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+    def _fetch(self, paths: list[str], priv: str) -> dict[str, tuple]:
+        """Download the named inputs that the bucket has (a name that is no object, e.g. the directory a
+        task writes to, or the removals of a shard that has none, is skipped)."""
+        from ..fs.staging import _parallel
+
+        def get(p):
+            rel = os.path.relpath(p, priv).replace(os.sep, "/")
+            if rel.startswith(".."):
+                return None
+            try:
+                fs.download(fs.join(self.url, rel), p)
+            except (FileNotFoundError, IsADirectoryError):
+                return None
+            except Exception as e:  # noqa: BLE001 - a directory name, on stores that say so otherwise
+                if "directory" in str(e).lower() or "NoSuchKey" in str(e):
+                    return None
+                raise
+            st = os.stat(p)
+            return rel, (st.st_size, st.st_mtime_ns)
+        got = _parallel([lambda p=p: get(p) for p in paths if not os.path.exists(p)])
+        return dict(g for g in got if g)
+
+    def _commit(self, priv: str, fetched: dict) -> list[str]:
+        """Upload what the task wrote: outputs in parallel, then its markers."""
+        from ..fs.staging import TMP, _parallel, is_marker
+        new = []
+        for d, subdirs, names in os.walk(priv):
+            subdirs.sort()
+            for n in sorted(names):
+                if n.startswith(TMP) or n.endswith(".tmp"):
+                    continue
+                p = os.path.join(d, n)
+                rel = os.path.relpath(p, priv).replace(os.sep, "/")
+                st = os.stat(p)
+                if fetched.get(rel) == (st.st_size, st.st_mtime_ns):
+                    continue
+                new.append(rel)
+        put = lambda rel: fs.upload(os.path.join(priv, rel), fs.join(self.url, rel))  # noqa: E731
+        _parallel([lambda r=r: put(r) for r in new if not is_marker(r)])
+        _parallel([lambda r=r: put(r) for r in new if is_marker(r)])
+        return new
+
+
+# -- the driver's side ------------------------------------------------------------------------------------------
+
+class RemoteWork:
+    """The driver's view of a URL work dir whose tasks run on workers against the bucket."""
+
+    def __init__(self, local: str, url: str, mirror=None, log=lambda m: None):
+        self.local = os.path.abspath(local).rstrip(os.sep)
+        self.url = url.rstrip("/")
+        self.mirror = mirror
+        self.log = log
+        self.present: set[str] = set()
+        self.settings = worker_settings()
+
+    def rel(self, path) -> str | None:
+        p = os.path.abspath(str(path))
+        if p == self.local or p.startswith(self.local + os.sep):
+            return p[len(self.local):].lstrip(os.sep).replace(os.sep, "/")
+        return None
+
+    def exists(self, path) -> bool:
+        """A work-dir file is here or committed in the bucket (a worker's output, never downloaded)."""
+        if os.path.exists(path):
+            return True
+        rel = self.rel(path)
+        return rel is not None and rel in self.present
+
+    def listed(self, rels) -> None:
+        self.present.update(rels)
+
+    def before_submit(self) -> None:
+        """What the driver wrote (removals, state of a resolve) is in the bucket before tasks read it."""
+        if self.mirror is not None:
+            self.mirror.sync()
+
+    def wrap(self, task) -> RemoteTask:
+        return RemoteTask(task, self.local, self.url, self.settings)
+
+    def landed(self, record: dict, piece: bool = False) -> dict:
+        """A finished task's record: its uploaded keys are recorded; the small files the driver reads are
+        downloaded (a shard's marker, rejects, removed samples, profile; the files a resolve piece returns)."""
+        uploaded = record.pop("_uploaded", [])
+        self.present.update(uploaded)
+        want = [r for r in uploaded if not is_data(r)]
+        if piece:
+            found: list[str] = []
+            _rewrite(record.get("value"), self.local, self.local, found)
+            want += [r for r in (self.rel(p) for p in found) if r and r in self.present
+                     and not _grouper_rows(r)]
+        self._download(sorted(set(want)))
+        return record
+
+    def fetch(self, paths) -> None:
+        """Download work-dir files the driver itself must read (a resolve that reads rows in the driver, a
+        one-shard stage, a format that is rewritten into the export)."""
+        rels = [r for r in (self.rel(p) for p in paths) if r is not None]
+        self._download([r for r in rels if not os.path.exists(os.path.join(self.local, r))])
+
+    def _download(self, rels: list[str]) -> None:
+        from ..fs.staging import _parallel
+        todo = [r for r in rels if not os.path.exists(os.path.join(self.local, r))]
+
+        def get(rel):
+            dst = os.path.join(self.local, *rel.split("/"))
+            fs.download(fs.join(self.url, rel), dst)
+            if self.mirror is not None:  # the bucket has it: not uploaded again
+                st = os.stat(dst)
+                with self.mirror._lock:
+                    self.mirror.sent[rel] = [st.st_size, st.st_mtime_ns, "worker"]
+        _parallel([lambda r=r: get(r) for r in todo])
+
+    def cleanup_scratch(self) -> int:
+        """Resolve scratch in the bucket (spill files written by workers) of resolves that are done, or
+        that will be redone: the driver's local ``rmtree`` does not reach keys it never had."""
+        try:
+            keys = fs.find(self.url)
+        except FileNotFoundError:
+            return 0
+        rels = [k[len(self.url):].lstrip("/") for k in keys]
+        gone = 0
+        for rel in rels:
+            parts = rel.split("/")
+            if "stages" in parts:
+                i = parts.index("stages")
+                if len(parts) > i + 4 and parts[i + 2] in ("resolve", "grouped") and parts[i + 3] == "scratch":
+                    fs.remove(fs.join(self.url, rel))
+                    self.present.discard(rel)
+                    gone += 1
+        return gone
+
+
+def _grouper_rows(rel: str) -> bool:
+    parts = rel.split("/")
+    return "grouped" in parts or ("scratch" in parts and "group" in parts)
+
+
+# -- one-file exports composed in the bucket ------------------------------------------------------------------
+
+def plan_parts(sizes: list[int], min_part: int = MIN_PART, max_copy: int = MAX_COPY) -> list[list[tuple]]:
+    """The parts of a multipart upload that concatenates sources of these sizes, in order: each part a list
+    of pieces ``(kind, source, start, end)``, ``copy`` (one server-side range copy, a part of its own) or
+    ``read`` (bytes streamed through the composer). Every part but the last is at least ``min_part``."""
+    parts: list[list[tuple]] = []
+    buf: list[tuple] = []
+    held = 0
+    for i, size in enumerate(sizes):
+        pos = 0
+        if buf and held < min_part and size:  # top the pending small pieces up to a whole part
+            take = min(size, min_part - held)
+            buf.append(("read", i, 0, take))
+            held += take
+            pos = take
+            if held >= min_part:
+                parts.append(buf)
+                buf, held = [], 0
+        while size - pos >= min_part:
+            n = min(max_copy, size - pos)
+            parts.append([("copy", i, pos, pos + n)])
+            pos += n
+        if size - pos > 0:
+            buf.append(("read", i, pos, size))
+            held += size - pos
+            if held >= min_part:
+                parts.append(buf)
+                buf, held = [], 0
+    if buf:
+        parts.append(buf)
+    return parts
+
+
+def compose(sources: list[str], dest: str, log=lambda m: None) -> dict:
+    """Write ``dest`` as the concatenation of the ``sources`` objects (all URLs of one store). S3: one
+    multipart upload, large ranges copied server-side (``UploadPartCopy``), small ones streamed in parts
+    of at least 5 MiB; the object appears whole at completion. Other stores: streamed through this process.
+    Returns ``{"size", "etag", "copied", "streamed"}`` (bytes copied in the store / streamed here)."""
+    fsys, dpath = fs.filesystem(dest)
+    sizes = [int(fsys.size(fs.filesystem(s)[1])) for s in sources]
+    if fs.protocol(dest) in ("s3", "s3a"):
+        return _compose_s3(fsys, [fs.filesystem(s)[1] for s in sources], sizes, dpath, log)
+    streamed = 0
+    with fsys.open(dpath, "wb") as out:
+        for s in sources:
+            with fs.open_input(s) as f:
+                while chunk := f.read(8 << 20):
+                    out.write(chunk)
+                    streamed += len(chunk)
+    info = fsys.info(dpath)
+    return {"size": int(info.get("size") or streamed), "etag": str(info.get("ETag") or ""), "copied": 0,
+            "streamed": streamed}
+
+
+def _compose_s3(fsys, srcs: list[str], sizes: list[int], dpath: str, log) -> dict:
+    from ..fs.staging import _parallel
+    bucket, key = dpath.split("/", 1)
+    parts = plan_parts(sizes)
+    if len(parts) > MAX_PARTS:
+        raise fs.StorageError(f"{fs.redact(dest_url(bucket, key))}: {len(parts)} parts exceed S3's {MAX_PARTS}; "
+                              "set export_shard_size to write several files")
+    if not parts:
+        fsys.pipe_file(dpath, b"")
+        return {"size": 0, "etag": str(fsys.info(dpath).get("ETag", "")), "copied": 0, "streamed": 0}
+    up = fsys.call_s3("create_multipart_upload", Bucket=bucket, Key=key)["UploadId"]
+    copied = streamed = 0
+
+    def one(n, pieces):
+        nonlocal copied, streamed
+        if len(pieces) == 1 and pieces[0][0] == "copy":
+            _, i, a, b = pieces[0]
+            sb, sk = srcs[i].split("/", 1)
+            r = fsys.call_s3("upload_part_copy", Bucket=bucket, Key=key, UploadId=up, PartNumber=n,
+                             CopySource={"Bucket": sb, "Key": sk}, CopySourceRange=f"bytes={a}-{b - 1}")
+            copied += b - a
+            return {"PartNumber": n, "ETag": r["CopyPartResult"]["ETag"]}
+        body = b"".join(fsys.cat_file(srcs[i], start=a, end=b) for _, i, a, b in pieces)
+        streamed += len(body)
+        r = fsys.call_s3("upload_part", Bucket=bucket, Key=key, UploadId=up, PartNumber=n, Body=body)
+        return {"PartNumber": n, "ETag": r["ETag"]}
+    try:
+        done = _parallel([lambda n=n, p=p: one(n, p) for n, p in enumerate(parts, 1)])
+        r = fsys.call_s3("complete_multipart_upload", Bucket=bucket, Key=key, UploadId=up,
+                         MultipartUpload={"Parts": done})
+    except BaseException:
+        with contextlib.suppress(Exception):
+            fsys.call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=up)
+        raise
+    fsys.invalidate_cache(dpath)
+    log(f"export composed in the bucket: {len(parts)} part(s), {copied:,} bytes copied server-side, "
+        f"{streamed:,} streamed")
+    return {"size": sum(sizes), "etag": str(r.get("ETag", "")), "copied": copied, "streamed": streamed}
+
+
+def dest_url(bucket: str, key: str) -> str:
+    return f"s3://{bucket}/{key}"
+
+
+def commit_composed(sources: list[str], export_url: str, log=lambda m: None, extra: dict | None = None) -> dict:
+    """A one-file export composed from committed fragments, committed like ``staging.commit_export``: the
+    old manifest removed first, the object composed (whole at completion), files of the previous export
+    that this one lacks deleted, the manifest (name, size, ETag, the parts it was composed of) last."""
+    from ..fs import staging
+    old = staging.read_manifest(export_url, False)
+    fs.remove(staging.manifest_url(export_url, False))
+    got = compose(sources, export_url, log)
+    name = fs.basename(export_url)
+    for e in (old or {}).get("files", []):
+        if e["name"] != name:
+            fs.remove(fs.join(posixpath.dirname(export_url), e["name"]))
+    body = {"export": fs.redact(export_url), "files": [{"name": name, "size": got["size"], "etag": got["etag"]}],
+            "composed_from": len(sources), "committed": time.time(), **(extra or {})}
+    fs.write_bytes(staging.manifest_url(export_url, False), json.dumps(body, indent=1).encode())
+    log(f"committed the export to {fs.redact(export_url)} (composed from {len(sources)} fragment(s), manifest "
+        "written last)")
+    return got
+
+
+__all__ = ["RemoteTask", "RemoteWork", "active", "commit_composed", "compose", "current", "is_data", "plan_parts"]
+
+
+def lazy_mirror(url: str, local: str, log=lambda m: None):
+    """A :class:`staging.Mirror` whose restore downloads only what the driver reads: the data keys
+    (:func:`is_data`) stay in the bucket, listed in ``remote_only`` (the tasks download what they need)."""
+    from ..fs import staging
+
+    class LazyMirror(staging.Mirror):
+        remote_only: set
+
+        def restore(self) -> int:
+            os.makedirs(self.local, exist_ok=True)
+            fsys, p = fs.filesystem(self.url)
+            remote = {}
+            try:
+                for path, info in fsys.find(p, detail=True).items():
+                    rel = path[len(p.rstrip("/")):].lstrip("/")
+                    if rel and not staging._skip(rel):
+                        remote[rel] = info
+            except FileNotFoundError:
+                pass
+            try:
+                with open(self.index_path) as f:
+                    index = json.load(f)
+            except (OSError, ValueError):
+                index = {}
+            here = self._local_files()
+            self.remote_only = {r for r in remote if is_data(r)}
+            for rel in sorted(set(here) - (set(remote) - self.remote_only)):  # uncommitted, or data
+                os.unlink(os.path.join(self.local, rel))
+            got = 0
+            self.sent = {}
+            for rel, info in sorted(remote.items()):
+                if rel in self.remote_only:
+                    continue
+                tag = str(info.get("ETag") or info.get("etag") or info.get("size"))
+                st = here.get(rel)
+                rec = index.get(rel)
+                if not (st and rec and rec[0] == st.st_size and rec[1] == st.st_mtime_ns and rec[2] == tag):
+                    fs.download(fs.join(self.url, rel), os.path.join(self.local, rel))
+                    got += 1
+                    if staging.is_marker(rel) and rel.endswith(".json") and \
+                            self._relocate(os.path.join(self.local, rel)):
+                        tag = "relocated"
+                st = os.stat(os.path.join(self.local, rel))
+                self.sent[rel] = [st.st_size, st.st_mtime_ns, tag]
+            self._save_index()
+            return got
+
+    m = LazyMirror(url, local, log)
+    m.remote_only = set()
+    return m
