@@ -206,6 +206,8 @@ NOT_DECLARED = {
 FAMILY_NOT_DECLARED = {
     "gristmill.ops.llm.": {"httpx": "the LLM client uses httpx only behind a proxy and says so itself",
                            "transformers": "is_hf_model only: APIOp.missing_libraries adds it (and torch)"},
+    "gristmill.ops.agent.trace_quality": {"httpx": "the LLM client uses httpx only behind a proxy and says so itself",
+                                          "transformers": "is_hf_model only: APIOp.missing_libraries adds it"},
 }
 
 
