@@ -20,6 +20,7 @@ from ..fs import staging
 from ..io.base import strip_compression
 from ..io.planner import parse_weighted
 from ..io.writers import export_format
+from . import remote_parts
 from .lock import WorkDirBusy
 from .paths import RunRefused
 
@@ -64,7 +65,16 @@ class RemoteRun:
             export = os.path.join(self.export_stage, fs.basename(self.export_url))
         self.local_cfg = replace(cfg, work_dir=work, export_path=export)
         self.local_work = work
-        self.mirror = staging.Mirror(self.work_url, work, log) if self.work_url else None
+        # on Ray the workers read and write the bucket themselves (engine.remote_parts): the driver's staging
+        # copy holds metadata only, and a one-file JSONL export is composed in the bucket
+        self.direct = bool(self.work_url) and getattr(cfg, "engine", "local") == "ray"
+        self.work = None
+        self.composed = False
+        if self.work_url:
+            self.mirror = (remote_parts.lazy_mirror(self.work_url, work, log) if self.direct
+                           else staging.Mirror(self.work_url, work, log))
+        else:
+            self.mirror = None
         self.lock = staging.RemoteLock(self.work_url) if self.work_url else None
 
     # -- before any work -------------------------------------------------------------------------------
@@ -116,6 +126,10 @@ class RemoteRun:
                 got = self.mirror.restore()
                 if got:
                     self.log(f"restored {got} committed file(s) of work dir {fs.redact(self.work_url)}")
+                if getattr(self, "direct", False):
+                    self.work = remote_parts.RemoteWork(self.local_work, self.work_url, self.mirror, self.log)
+                    self.work.listed(self.mirror.remote_only)
+                    self.work.cleanup_scratch()  # a killed run's spill files: its resolve is redone
                 self.mirror.start()
         except BaseException:
             self._release()
@@ -129,13 +143,35 @@ class RemoteRun:
         if self.mirror is not None:
             self._rewrite_reports()
             self.mirror.stop(final=True)
-        if self.export_url:
+        if self.work is not None:
+            self.work.cleanup_scratch()
+        if self.composed:
+            report["exported_files"] = [self.export_url]
+        elif self.export_url:
             files = self._export_files()
             base = os.path.join(self.export_stage, fs.basename(self.export_url)) if self.directory \
                 else self.export_stage
             urls = staging.commit_export(files, base, self.export_url, self.directory, self.log)
             report["exported_files"] = urls
         return report
+
+    def export(self, local_cfg, fragments: list[list[str]]) -> list[str] | None:
+        """The export of a run whose workers wrote their fragments to the bucket: a one-file JSONL export
+        (any compression: its fragments are whole members/frames) is composed in the bucket from them and
+        committed by its manifest; any other export (Parquet, HF arrow, several files, a local export)
+        needs its fragments rewritten, so they are downloaded here and assembled as before (None)."""
+        from .media_op import export_media_mode
+        flat = [p for parts in fragments for p in parts]
+        fmt, _ = export_format(local_cfg.export_path)
+        if (self.export_url and fmt == "jsonl" and local_cfg.export_shard_size <= 0
+                and export_media_mode(local_cfg) not in ("link", "copy")):
+            self.mirror.sync()
+            srcs = [fs.join(self.work_url, self.work.rel(p)) for p in flat]
+            remote_parts.commit_composed(srcs, self.export_url, self.log)
+            self.composed = True
+            return [self.export_url]
+        self.work.fetch(flat)
+        return None
 
     def _export_files(self) -> list[str]:
         out = []
@@ -194,16 +230,22 @@ class RemoteRun:
 
 
 def run_remote(engine, body):
-    """``body()`` (the stage loop) with ``engine``'s URL outputs staged locally and committed."""
+    """``body()`` (the stage loop) with ``engine``'s URL outputs staged locally and committed. On Ray with a
+    URL work dir, the tasks read and write the bucket themselves (``engine.remote_parts``)."""
     remote = RemoteRun(engine.cfg, engine.log)
     remote.check()
     cfg, work = engine.cfg, engine.work
     engine.cfg, engine.work = remote.local_cfg, os.path.abspath(remote.local_cfg.work_dir)
     try:
         with remote:
-            return remote.finish(body())
+            if remote.work is None:
+                return remote.finish(body())
+            engine.export_hook = lambda fragments, fp: remote.export(engine.cfg, fragments)
+            with remote_parts.active(remote.work):
+                return remote.finish(body())
     finally:
         engine.cfg, engine.work = cfg, work
+        engine.export_hook = None
 
 
 def run_sources_remote(cfg, sources: list, body, log=lambda m: None) -> dict:

@@ -294,6 +294,23 @@ class RemoteWork:
         rels = [r for r in (self.rel(p) for p in paths) if r is not None]
         self._download([r for r in rels if not os.path.exists(os.path.join(self.local, r))])
 
+    def read_columns(self, path: str, columns: list[str]):
+        """The batches of a stage's Arrow IPC file, restricted to ``columns``, read from the bucket where
+        only the bucket has it: the reader asks for those columns' buffers only (ranged reads), so a driver
+        that reads a stage's ids reads them, not its rows. Nothing is stored here."""
+        import pyarrow.ipc as ipc
+        if os.path.exists(path):
+            from ..io.writers import read_shard_parts
+            yield from read_shard_parts([path], columns)
+            return
+        fsys, p = fs.filesystem(fs.join(self.url, self.rel(path)))
+        with fsys.open(p, "rb", block_size=256 << 10, cache_type="bytes") as f:
+            names = ipc.open_file(f).schema.names
+            keep = [i for i, n in enumerate(names) if n in columns]
+            r = ipc.open_file(f, options=ipc.IpcReadOptions(included_fields=keep))
+            for i in range(r.num_record_batches):
+                yield r.get_batch(i)
+
     def _download(self, rels: list[str]) -> None:
         from ..fs.staging import _parallel
         todo = [r for r in rels if not os.path.exists(os.path.join(self.local, r))]

@@ -32,12 +32,20 @@ class StageResolveContext:
         self._removed: dict[int, list[pa.Table]] = {}
         self._held = 0  # bytes in _removed
         self._spilled: dict[int, list[Path]] = {}  # per shard, Arrow IPC pieces in removal order
+        from .remote_parts import current
+        # a URL work dir on Ray: the stage's files are in the bucket; what the driver reads itself (a
+        # one-shard stage's pieces run here, an op reading rows here) is downloaded when it reads it
+        self._remote = current() if executor is not None else None
+        if self._remote is not None and self.num_shards <= 1:
+            self._remote.fetch([p for parts in shard_parts for p in parts])
 
     def iter_columns(self, columns):
         cols = list(dict.fromkeys([C.ID, *columns]))
         for i, parts in enumerate(self.shard_parts):
             off = 0
-            for b in read_shard_parts(parts, cols):
+            batches = read_shard_parts(parts, cols) if self._remote is None else \
+                (b for p in parts for b in self._remote.read_columns(p, cols))  # those columns, from the bucket
+            for b in batches:
                 if not b.num_rows:
                     continue
                 missing = [c for c in cols if c not in b.schema.names]
@@ -49,6 +57,8 @@ class StageResolveContext:
     def iter_batches(self):
         """Whole rows (all columns), for groupers."""
         for i, parts in enumerate(self.shard_parts):
+            if self._remote is not None:
+                self._remote.fetch(parts)
             off = 0
             for b in read_shard_parts(parts):
                 if b.num_rows:

@@ -34,6 +34,7 @@ from ..io.writers import (ShardWriter, assemble, atomic_rename, export_format, r
                           tmp_path)
 from ..ops.base import Grouper, Op, RemovalOp
 from .config import RunConfig
+from . import remote_parts
 from .executor import Executor, check_executor, make_executor, warm_worker
 from .export_record import begin_export, begin_media, check_export_target, finish_export
 from .lock import ExportLock, WorkDirLock
@@ -351,7 +352,8 @@ class StageEngine:
             layout = group_layout([n for _, n in done["batches"]], per_shard)
             items = [(os.path.join(gdir, f"shard-{k:05d}"), [(done["batches"][i][0], s, n) for i, s, n in pieces])
                      for k, pieces in enumerate(layout)]
-            out_shards = executor.map(write_group_shard, items) if len(items) > 1 else \
+            on_executor = len(items) > 1 or remote_parts.current() is not None  # its rows are in a bucket
+            out_shards = executor.map(write_group_shard, items) if on_executor else \
                 [write_group_shard(x) for x in items]
             n_out = sum(n for _, n in done["batches"])
         else:  # a grouper that yields its batches here
@@ -376,6 +378,11 @@ class StageEngine:
         return out_shards, c
 
     def _export(self, fragments: list[list[str]], fp: str) -> list[str]:
+        hook = getattr(self, "export_hook", None)  # engine.remote: fragments in a bucket, composed there
+        if hook is not None:
+            got = hook(fragments, fp)
+            if got is not None:
+                return got
         marker = os.path.join(self.work, "export.done.json")
         want = {"export_path": os.path.abspath(self.cfg.export_path), "fingerprint": fp,
                 "shard_size": self.cfg.export_shard_size}

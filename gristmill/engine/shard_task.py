@@ -502,6 +502,9 @@ def load_marker(task: Task) -> dict | None:
             res = json.load(f)
     except (OSError, ValueError):
         return None
-    if all(os.path.exists(p) for p in res["parts"]):
+    from .remote_parts import current
+    remote = current()  # a URL work dir on Ray: the parts are in the bucket, not here
+    exists = remote.exists if remote is not None else os.path.exists
+    if all(exists(p) for p in res["parts"]):
         return res
     return None

@@ -13,6 +13,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterator
 
 from ...core.resources import Resources, stage_resources
+from .. import remote_parts
 from ..executor import BackgroundRelease, ResolveTask, in_order, run_one
 from ..shard_task import Task
 from .connect import connect, require_ray, shutdown
@@ -99,6 +100,10 @@ class RayExecutor(BackgroundRelease):
     def run(self, tasks: list[Task], on_progress: Callable[[int, int], None]) -> Iterator[dict]:
         opts, limit = self.task_options(tasks)
         shard = self._shard if opts == {"num_cpus": 1.0} else self._shard.options(**opts)
+        remote = remote_parts.current()  # a URL work dir: each task reads and writes the bucket itself
+        if remote is not None and tasks:
+            remote.before_submit()
+            tasks = [remote.wrap(t) for t in tasks]
         queue = iter(tasks)
 
         def submit(n: int | None) -> list:
@@ -113,17 +118,27 @@ class RayExecutor(BackgroundRelease):
                 waiting += submit(len(done))
             for ref in done:
                 result, rows, nbytes = self._get(ref)
+                if remote is not None:
+                    result = remote.landed(result)
                 on_progress(rows, nbytes)
                 yield result
 
     def map(self, fn: Callable, items: list) -> list:
         """Resolve pieces as tasks (:class:`ResolveTask`, one CPU each), values in order."""
-        refs = [self._shard.remote(ResolveTask(i, fn, x), self._cwd) for i, x in enumerate(items)]
+        remote = remote_parts.current()
+        tasks = [ResolveTask(i, fn, x) for i, x in enumerate(items)]
+        if remote is not None and tasks:
+            remote.before_submit()
+            tasks = [remote.wrap(t) for t in tasks]
+        refs = [self._shard.remote(t, self._cwd) for t in tasks]
         self._pending.update(refs)
         waiting = list(refs)
         while waiting:  # wait in short steps, so an interrupt is not held up by a long resolve piece
             _, waiting = self._wait(waiting, len(waiting))
-        return in_order((self._get(r)[0] for r in refs), len(refs))
+        got = (self._get(r)[0] for r in refs)
+        if remote is not None:
+            got = (remote.landed(r, piece=True) for r in got)
+        return in_order(got, len(refs))
 
     def _wait(self, refs: list, n: int):
         """``ray.wait`` for up to ``POLL_S`` (a cluster run has ~10⁵ shards: waiting for one at a time would
