@@ -33,10 +33,11 @@ def no_nulls(v):
 
 
 @pytest.mark.parametrize("case", list(JUDGE_CASES))
-def test_same_requests_and_records_as_data_juicer(case):
+def test_same_requests_and_records_as_data_juicer(case, tmp_path):
     name = case.split("/")[0]
-    with LLMServer(answer) as srv:
-        op = create_op(name, {"api_endpoint": srv.url + "/chat/completions", **JUDGE_CASES[case]})
+    with LLMServer(answer) as srv:  # a cache of its own: every request reaches this server
+        op = create_op(name, {"api_endpoint": srv.url + "/chat/completions", "cache_dir": str(tmp_path),
+                              **JUDGE_CASES[case]})
         out = op.apply([dict(r) for r in DIALOG_ROWS])
     want = DJ[case]
     assert body_set(srv.bodies) == body_set(want["bodies"])
@@ -46,7 +47,9 @@ def test_same_requests_and_records_as_data_juicer(case):
 
 
 def test_records_and_request_shape():
-    recs = [r["__meta__"]["dialog_error_recovery"] for r in _run("dialog_error_recovery_mapper", DIALOG_ROWS)]
+    with LLMServer(answer) as srv:
+        op = create_op("dialog_error_recovery_mapper", {"api_endpoint": srv.url + "/chat/completions"})
+        recs = [r["__meta__"]["dialog_error_recovery"] for r in op.apply([dict(r) for r in DIALOG_ROWS])]
     assert recs[-1] == recs[-2] == {"score": None, "reason": "empty_input", "eval_kind": None, "skipped": True,
                                     "error": None, "raw": None}
     assert [r["error"] for r in recs[5:8]] == ["json_parse_failed", "bad_score", "empty_llm_response"]
@@ -61,23 +64,16 @@ def test_records_and_request_shape():
         "Booked Le Bouchon at 8 pm; it has a seafood-free menu.\n")
 
 
-def _run(name, rows, **params):
+def test_a_judged_row_is_not_asked_again_unless_overwrite(tmp_path):
+    old = {"score": 1.0, "reason": "judged before", "eval_kind": "dialog_turn"}
+    rows = [dict(r, __meta__={"dialog_proactivity": old}) for r in DIALOG_ROWS[:5]]
+    want = [no_nulls(m["dialog_proactivity"]) for m in DJ["dialog_proactivity_mapper"]["meta"][:5]]
     with LLMServer(answer) as srv:
-        op = create_op(name, {"api_endpoint": srv.url + "/chat/completions", **params})
-        return op.apply([dict(r) for r in rows])
-
-
-def test_a_judged_row_is_not_asked_again_unless_overwrite():
-    with LLMServer(answer) as srv:
-        url = srv.url + "/chat/completions"
-        first = create_op("dialog_proactivity_mapper", {"api_endpoint": url}).apply([dict(r) for r in DIALOG_ROWS])
-        n = srv.n
-        again = create_op("dialog_proactivity_mapper", {"api_endpoint": url}).apply(first)
-        assert srv.n == n and again == first
-        op = create_op("dialog_proactivity_mapper", {"api_endpoint": url, "overwrite": True})
-        assert op.apply(first) == first
-        c = op.take_service_counts()  # asked again (answers from the request cache: the same bodies)
-        assert c["requests"] + c["cached"] == 10
+        p = {"api_endpoint": srv.url + "/chat/completions", "cache_dir": str(tmp_path)}
+        kept = create_op("dialog_proactivity_mapper", p).apply(rows)
+        assert srv.n == 0 and [no_nulls(r["__meta__"]["dialog_proactivity"]) for r in kept] == [old] * 5
+        redone = create_op("dialog_proactivity_mapper", dict(p, overwrite=True)).apply(rows)  # one asked twice
+        assert srv.n == 6 and [no_nulls(r["__meta__"]["dialog_proactivity"]) for r in redone] == want
 
 
 def test_a_request_failing_for_good_rejects_its_row(tmp_path):
