@@ -16,8 +16,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 
 def dj_constants(path: str) -> dict[str, dict[str, object]]:
+    """``{class: {DEFAULT_*: value}}`` of a Data-Juicer module; its module-level ``DEFAULT_*`` under ``""``."""
     out: dict[str, dict[str, object]] = {}
-    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    for st in tree.body:
+        if isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name) and st.targets[0].id.startswith("DEFAULT"):
+            try:
+                out.setdefault("", {})[st.targets[0].id] = ast.literal_eval(st.value)
+            except ValueError:
+                pass
+    for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef):
             for st in node.body:
                 if isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name) and \
@@ -133,7 +141,110 @@ def ours():
              (f, cls, "DEFAULT_INPUT_TEMPLATE", AG.ENTITY_ATTRIBUTE_INPUT_TEMPLATE),
              (f, cls, "DEFAULT_OUTPUT_PATTERN_TEMPLATE", AG.ENTITY_ATTRIBUTE_OUTPUT_PATTERN_TEMPLATE)]
     assert D.language_note("zh", "intent")
+    rows += issue28_part_b()
     return rows
+
+
+def issue28_part_b():
+    """llm_condition_filter, llm_extract_mapper, pii_llm_suspect_mapper, relation_identity_mapper,
+    text_tagging_by_prompt_mapper, image_tagging_vlm_mapper, video_captioning_from_vlm_mapper."""
+    from gristmill.ops.llm import _semantic as S, pii_suspect as PII, relation_identity as R, tagging as T, vlm as V
+    f = "../utils/llm_semantic_ops.py"
+    rows = [(f, "", "DEFAULT_EXTRACT_SYSTEM", S.EXTRACT_SYSTEM), (f, "", "DEFAULT_CONDITION_SYSTEM", S.CONDITION_SYSTEM)]
+    for kind, templates in (("EXTRACT", S.EXTRACT_TEMPLATES), ("CONDITION", S.CONDITION_TEMPLATES)):
+        for strategy, name in (("direct", "USER"), ("cot", "COT"), ("few_shot", "FEW_SHOT"), ("cot_shot", "COT_SHOT")):
+            rows.append((f, "", f"DEFAULT_{kind}_{name}_TEMPLATE", templates[strategy]))
+    f = "mapper/pii_llm_suspect_mapper.py"
+    rows += [(f, "", "DEFAULT_SYSTEM_PROMPT", PII.SYSTEM_PROMPT), (f, "", "DEFAULT_SYSTEM_PROMPT_EN", PII.SYSTEM_PROMPT_EN),
+             (f, "", "DEFAULT_REDACTION_PLACEHOLDER", PII.REDACTION_PLACEHOLDER)]
+    f, cls = "mapper/relation_identity_mapper.py", "RelationIdentityMapper"
+    rows += [(f, cls, "DEFAULT_SYSTEM_PROMPT_TEMPLATE", R.SYSTEM_PROMPT_TEMPLATE),
+             (f, cls, "DEFAULT_INPUT_TEMPLATE", R.INPUT_TEMPLATE),
+             (f, cls, "DEFAULT_OUTPUT_PATTERN_TEMPLATE", R.OUTPUT_PATTERN_TEMPLATE)]
+    f = "mapper/text_tagging_by_prompt_mapper.py"
+    rows += [(f, "", f"DEFAULT_{k}", getattr(T, k)) for k in ("CLASSIFICATION_PROMPT", "CLASSIFICATION_LIST",
+                                                              "IDENTITY_BINARY_PROMPT", "BINARY_LIST")]
+    f, cls = "mapper/image_tagging_vlm_mapper.py", "ImageTaggingVLMMapper"
+    rows += [(f, cls, "DEFAULT_SYSTEM_PROMPT", V.IMAGE_TAG_SYSTEM_PROMPT),
+             (f, cls, "DEFAULT_INPUT_TEMPLATE", V.IMAGE_TAG_INPUT_TEMPLATE),
+             ("mapper/video_captioning_from_vlm_mapper.py", "", "DEFAULT_PROMPT", V.VIDEO_CAPTION_PROMPT)]
+    return rows
+
+
+# Data-Juicer renders the messages of these rows with its own code (run in its venv), gristmill with its ops
+RENDER_ROWS = [
+    {"text": "Call Mr Smith at 13812345678 tomorrow, the meeting is about the budget review.", "query": "  ",
+     "response": "ok", "bg": "Rivers are water.", "messages": [
+         {"role": "system", "content": "sys"},
+         {"role": "user", "content": [{"type": "text", "text": "my key is sk-abcdefghijklmnopqrstuvwxyz"}, "plain"]},
+         {"role": "assistant", "content": "noted"}]},
+    {"text": "李莲花笑着说：“方小宝，过来。” 我叫张三想咨询", "bg": None},
+    {"text": "hello world how are you", "response": "x" * 7000},
+]
+DJ_RENDER = r"""
+import json, sys
+from data_juicer.utils.llm_semantic_ops import get_condition_prompt, get_extract_prompt, InferenceStrategy as S
+from data_juicer.ops.mapper.pii_llm_suspect_mapper import PiiLlmSuspectMapper
+from data_juicer.ops.mapper.relation_identity_mapper import RelationIdentityMapper
+from data_juicer.ops.mapper.text_tagging_by_prompt_mapper import DEFAULT_CLASSIFICATION_PROMPT, DEFAULT_CLASSIFICATION_LIST
+rows = json.loads(sys.stdin.read())
+pii = PiiLlmSuspectMapper(api_model="m", max_chars_per_field=200, max_messages_for_prompt=2)
+rel = RelationIdentityMapper(api_model="m", source_entity="李莲花", target_entity="方多病")
+out = []
+for r in rows:
+    kg = str(r["bg"]) if r.get("bg") is not None else None
+    block, used = pii._assemble_user_block(r)
+    out.append({
+        "condition": [get_condition_prompt(r["text"], "mentions a river", kg, s, "EX") for s in S],
+        "extract": [get_extract_prompt("\n".join(f"{k}: {r[k]}" for k in ("text", "query") if r.get(k) is not None),
+                                       {"river": "the river", "year": "the year"}, kg, s, "EX") for s in S],
+        "pii": [block, used, pii._heuristic_allow_llm(block)],
+        "relation": [rel.system_prompt, rel.input_template.format(entity1="李莲花", entity2="方多病", text=r["text"])],
+        "tagging": DEFAULT_CLASSIFICATION_PROMPT.format(text=r["text"], tag_list=DEFAULT_CLASSIFICATION_LIST)})
+print(json.dumps(out, ensure_ascii=False))
+"""
+
+
+def ours_rendered() -> list[dict]:
+    from gristmill.registry import create_op
+    cond = create_op("llm_condition_filter", {"condition": "mentions a river", "knowledge_grounding_key": "bg"})
+    ext = create_op("llm_extract_mapper", {"input_keys": ["text", "query"], "knowledge_grounding_key": "bg",
+                                           "output_schema": {"river": "the river", "year": "the year"}})
+    pii = create_op("pii_llm_suspect_mapper", {"max_chars_per_field": 200, "max_messages_for_prompt": 2})
+    rel = create_op("relation_identity_mapper", {"source_entity": "李莲花", "target_entity": "方多病"})
+    tag = create_op("text_tagging_by_prompt_mapper", {})
+    out = []
+    for r in RENDER_ROWS:
+        block, used = pii.user_block(r)
+        cp, ep = [], []
+        for s in ("direct", "cot", "few_shot", "cot_shot"):
+            cond.params.strategy = ext.params.strategy = s
+            cond.params.examples = ext.params.examples = "EX"
+            cp.append(cond.messages(r["text"], r)[1]["content"])
+            ep.append(ext.messages(r)[1]["content"])
+        out.append({"condition": cp, "extract": ep, "pii": [block, used, pii.gate_open(block)],
+                    "relation": [m["content"] for m in rel.messages(r)], "tagging": tag.messages(r)[0]["content"]})
+    return out
+
+
+def compare_rendered(dj_python: str) -> tuple[int, int]:
+    """(same, differ) over the rendered messages of RENDER_ROWS."""
+    import json
+    import subprocess
+    proc = subprocess.run([dj_python, "-c", DJ_RENDER], input=json.dumps(RENDER_ROWS), capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "OPENAI_API_KEY": "x"})
+    if proc.returncode:
+        print(f"(Data-Juicer could not render: {proc.stderr.strip().splitlines()[-1:]})")
+        return 0, 0
+    theirs = json.loads(proc.stdout.strip().splitlines()[-1])
+    same = differ = 0
+    for i, (a, b) in enumerate(zip(theirs, ours_rendered())):
+        for k in a:
+            ok = a[k] == b[k]
+            same += ok
+            differ += not ok
+            print(f"{'same' if ok else 'DIFFERS':8} row {i} {k} messages")
+    return same, differ
 
 
 def main() -> None:
@@ -149,8 +260,13 @@ def main() -> None:
         ok = theirs == (list(mine) if isinstance(theirs, list) else mine)
         same += ok
         differ += not ok
-        print(f"{'same' if ok else 'DIFFERS':8} {cls}.{const}")
+        print(f"{'same' if ok else 'DIFFERS':8} {cls or os.path.basename(f)}.{const}")
     print(f"\n{same} of {same + differ} prompts, templates and patterns identical to Data-Juicer's")
+    dj_python = os.path.join(a.dj.split("/lib/python")[0], "bin", "python")
+    if os.path.exists(dj_python):
+        s2, d2 = compare_rendered(dj_python)
+        print(f"{s2} of {s2 + d2} rendered messages (Data-Juicer's own code for the same rows) identical")
+        differ += d2
     sys.exit(1 if differ else 0)
 
 
