@@ -212,3 +212,31 @@ def test_removals_spilled_to_disk_give_the_same_files(tmp_path, monkeypatch):
         ctx.write_removals(str(tmp_path / name / "removals"))
         out[name] = {p.name: p.read_bytes() for p in sorted((tmp_path / name / "removals").iterdir())}
     assert len(out["memory"]) == 3 and out["spill"] == out["memory"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_assign_gives_apply_pairs_roots_and_emit(tmp_path, seed):
+    """(row, kept row) pairs whose kept rows come before or after their members (exact dedup with keep:
+    longest/last, verified stars): the same roots, membership, removals and clusters file."""
+    from gristmill.ops.dedup import _resolve as R
+
+    rng = np.random.default_rng(seed)
+    n = 500
+    gone = rng.permutation(n)[:300]
+    kept_rows = rng.permutation(np.setdiff1d(np.arange(n), gone))[:40]
+    b = kept_rows[rng.integers(0, kept_rows.size, gone.size)]
+    files = [S.save_pairs(tmp_path / f"p{i}.bin", gone[i::3], b[i::3]) for i in range(3)]
+    ref = S.apply_pairs(files, n)
+    assert (ref > np.arange(n)).any() and (ref < np.arange(n)).any()
+    for width, chunk, batch in [(7, 5, 11), (64, 3, 64), (499, 1000, 37)]:
+        ext = X.assign(files, n, tmp_path / f"as{width}", width, chunk)
+        root, member = ext.rows(0, n)
+        assert np.array_equal(root, ref)
+        assert np.array_equal(member, np.bincount(ref, minlength=n)[ref] > 1)
+        a, b2 = _IdContext(tmp_path / f"a{width}", n, batch), _IdContext(tmp_path / f"b{width}", n, batch)
+        sa = R.emit(a, ref, "dup")
+        sb = R.emit(b2, ext, "dup")
+        assert a.removed == b2.removed and len(a.removed) > 5
+        assert {k: v for k, v in sa.items() if k != "clusters_file"} == \
+            {k: v for k, v in sb.items() if k != "clusters_file"}
+        assert Path(sa["clusters_file"]).read_bytes() == Path(sb["clusters_file"]).read_bytes()

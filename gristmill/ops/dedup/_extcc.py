@@ -148,8 +148,11 @@ class ExternalRoots:
     ``_resolve.emit`` reads instead of an in-memory roots array. Ranges with no cluster member have no
     file (every row its own root)."""
 
-    def __init__(self, directory: str, n: int, width: int, chunk: int):
+    def __init__(self, directory: str, n: int, width: int, chunk: int, first_roots: bool = True):
         self.directory, self.n, self.width, self.chunk = str(directory), n, width, chunk
+        # every root its cluster's first row (``components``); False for ``assign``'s kept rows, which may
+        # come after their members: then ``id_requests(k)`` lists every root any range needs (itself too)
+        self.first_roots = first_roots
         self.ranges = -(-n // width) if n else 0
         self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
 
@@ -235,6 +238,46 @@ class KeptMask:
             return np.zeros(0, bool)
         root, _ = self.roots.rows(g0, g1)
         return root == np.arange(g0, g1, dtype=np.int64)
+
+
+def assign(pair_files, n: int, directory, width: int, chunk: int) -> ExternalRoots:
+    """Roots from (row, kept row) pairs, ``roots[a] = b`` (``_shuffle.apply_pairs``: an exact dedup's
+    kept row per key, verified MinHash's stars), one range at a time. A kept row may come after its
+    members (keep: longest, last; the most central row of a star), so the kept-id requests name every
+    root each range's members need, whichever range it is in: ``_resolve.emit`` reads the ids in a first
+    scan. The same roots and membership as ``apply_pairs``."""
+    out = Path(directory)
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    res = ExternalRoots(str(out), n, width, chunk, first_roots=False)
+    sets = _Spill(out / "sets", "s", EDGE, "a", width, chunk)  # (row, its root), filed by the row's range
+    for path in pair_files:
+        with open(path, "rb") as f:
+            while (rec := np.fromfile(f, dtype=EDGE, count=chunk)).size:
+                d = rec["a"] != rec["b"]
+                sets.add(rec[d])
+                sets.add(_pairs(rec["b"][d], rec["b"][d]))  # a kept row is a member of its cluster
+    sets.flush()
+    id_reqs = _Spill(out, "idreq", REQ, "t", width, chunk)
+    for k in range(res.ranges):
+        if not sets.path(k).exists():
+            continue
+        lo, hi = res.bounds(k)
+        root = np.arange(lo, hi, dtype=np.int64)
+        member = np.zeros(hi - lo, bool)
+        for rec in sets.read(k, chunk):  # in file order: a row given twice takes its last root, as there
+            moved = rec["a"] != rec["b"]
+            root[rec["a"][moved] - lo] = rec["b"][moved]
+            member[rec["a"] - lo] = True
+        os.unlink(sets.path(k))
+        t = np.unique(root[member])
+        id_reqs.add(_pairs(t, np.full(t.size, k, np.int64), REQ))
+        id_reqs.flush()
+        np.save(res._file("root", k), root)
+        np.save(res._file("member", k), member)
+        del root, member
+    shutil.rmtree(out / "sets", ignore_errors=True)
+    return res
 
 
 def components(pair_files, n: int, directory, width: int, chunk: int) -> ExternalRoots:

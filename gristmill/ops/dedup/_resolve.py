@@ -164,6 +164,8 @@ def _emit_ranges(ctx, ext: ExternalRoots, reason: str) -> dict:
     string array (no per-row Python objects): those of the kept rows of ranges not yet finished, and per
     started range the earlier kept rows it needs (``ext.id_requests``, answered when a range is finished);
     never one per open cluster of the whole dataset."""
+    if not ext.first_roots:
+        return _emit_assigned(ctx, ext, reason)
     path = clusters_path(ctx)
     tmp = path.with_name(path.name + ".tmp")
     clusters = 0
@@ -204,6 +206,78 @@ def _emit_ranges(ctx, ext: ExternalRoots, reason: str) -> dict:
             while finished < ext.ranges and ext.bounds(finished)[1] <= g1:
                 finish(finished)
                 finished += 1
+        out.flush()
+    tmp.replace(path)
+    return {"rows": ext.n, "removed": out.removed, "clusters": clusters, "clusters_file": str(path)}
+
+
+def _overlaps(ext: ExternalRoots, g0: int, g1: int) -> Iterator[tuple[int, int, int]]:
+    """(range, first row, end row) of the ranges that rows g0..g1-1 cross, clipped to them."""
+    for k in range(ext.range_of(g0), ext.range_of(g1 - 1) + 1):
+        lo, hi = ext.bounds(k)
+        yield k, max(g0, lo), min(g1, hi)
+
+
+def _emit_assigned(ctx, ext: ExternalRoots, reason: str) -> dict:
+    """``emit`` over on-disk roots whose kept rows may come after their members (``_extcc.assign``): a
+    first scan of the ids answers every range's requests (the ids of the roots its members have, from
+    any range), a second one writes the clusters file and the removals as the in-memory emit does. Held
+    at once: the ids one range asks for, and those of the requested rows of the range being scanned."""
+    wanted: np.ndarray | None = None  # requested rows of range k, sorted
+    got = _Ids()
+
+    def answer(k: int) -> None:
+        for q in ext.id_requests(k):
+            for r in np.unique(q["r"]).tolist():
+                t = q["t"][q["r"] == r]
+                ext.put_ids(r, k, t, got.get(t))
+
+    if ext.n:
+        k_open = -1
+        for _, _, g0, batch in scan(ctx, [C.ID]):
+            for k, a, b in _overlaps(ext, g0, g0 + batch.num_rows):
+                if k != k_open:
+                    wanted = np.empty(0, np.int64)
+                    for q in ext.id_requests(k):  # a chunk at a time: at most the range's rows held
+                        wanted = np.union1d(wanted, q["t"])
+                    got, k_open = _Ids(), k
+                if wanted.size:
+                    rows = np.arange(a, b, dtype=np.int64)
+                    hit = rows[np.isin(rows, wanted)]
+                    if hit.size:
+                        got.append(hit, _ids(batch).take(pa.array(hit - g0)))
+                if b == ext.bounds(k)[1] and wanted.size:
+                    answer(k)
+    path = clusters_path(ctx)
+    tmp = path.with_name(path.name + ".tmp")
+    clusters = 0
+    need: dict[int, _Ids] = {}
+    with pq.ParquetWriter(tmp, CLUSTER_SCHEMA) as w:
+        out = _ClusterRows(ctx, w, reason)
+        for shard, offset, g0, batch in scan(ctx, [C.ID]):
+            g1 = g0 + batch.num_rows
+            r, member = ext.rows(g0, g1)
+            if member.any():
+                ids = _ids(batch)
+                idx = np.flatnonzero(member)
+                r_m, g_m = r[idx], g0 + idx
+                is_root = r_m == g_m
+                clusters += int(is_root.sum())
+                rng = g_m // ext.width
+                parts, where = [], []
+                for k in np.unique(rng).tolist():
+                    if k not in need:
+                        need[k] = _Ids.of(*ext.get_ids(k))
+                    sel = np.flatnonzero(rng == k)
+                    parts.append(need[k].get(r_m[sel]))
+                    where.append(sel)
+                pos = np.concatenate(where)
+                inv = np.empty(pos.size, np.int64)
+                inv[pos] = np.arange(pos.size)
+                kept = parts[0] if len(parts) == 1 else pa.concat_arrays(parts).take(pa.array(inv))
+                out.members(shard, offset, idx, r_m, ids.take(pa.array(idx)), kept, is_root)
+            for k in [k for k in need if ext.bounds(k)[1] <= g1]:
+                del need[k]
         out.flush()
     tmp.replace(path)
     return {"rows": ext.n, "removed": out.removed, "clusters": clusters, "clusters_file": str(path)}

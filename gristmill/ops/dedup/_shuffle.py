@@ -168,8 +168,18 @@ def merge_forests(paths, n: int, spill_dir=None):
     return uf.roots()
 
 
-def apply_pairs(paths, n: int) -> np.ndarray:
-    """``roots[a] = b`` for the (row, kept row) pairs of every file; other rows are their own root."""
+def apply_pairs(paths, n: int, spill_dir=None):
+    """``roots[a] = b`` for the (row, kept row) pairs of every file; other rows are their own root.
+
+    With ``spill_dir``, past the driver's memory budget: an ``ExternalRoots`` there (``_extcc.assign``),
+    the same roots one range of rows at a time."""
+    if spill_dir is not None:
+        from . import _extcc
+
+        b = _extcc.budget()
+        width = _extcc.range_rows(b)
+        if n > width:
+            return _extcc.assign(paths, n, spill_dir, width, _extcc.chunk_pairs(b))
     roots = np.arange(n, dtype=np.int64)
     for path in paths:
         a, b = load_pairs(path)

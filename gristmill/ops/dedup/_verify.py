@@ -23,6 +23,7 @@ import numpy as np
 from numba import njit
 
 from . import _shuffle as S
+from ._extcc import ExternalRoots
 from ._hashing import fmix64
 from ._lsh import bucket_edges, concat_edges
 from ._partition import Shuffle, unique_pairs
@@ -85,17 +86,32 @@ def star_pairs(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return nodes[m], nodes[rep[m]]
 
 
-def verified_roots(op, ctx, shuffle: Shuffle, n: int, all_pairs_upto: int) -> np.ndarray:
+def verified_roots(op, ctx, shuffle: Shuffle, n: int, all_pairs_upto: int, bounded: bool = True):
     """The kept row of every row (itself when kept): band buckets → candidate edges → candidate
-    components → exact Jaccard per component → stars, every heavy step on the engine's workers."""
+    components → exact Jaccard per component → stars, every heavy step on the engine's workers.
+
+    ``bounded``: past the driver's memory budget (``_extcc``) the candidate components are merged and
+    the stars applied range by range on disk, and an ``ExternalRoots`` is returned (``_resolve.emit``
+    takes either); the same components file and roots."""
     base = ctx.scratch_dir / f"verify-{op.position}"
     found = S.map_partitions(ctx, _candidates, shuffle, str(base / "candidates"), all_pairs_upto)
-    comp = S.merge_forests([f for _, f in found], n)
-    sizes = np.bincount(comp, minlength=n)
-    comp[sizes[comp] <= 1] = -1  # rows with no candidate
-    del sizes
+    base.mkdir(parents=True, exist_ok=True)
     comp_file = base / "components.npy"  # 8 bytes × rows, memory-mapped by the routing workers
-    np.save(comp_file, comp)
+    comp = S.merge_forests([f for _, f in found], n, base / "cc" if bounded else None)
+    if isinstance(comp, ExternalRoots):  # written a range at a time
+        mm = np.lib.format.open_memmap(comp_file, mode="w+", dtype=np.int64, shape=(n,))
+        for k in range(comp.ranges):
+            lo, hi = comp.bounds(k)
+            root, member = comp.load(k)
+            mm[lo:hi] = np.where(member, root, -1)  # -1: rows with no candidate
+        mm.flush()
+        del mm
+        comp.remove()
+    else:
+        sizes = np.bincount(comp, minlength=n)
+        comp[sizes[comp] <= 1] = -1  # rows with no candidate
+        del sizes
+        np.save(comp_file, comp)
     del comp
     parts = Shuffle(str(base / "parts"), VERIFY_DTYPE, (0,) * (ctx.num_shards + len(found)))
     shards = [(op, parts, str(comp_file), i, ("rows", ps, shuffle.offsets[i]))
@@ -103,7 +119,7 @@ def verified_roots(op, ctx, shuffle: Shuffle, n: int, all_pairs_upto: int) -> np
     edges = [(op, parts, str(comp_file), ctx.num_shards + p, ("edges", e, 0)) for p, (e, _) in enumerate(found)]
     S.run_map(ctx, _route, shards + edges)
     kept = S.map_partitions(ctx, _verify_partition, parts, str(base / "kept"), op.params.jaccard_threshold)
-    return S.apply_pairs(kept, n)
+    return S.apply_pairs(kept, n, base / "stars" if bounded else None)
 
 
 def _candidates(shuffle, p: int, out: str, all_pairs_upto: int) -> tuple[str, str]:

@@ -119,7 +119,8 @@ class _KeyDedup(Deduplicator):
         shuffle, n = S.scatter(ctx, self, f"exact-{self.position}", KEY_DTYPE)
         out = str(ctx.scratch_dir / f"exact-kept-{self.position}")
         paths = S.map_partitions(ctx, _kept_rows, shuffle, out, self._keep_last())
-        self.last_stats = R.emit(ctx, S.apply_pairs(paths, n), self.reason_text)
+        roots = S.apply_pairs(paths, n, ctx.scratch_dir / f"exact-cc-{self.position}")  # over the budget: on disk
+        self.last_stats = R.emit(ctx, roots, self.reason_text)
 
     def priority_used(self) -> bool:
         return False

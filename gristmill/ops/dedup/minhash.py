@@ -190,15 +190,16 @@ class DocumentMinhashDeduplicator(Deduplicator):
         shuffle, n = S.scatter(ctx, self, f"minhash-{self.position}", EDGE_DTYPE, (pieces, REF.spill_reference))
         n -= n_ref
         earlier = None
-        if self.params.verify:
-            roots = verified_roots(self, ctx, shuffle, n, VERIFY_ALL_PAIRS_UPTO)
+        default_keep = type(self).keep_rule is DocumentMinhashDeduplicator.keep_rule
+        if self.params.verify:  # over the driver's memory budget (default keep rule), roots on disk
+            roots = verified_roots(self, ctx, shuffle, n, VERIFY_ALL_PAIRS_UPTO, bounded=default_keep)
         else:
             out = str(ctx.scratch_dir / f"minhash-forest-{self.position}")
             forests = S.map_partitions(ctx, bucket_forest, shuffle, out, n_ref)
             if n_ref:
                 roots, rows = REF.merge_with_reference(forests, n_ref, n)
                 earlier = (rows, REF.reference_ids(self.references, rows[rows >= 0]), EARLIER_REASON)
-            elif type(self).keep_rule is DocumentMinhashDeduplicator.keep_rule:
+            elif default_keep:
                 # over the driver's memory budget, roots on disk (_extcc)
                 roots = S.merge_forests(forests, n, ctx.scratch_dir / f"minhash-cc-{self.position}")
             else:

@@ -111,7 +111,8 @@ class DocumentSimhashDeduplicator(Deduplicator):
         shuffle, n = S.scatter(ctx, self, f"simhash-{self.position}", SIM_DTYPE)
         out = str(ctx.scratch_dir / f"simhash-forest-{self.position}")
         paths = S.map_partitions(ctx, _close_forest, shuffle, out, self.params.hamming_distance)
-        self.last_stats = R.emit(ctx, S.merge_forests(paths, n), "simhash duplicate")
+        roots = S.merge_forests(paths, n, ctx.scratch_dir / f"simhash-cc-{self.position}")  # over the budget: on disk
+        self.last_stats = R.emit(ctx, roots, "simhash duplicate")
 
 
 def _close_forest(shuffle, p: int, out: str, k: int) -> str:

@@ -141,4 +141,5 @@ class ImageNearDeduplicator(DocumentSimhashDeduplicator):
         shuffle, n = S.scatter(ctx, self, f"imagehash-{self.position}", SIM_DTYPE)
         out = str(ctx.scratch_dir / f"imagehash-forest-{self.position}")
         paths = S.map_partitions(ctx, _close_forest, shuffle, out, self.params.hamming_distance)
-        self.last_stats = R.emit(ctx, S.merge_forests(paths, n), "near-duplicate image")
+        roots = S.merge_forests(paths, n, ctx.scratch_dir / f"imagehash-cc-{self.position}")  # over the budget: on disk
+        self.last_stats = R.emit(ctx, roots, "near-duplicate image")
