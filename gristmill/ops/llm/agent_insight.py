@@ -100,6 +100,8 @@ INSIGHT_PROMPT_ZH = (
     "只输出合法 JSON，不要用 markdown 代码围栏。")
 PARSE_FAILED_HEADLINE = {"en": "Parse failed; see meta.agent_insight_llm_raw",
                          "zh": "解析失败，见 meta.agent_insight_llm_raw"}
+PARSE_FAILED_AUDIT = "JSON parse failed"
+INSIGHT_JSON_PATTERN = r"\{[\s\S]*\}\s*$"  # from the first "{" whose text runs to a "}" at the end
 
 # the 1-5 judges whose records the pack summarises, in Data-Juicer's order
 QUALITY_KEYS = ("dialog_memory_consistency", "dialog_coreference", "dialog_topic_shift", "dialog_error_recovery",
@@ -292,7 +294,7 @@ def parse_insight(raw: str):
     if not raw or not isinstance(raw, str):
         return None
     text = raw.strip()
-    m = re.search(r"\{[\s\S]*\}\s*$", text)
+    m = re.search(INSIGHT_JSON_PATTERN, text)
     if m:
         text = m.group(0)
     try:
@@ -372,7 +374,7 @@ class AgentInsightLLMMapper(_AgentLLMMapper):
             parsed = parse_insight(raw)
             cols["agent_insight_llm"][i] = insight_record(parsed) if isinstance(parsed, dict) else {
                 "headline": PARSE_FAILED_HEADLINE[self.lang], "root_causes": [], "narrative_alignment": "mixed",
-                "human_review_priority": "P2", "viz_facets": [], "audit_notes": "JSON parse failed"}
+                "human_review_priority": "P2", "viz_facets": [], "audit_notes": PARSE_FAILED_AUDIT}
         return C.with_meta(batch, {
             "agent_insight_llm": pa.array(cols["agent_insight_llm"], INSIGHT),
             "agent_insight_llm_raw": pa.array(cols["agent_insight_llm_raw"], pa.string()),
