@@ -61,6 +61,16 @@ EXAMPLES: dict[str, dict] = {
     "fasttext_quality_filter": {"model_path": "quality.fasttext.bin", "alpha": 3, "seed": 42},
     "text_classifier_filter": {"hf_model": "HuggingFaceFW/fineweb-edu-classifier", "min_score": 3,
                                "stats_prefix": "edu_"},
+    "text_pair_similarity_filter": {"hf_clip": "openai/clip-vit-base-patch32", "text_key_second": "target",
+                                    "min_score": 0.5},
+    "text_embd_similarity_filter": {"api_or_hf_model": "text-embedding-v4", "min_score": 0.3,
+                                    "valid_dataset": [{"text": "A worked solution to a math problem."}]},
+    "in_context_influence_filter": {"hf_model": "Qwen/Qwen2.5-0.5B", "query_template": "{query}",
+                                    "valid_dataset": [{"query": "2 + 2?", "text": "4"}], "min_score": 1.0},
+    "instruction_following_difficulty_filter": {"hf_model": "Qwen/Qwen2.5-0.5B", "query_template": "{query}",
+                                                "min_score": 0.0, "max_score": 1.0},
+    "sentence_augmentation_mapper": {"hf_model": "Qwen/Qwen2-7B-Instruct", "text_key_second": "augmented",
+                                     "task_sentence": "Please rewrite the sentence in a more formal tone."},
 }
 
 

