@@ -25,7 +25,10 @@ base.check_required_dependencies = lambda *a, **k: None  # lighteval: only run()
 
 from datatrove.data import Document  # noqa: E402
 from datatrove.pipeline.decont.n_grams import NGramsDecontConfig, NGramsDecontFilter, NGramsDecontIndexer  # noqa: E402
+from datatrove.utils.logging import logger  # noqa: E402
 from datatrove.utils.text import TextNormConfig  # noqa: E402
+
+logger.remove()  # its per-file INFO lines
 
 
 def main(spec_path, out_path):

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deduputil import run_dedup
@@ -191,3 +192,81 @@ def test_ray_gives_the_local_bytes(articles, tmp_path):
                        [Path(p).read_bytes() for p in op["outputs"]], op["reasons"])
     assert got["ray"] == got["local"]
     assert got["ray"][3] == {"semantic duplicate": 5}
+
+
+def test_a_tiny_memory_budget_gives_the_same_results(articles, tmp_path, monkeypatch):
+    """GRISTMILL_SEMDEDUP_MEMORY of 100 bytes: the store, the valid-row scan, the cluster sort and the sidecar
+    go a row at a time; the kept rows, the removed rows and the pairs file are the same bytes, the sidecar holds
+    the same rows (in smaller row groups)."""
+    rows, _ = articles
+    src = tmp_path / "in"
+    src.mkdir()
+    for k in range(3):
+        (src / f"part-{k}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[k::3]))
+    got = {}
+    for budget in ("", "100"):
+        monkeypatch.setenv("GRISTMILL_SEMDEDUP_MEMORY", budget)
+        for name, params in {"exact": {}, "kmeans": {"exact_max_rows": 1, "rows_per_cluster": 4}}.items():
+            w = tmp_path / f"{name}-{budget or 'default'}"
+            rep = Dataset.load(str(src)).process(create_op("semantic_deduplicator", dict(
+                params, save_embeddings_path=str(w / "emb.parquet")))).export(
+                str(w / "out.jsonl"), np=2, work_dir=str(w / "work"), keep_removed=True)
+            op = rep["ops"][-1]
+            got[name, budget] = ((w / "out.jsonl").read_bytes(), Path(op["removed_samples"]).read_bytes(),
+                                 [Path(p).read_bytes() for p in op["outputs"]],
+                                 pq.read_table(w / "emb.parquet").to_pylist(), op["reasons"])
+    for name in ("exact", "kmeans"):
+        assert got[name, ""] == got[name, "100"]
+        assert got[name, ""][4] == {"semantic duplicate": 5} or name == "kmeans"
+    assert pq.ParquetFile(tmp_path / "exact-100" / "emb.parquet").metadata.num_row_groups == len(rows)
+
+
+def test_store_and_cluster_sort_against_in_memory_references(tmp_path, monkeypatch):
+    """The on-disk store gives back the matrix, the valid rows, the ids and each row's (shard, offset) of
+    batches that include all-zero ones (before and after the dimension is known); the counting sort of the
+    clusters equals lexsort for any block size; k-means over the memory-mapped valid rows equals k-means over
+    the in-memory matrix."""
+    from gristmill.ops.dedup import _semantic_store as ST
+    rng = np.random.default_rng(5)
+    monkeypatch.setenv("GRISTMILL_SEMDEDUP_MEMORY", "64")
+    store = ST.EmbeddingStore(tmp_path / "s")
+    batches, parts = [(0, 0, 3, 2, True), (0, 3, 4, 6, False), (1, 0, 5, 6, False), (1, 5, 2, 1, True),
+                      (2, 0, 7, 6, False)], []
+    for shard, off, m, d, zero in batches:
+        e = np.zeros((m, d), np.float32) if zero else rng.normal(size=(m, d)).astype(np.float32)
+        if not zero:
+            e[rng.integers(0, m)] = 0
+        store.add(shard, off, pa.array([f"{shard}-{off + i}" for i in range(m)]), e)
+        parts.append(np.zeros((m, 6), np.float32) if zero else e)
+    store.finish()
+    x = np.concatenate(parts)
+    assert np.array_equal(store.emb(), x) and store.n == 21 and store.dim == 6
+    assert store.valid().tolist() == np.flatnonzero(np.any(x != 0, axis=1)).tolist()
+    ids = store.ids().to_pylist()
+    sh, off = store.locate(np.arange(21))
+    assert ids == [f"{s}-{o}" for s, o in zip(sh.tolist(), off.tolist())]
+    assert ids[:5] == ["0-0", "0-1", "0-2", "0-3", "0-4"] and ids[-1] == "2-6"
+    bad = ST.EmbeddingStore(tmp_path / "b")
+    bad.add(0, 0, pa.array(["a"]), np.ones((1, 3), np.float32))
+    with pytest.raises(ValueError, match="embeddings of different lengths"):
+        bad.add(0, 1, pa.array(["b"]), np.ones((1, 4), np.float32))
+
+    labels = rng.integers(0, 9, 5000)
+    valid = np.sort(rng.choice(20000, 5000, replace=False))
+    ref = valid[np.lexsort((valid, labels))]
+    for block in (1, 7, 5000, 100000):
+        members = np.empty(5000, np.int64)
+        offsets = S.cluster_members(labels, valid, 9, members, block)
+        assert members.tolist() == ref.tolist() and offsets.tolist() == [0, *np.cumsum(np.bincount(labels, minlength=9))]
+
+    y = rng.normal(size=(3000, 12)).astype(np.float32)
+    y[::7] = 0
+    y[y.any(axis=1)] /= np.linalg.norm(y[y.any(axis=1)], axis=1, keepdims=True)
+    s2 = ST.EmbeddingStore(tmp_path / "k")
+    for a in range(0, 3000, 450):
+        s2.add(0, a, pa.array([str(i) for i in range(a, min(3000, a + 450))]), y[a:a + 450])
+    s2.finish()
+    v = s2.valid()
+    out = np.lib.format.open_memmap(str(tmp_path / "labels.npy"), "w+", np.int64, (v.shape[0],))
+    S.kmeans(ST.ValidRows(s2.emb(), v), 7, 3, sample=900, out=out)
+    assert out.tolist() == S.kmeans(y[np.asarray(v)], 7, 3, sample=900).tolist()

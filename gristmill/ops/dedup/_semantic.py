@@ -12,24 +12,34 @@ from pathlib import Path
 
 import numpy as np
 
+from ._semantic_store import open_emb
+
 CHUNK = 8192  # rows per matrix product when assigning rows to centroids
 
 
-def _best(x: np.ndarray, cent: np.ndarray) -> np.ndarray:
-    """Index of the most similar centroid of every row (first on ties), in chunks."""
-    out = np.empty(x.shape[0], np.int64)
+def _best(x, cent: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Index of the most similar centroid of every row (first on ties), in chunks of ``CHUNK`` rows (fixed:
+    BLAS may round a product differently for another number of rows). ``x``: an array or a ``ValidRows``;
+    ``out``: where the labels go (e.g. a memory-mapped file)."""
+    out = np.empty(x.shape[0], np.int64) if out is None else out
     for i in range(0, x.shape[0], CHUNK):
         out[i:i + CHUNK] = np.argmax(x[i:i + CHUNK].astype(np.float64) @ cent.T, axis=1)
     return out
 
 
-def kmeans(x: np.ndarray, k: int, seed: int, iterations: int = 20, sample: int = 100_000) -> np.ndarray:
-    """Cluster label of every row of ``x`` (unit rows): spherical k-means (cosine), fitted on a seeded sample of
-    at most ``sample`` rows, started by k-means++, then every row assigned to its most similar centroid."""
+def kmeans(x, k: int, seed: int, iterations: int = 20, sample: int = 100_000,
+           out: np.ndarray | None = None) -> np.ndarray:
+    """Cluster label of every row of ``x`` (unit rows; an array, or a ``ValidRows`` over a memory-mapped
+    matrix): spherical k-means (cosine), fitted on a seeded sample of at most ``sample`` rows (the only rows
+    held at once), started by k-means++, then every row assigned to its most similar centroid, chunk by
+    chunk, into ``out`` when given."""
     n = x.shape[0]
     k = max(1, min(int(k), n))
     if k == 1:
-        return np.zeros(n, np.int64)
+        if out is None:
+            return np.zeros(n, np.int64)
+        out[:] = 0
+        return out
     rng = np.random.default_rng(seed)
     idx = np.sort(rng.choice(n, size=sample, replace=False)) if n > sample else np.arange(n)
     s = x[idx].astype(np.float64)
@@ -54,7 +64,28 @@ def kmeans(x: np.ndarray, k: int, seed: int, iterations: int = 20, sample: int =
         norm = np.linalg.norm(sums, axis=1)
         ok = norm > 0  # an empty cluster keeps its centre
         cent[ok] = sums[ok] / norm[ok, None]
-    return _best(x, cent)
+    return _best(x, cent, out)
+
+
+def cluster_members(labels: np.ndarray, valid: np.ndarray, k: int, members: np.ndarray,
+                    block: int) -> np.ndarray:
+    """The rows of every cluster in dataset order, cluster after cluster, written into ``members`` (a
+    counting sort read ``block`` labels at a time: the same order as ``np.lexsort((valid, labels))``);
+    returns the clusters' offsets into it (k + 1)."""
+    sizes = np.zeros(k, np.int64)
+    for a in range(0, labels.shape[0], block):
+        sizes += np.bincount(np.asarray(labels[a:a + block]), minlength=k)
+    offsets = np.zeros(k + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    cursor = offsets[:-1].copy()
+    for a in range(0, labels.shape[0], block):
+        lab = np.asarray(labels[a:a + block])
+        o = np.argsort(lab, kind="stable")
+        sl = lab[o]
+        first = np.searchsorted(sl, sl, side="left")  # where each label's run starts in this block
+        members[cursor[sl] + np.arange(sl.size) - first] = np.asarray(valid[a:a + block])[o]
+        cursor += np.bincount(lab, minlength=k)
+    return offsets
 
 
 def greedy(xc: np.ndarray, threshold: float, block: int = 512) -> tuple[np.ndarray, np.ndarray]:
@@ -102,10 +133,11 @@ def greedy(xc: np.ndarray, threshold: float, block: int = 512) -> tuple[np.ndarr
 
 
 def dedup_clusters(item) -> str:
-    """A resolve task: clusters ``lo..hi`` of the member lists; writes (gone row, kept row, similarity,
+    """A resolve task: clusters ``lo..hi`` of the member lists (the embeddings: a ``.npy`` path or an
+    ``EmbeddingStore.emb_spec``); writes (gone row, kept row, similarity,
     cluster) of the rows that go to ``out`` (.npz) and returns its path."""
-    emb_path, members_path, offsets_path, lo, hi, threshold, out = item
-    x = np.load(emb_path, mmap_mode="r")
+    emb, members_path, offsets_path, lo, hi, threshold, out = item
+    x = open_emb(emb)  # memory-mapped: only this cluster's rows are read
     members = np.load(members_path, mmap_mode="r")
     off = np.load(offsets_path)
     gone, kept, sims, clus = [], [], [], []

@@ -12,6 +12,7 @@ is kept.
 from __future__ import annotations
 
 import math
+from typing import Literal
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,7 @@ from ..base import Deduplicator
 from ..classify import _embeddings as E
 from ..classify.embedding import EmbeddingParams, check_model, embedder
 from . import _semantic as S
+from . import _semantic_store as ST
 
 REASON = "semantic duplicate"
 PAIRS_FILE = "semantic_duplicates.parquet"
@@ -64,6 +66,9 @@ class SemanticDeduplicator(Deduplicator):
         kmeans_sample: int = Field(100_000, ge=1, description="Rows k-means is fitted on (all rows are then "
                                                               "assigned to their nearest centroid).")
         seed: int = Field(42, description="Seed of the k-means sample and start.")
+        store_dtype: Literal["float32", "float16"] = Field(
+            "float32", description="How the resolve stores the embeddings on disk (float16: half the disk and page "
+                                   "cache; similarities rounded to float16 inputs, so results can move).")
         save_embeddings_path: str | None = trust.path_param(
             "write", None, description="Write every row's id and embedding to this Parquet file.")
 
@@ -113,51 +118,48 @@ class SemanticDeduplicator(Deduplicator):
 
     def resolve(self, ctx):
         p = self.params
-        parts, ids, shard_of, off_of = [], [], [], []
-        for shard, offset, batch in ctx.iter_columns([self.column]):
+        scratch = Path(ctx.scratch_dir) / f"semantic-{self.position}"
+        store = ST.EmbeddingStore(scratch, p.store_dtype, self.name)
+        for shard, offset, batch in ctx.iter_columns([self.column]):  # to disk, batch by batch
             col = batch.column(batch.schema.get_field_index(self.column))
             if isinstance(col, pa.ChunkedArray):
                 col = col.combine_chunks()
             if not pa.types.is_fixed_size_list(col.type):  # rows' vectors of several lengths met in one batch
                 raise ValueError(f"{self.name}: embeddings of different lengths in one dataset")
-            parts.append(col.flatten().to_numpy(zero_copy_only=False).reshape(batch.num_rows, col.type.list_size))
-            idc = batch.column(batch.schema.get_field_index(C.ID))
-            ids.append(idc.combine_chunks() if isinstance(idc, pa.ChunkedArray) else idc)
-            shard_of.append(np.full(batch.num_rows, shard, np.int64))
-            off_of.append(offset + np.arange(batch.num_rows, dtype=np.int64))
-        n = sum(x.shape[0] for x in parts)
+            e = col.flatten().to_numpy(zero_copy_only=False).reshape(batch.num_rows, col.type.list_size)
+            store.add(shard, offset, batch.column(batch.schema.get_field_index(C.ID)), e)
+        store.finish()
+        n = store.n
         if n == 0:
             self.last_stats = {"rows": 0, "removed": 0, "clusters": 0}
             return None
-        dims = {x.shape[1] for x in parts if x.any()}  # a batch of rows without vectors has no dimension
-        if len(dims) <= 1:
-            d = dims.pop() if dims else parts[0].shape[1]
-            parts = [x if x.shape[1] == d else np.zeros((x.shape[0], d), np.float32) for x in parts]
-        elif len(dims) > 1:
-            raise ValueError(f"{self.name}: embeddings of different lengths in one dataset ({sorted(dims)})")
-        x = np.ascontiguousarray(np.concatenate(parts).astype(np.float32))
-        del parts
-        id_arr = pa.concat_arrays([a if pa.types.is_string(a.type) else pc.cast(a, pa.string()) for a in ids])
-        shard_of, off_of = np.concatenate(shard_of), np.concatenate(off_of)
         if p.save_embeddings_path:
-            _save_embeddings(p.save_embeddings_path, id_arr, x)
-        scratch = Path(ctx.scratch_dir) / f"semantic-{self.position}"
-        scratch.mkdir(parents=True, exist_ok=True)
-        valid = np.flatnonzero(np.any(x != 0, axis=1))  # an empty text (zero vector) never matches
-        k = p.num_clusters or (1 if valid.size <= p.exact_max_rows else math.ceil(valid.size / p.rows_per_cluster))
-        labels = S.kmeans(x[valid], k, p.seed, p.kmeans_iterations, p.kmeans_sample)
-        k = int(labels.max()) + 1 if labels.size else 0
-        order = np.lexsort((valid, labels))
-        members = valid[order]
-        sizes = np.bincount(labels, minlength=k)
-        offsets = np.zeros(k + 1, np.int64)
-        np.cumsum(sizes, out=offsets[1:])
-        emb_path, mem_path, off_path = (str(scratch / f) for f in ("emb.npy", "members.npy", "offsets.npy"))
-        np.save(emb_path, x)
-        np.save(mem_path, members)
+            _save_embeddings(p.save_embeddings_path, store)
+        valid = store.valid()  # an empty text (zero vector) never matches
+        nv = int(valid.shape[0])
+        k = p.num_clusters or (1 if nv <= p.exact_max_rows else math.ceil(nv / p.rows_per_cluster))
+        mem_path, off_path = str(scratch / "members.npy"), str(scratch / "offsets.npy")
+        if nv and min(int(k), nv) > 1:
+            labels = np.lib.format.open_memmap(str(scratch / "labels.npy"), "w+", np.int64, (nv,))
+            S.kmeans(ST.ValidRows(store.emb(), valid), k, p.seed, p.kmeans_iterations, p.kmeans_sample, out=labels)
+            step = ST.block_rows(8)
+            k = int(max(np.max(labels[a:a + step]) for a in range(0, nv, step))) + 1
+            members = np.lib.format.open_memmap(mem_path, "w+", np.int64, (nv,))
+            offsets = S.cluster_members(labels, valid, k, members, ST.block_rows(32))
+            members.flush()
+            del labels, members
+        else:  # one cluster (the exact search): its members are the valid rows
+            k = 1 if nv else 0
+            members = np.lib.format.open_memmap(mem_path, "w+", np.int64, (nv,))
+            step = ST.block_rows(16)
+            for a in range(0, nv, step):
+                members[a:a + step] = valid[a:a + step]
+            members.flush()
+            del members
+            offsets = np.array([0, nv] if nv else [0], np.int64)
         np.save(off_path, offsets)
-        del x
-        tasks = [(emb_path, mem_path, off_path, a, b, float(p.threshold), str(scratch / f"pairs-{a:07d}.npz"))
+        sizes = np.diff(offsets)
+        tasks = [(store.emb_spec, mem_path, off_path, a, b, float(p.threshold), str(scratch / f"pairs-{a:07d}.npz"))
                  for a, b in S.task_ranges(sizes, max(1, min(k, 64)))]
         gone, kept, sim, clus = [], [], [], []
         for path in ctx.map(S.dedup_clusters, tasks):
@@ -167,27 +169,36 @@ class SemanticDeduplicator(Deduplicator):
             (gone, np.int64), (kept, np.int64), (sim, np.float32), (clus, np.int64)))
         o = np.argsort(gone, kind="stable")
         gone, kept, sim, clus = gone[o], kept[o], sim[o], clus[o]
-        kept_ids = id_arr.take(pa.array(kept))
+        id_arr = store.ids()
+        kept_ids = id_arr.take(pa.array(kept)).combine_chunks()
         sims = np.round(sim.astype(np.float64), 6)
-        for s in np.unique(shard_of[gone]).tolist():
-            sel = np.flatnonzero(shard_of[gone] == s)
-            ctx.remove(s, off_of[gone[sel]], REASON, {"kept_id": kept_ids.take(pa.array(sel)),
-                                                      "similarity": pa.array(sims[sel], pa.float64())})
+        shard_of, off_of = store.locate(gone)
+        for s in np.unique(shard_of).tolist():
+            sel = np.flatnonzero(shard_of == s)
+            ctx.remove(s, off_of[sel], REASON, {"kept_id": kept_ids.take(pa.array(sel)),
+                                                "similarity": pa.array(sims[sel], pa.float64())})
         out_dir = Path(getattr(ctx, "output_dir", None) or ctx.scratch_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         tmp = out_dir / (PAIRS_FILE + ".tmp")
-        pq.write_table(pa.table([id_arr.take(pa.array(gone)), kept_ids, pa.array(sims, pa.float64()),
+        pq.write_table(pa.table([id_arr.take(pa.array(gone)).combine_chunks(), kept_ids, pa.array(sims, pa.float64()),
                                  pa.array(clus)], schema=PAIRS_SCHEMA), tmp)
         tmp.replace(out_dir / PAIRS_FILE)
-        self.last_stats = {"rows": n, "removed": int(gone.size), "clusters": k, "embedded_rows": int(valid.size)}
+        self.last_stats = {"rows": n, "removed": int(gone.size), "clusters": k, "embedded_rows": nv}
         return None
 
 
-def _save_embeddings(path: str, ids: pa.Array, x: np.ndarray) -> None:
-    """``path``: Parquet of (id, embedding) in dataset order, written to a temp name and renamed."""
+def _save_embeddings(path: str, store: ST.EmbeddingStore) -> None:
+    """``path``: Parquet of (id, embedding) in dataset order, written to a temp name and renamed; read from
+    the store a block at a time (row groups of 1 Mi rows, as ``pq.write_table``'s, unless the memory budget
+    makes them smaller)."""
     import os
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    emb = pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), x.shape[1])
     tmp = f"{path}.tmp-{os.getpid()}"
-    pq.write_table(pa.table({"id": ids, "embedding": emb}), tmp)
+    ids = store.ids()
+    schema = pa.schema([("id", pa.string()), ("embedding", pa.list_(pa.float32(), store.dim))])
+    with pq.ParquetWriter(tmp, schema) as w:
+        for a, x in store.blocks(ST.block_rows(store.dim * 4 + 64)):
+            emb = pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), x.shape[1])
+            w.write_table(pa.table({"id": ids.slice(a, x.shape[0]).combine_chunks(), "embedding": emb}, schema=schema),
+                          row_group_size=1 << 20)
     os.replace(tmp, path)
