@@ -261,6 +261,9 @@ def main() -> None:
         same += ok
         differ += not ok
         print(f"{'same' if ok else 'DIFFERS':8} {cls or os.path.basename(f)}.{const}")
+    from llm_dj_prompts_agent import compare as compare_agent  # dialog judges, agent insights: not DEFAULT_*
+    s3, d3 = compare_agent(a.dj)
+    same, differ = same + s3, differ + d3
     print(f"\n{same} of {same + differ} prompts, templates and patterns identical to Data-Juicer's")
     dj_python = os.path.join(a.dj.split("/lib/python")[0], "bin", "python")
     if os.path.exists(dj_python):
