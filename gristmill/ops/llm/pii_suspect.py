@@ -193,7 +193,6 @@ class PiiLlmSuspectMapper(LLMRowMapper):
     (``meta.<result_key>``), asking only rows a cheap heuristic flags (``gate_mode``); optionally redact
     what it quotes (``redaction_mode``)."""
 
-    inputs = ()
     outputs = ("meta.{result_key}", "meta.{raw_key}")
 
     class Params(APIModelParams):
@@ -244,6 +243,10 @@ class PiiLlmSuspectMapper(LLMRowMapper):
                 raise ValueError(f"{self.name}: spaCy pipeline {name!r} is not installed (gristmill downloads "
                                  f"nothing): pip install spacy && python -m spacy download {name}")
         self._init_api()
+
+    def input_fields(self) -> list[str]:
+        mk = self.params.messages_key
+        return [f"{k}?" for k in self.inspect_keys] + ([f"{mk}?"] if mk else [])
 
     def chat_body(self, messages: list[dict]) -> dict:
         sp = dict(self.params.sampling_params or {})
