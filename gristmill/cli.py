@@ -390,11 +390,8 @@ def cmd_tokenize(args) -> int:
                             address=args.address)
     except PipelineError as e:
         return print_error(e, con)
-    from .tokenize.run import run_tokenize
-    status, report = run_guarded(lambda: run_tokenize(job.section, np=job.np, work_dir=job.work_dir,
-                                                      progress=not args.no_progress, engine=job.engine,
-                                                      address=job.address,
-                                                      log=lambda m: con.print(f"  {m}", highlight=False)),
+    status, report = run_guarded(lambda: job.run(progress=not args.no_progress,
+                                                 log=lambda m: con.print(f"  {m}", highlight=False)),
                                  job.work_dir, con)
     if report is not None:
         if args.json:

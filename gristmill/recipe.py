@@ -334,14 +334,20 @@ def parse_recipe(raw: dict, source: str = "recipe") -> tuple[Recipe, list, list[
                         f"text ops")
     _op_media_keys(recipe)
     key = recipe_text_key(recipe)
-    ops = build_ops(recipe.process, recipe.allow_scripts, source, key)
-    errors = []
-    for i, s in enumerate(recipe.sources or []):
-        try:
-            recipe._source_ops.append(build_ops(s.process, recipe.allow_scripts, f"{source}: sources[{i}] "
-                                                f"({s.name})", s.text_key(key)))
-        except RecipeError as e:
-            errors.append(str(e))
+    from . import fs
+    try:
+        opts = fs.normalise_options(recipe.storage_options)
+    except fs.StorageError as e:
+        raise RecipeError(f"{source}: {e}") from None
+    with fs.active(opts):  # an op that checks a URL param when built (signature files) uses this recipe's
+        ops = build_ops(recipe.process, recipe.allow_scripts, source, key)
+        errors = []
+        for i, s in enumerate(recipe.sources or []):
+            try:
+                recipe._source_ops.append(build_ops(s.process, recipe.allow_scripts, f"{source}: sources[{i}] "
+                                                    f"({s.name})", s.text_key(key)))
+            except RecipeError as e:
+                errors.append(str(e))
     if errors:
         raise RecipeError("\n".join(errors))
     for op in all_ops(recipe, ops):
@@ -431,7 +437,6 @@ def run_config(recipe: Recipe, np: int | None = None, work_dir: str | None = Non
     suffix = recipe.add_suffix or any(_op_name(e) == "suffix_filter"
                                       for e in [*recipe.process, *(x for s in recipe.sources or [] for x in s.process)])
     from . import fs
-    fs.set_storage_options(recipe.storage_options)  # for every URL of the run (and its worker processes)
     auto_np = np == "auto" or (recipe.np == "auto" and not np)  # `--np auto` or the recipe's `np: auto`
     return RunConfig(dataset_path=recipe.dataset_path, work_dir=wd, export_path=recipe.export_path,
                      np=1 if auto_np else (np or recipe.np), text_key=text_key,
@@ -444,7 +449,9 @@ def run_config(recipe: Recipe, np: int | None = None, work_dir: str | None = Non
                      project_name=recipe.project_name, engine=engine or recipe.executor_type,
                      engine_address=address or recipe.ray_address, add_suffix=suffix,
                      adaptive={"np": auto_np, "batch_size": recipe.batch_size == "auto",
-                               "reorder": recipe.reorder == "auto"})
+                               "reorder": recipe.reorder == "auto"},
+                     # the run's own (fs.active around its entry points), never in a report or a log
+                     storage_options=fs.normalise_options(recipe.storage_options))
 
 
 def _extract_dir(params: dict, work_dir: str) -> dict:

@@ -66,9 +66,10 @@ def plan_analysis(target: str, *, ops: list[str] = (), what_if: list[str] = (), 
                             project_name=name)
         from .. import fs
         from ..engine.remote import check_remote_inputs
-        check_remote_inputs(cfg.dataset_path)  # a missing bucket or no credentials: one line, before any work
-        if fs.is_url(cfg.work_dir):
-            fs.check_access(cfg.work_dir, "work_dir", write=True)
+        with fs.active(cfg.storage_options):  # the recipe's own options
+            check_remote_inputs(cfg.dataset_path)  # a missing bucket or no credentials: one line, before any work
+            if fs.is_url(cfg.work_dir):
+                fs.check_access(cfg.work_dir, "work_dir", write=True)
         plan = AnalysisPlan(cfg, chain, recipe, percentiles, warnings, notes, given_ops=bool(ops))
         if ops:
             plan.ops = parse_ops(list(ops), allow_scripts)
@@ -85,7 +86,14 @@ def plan_analysis(target: str, *, ops: list[str] = (), what_if: list[str] = (), 
 
 def run_analysis(plan: AnalysisPlan, *, what_if: list[str] = (), k: float = 3.0, log=None) -> dict:
     """``{"sources": {name: analysis}, "mix": ..., "mix_skipped": ...}`` for a ``sources:`` recipe, else one
-    analysis (``analyze.analyze``'s dict); raises like a run (faces wrap it in ``pipeline.run.guarded``)."""
+    analysis (``analyze.analyze``'s dict); raises like a run (faces wrap it in ``pipeline.run.guarded``).
+    Under the recipe's own storage options (``fs.active``)."""
+    from .. import fs
+    with fs.active(plan.cfg.storage_options):
+        return _run_analysis(plan, what_if=what_if, k=k, log=log)
+
+
+def _run_analysis(plan: AnalysisPlan, *, what_if, k: float, log) -> dict:
     if plan.sources:
         from ..recipe import source_configs
         from .analyze_sources import analyze_sources

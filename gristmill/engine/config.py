@@ -37,6 +37,9 @@ class RunConfig:
     # what the recipe left to engine.adaptive ({"np": bool, "batch_size": bool, "reorder": bool}), resolved
     # before the engine starts (pipeline.run.process)
     adaptive: dict = field(default_factory=dict)
+    # the recipe's storage_options ({prefix: options}, docs/storage.md): this run's alone, made the options of
+    # its fs calls by fs.active() at the run's entry points; hidden from repr (they may hold secrets)
+    storage_options: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def removed_limit(self) -> int | None:

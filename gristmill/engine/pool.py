@@ -21,6 +21,7 @@ hold for the whole worker; a variable the user set is left as it is. The parent'
 from __future__ import annotations
 
 import itertools
+import json
 import multiprocessing as mp
 import os
 import signal
@@ -28,6 +29,7 @@ import threading
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Callable, Iterable, Iterator
 
+from .. import fs
 from ..core import trust
 
 _QUEUE = None
@@ -63,10 +65,12 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _init_worker(queue, parent: int, policy: str | None = None, env: dict | None = None) -> None:
+def _init_worker(queue, parent: int, policy: str | None = None, env: dict | None = None,
+                 storage: str | None = None) -> None:
     global _QUEUE
     for k, v in (env or {}).items():  # first: before a task imports numpy, numba, pyarrow
         os.environ.setdefault(k, v)
+    fs.set_storage_options(json.loads(storage) if storage else None)  # the run's own storage options
     _die_with_parent(parent)
     if policy is not None:  # the parent's trust policy (trust.current() reads the variable)
         os.environ[trust.ENV] = policy
@@ -92,7 +96,7 @@ class WorkerPool:
         self._ex = ProcessPoolExecutor(np, mp_context=ctx, initializer=_init_worker,
                                        initargs=(self.queue, os.getpid(),
                                                  trust.to_env(pol) if pol != trust.Policy() else None,
-                                                 thread_env(np)))
+                                                 thread_env(np), fs.to_env()))
 
     def map_unordered(self, fn: Callable, items: Iterable, on_progress: Callable[[int, int], None],
                       limit: int | None = None) -> Iterator:

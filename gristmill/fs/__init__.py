@@ -12,6 +12,8 @@ Nothing here logs a credential: error messages name the URL only (``redact`` str
 from __future__ import annotations
 
 import builtins
+import contextlib
+import contextvars
 import json
 import os
 import posixpath
@@ -20,8 +22,7 @@ import re
 URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 READ_BLOCK = 16 << 20  # read-ahead of a sequential read from object storage
 WRITE_BLOCK = 16 << 20  # multipart part size of an upload
-OPTIONS_ENV = "GRISTMILL_STORAGE_OPTIONS"  # JSON {prefix: options}: worker processes inherit the recipe's
-_OPTIONS: dict[str, dict] = {}
+OPTIONS_ENV = "GRISTMILL_STORAGE_OPTIONS"  # JSON {prefix: options}: a worker process's run's options
 
 
 class StorageError(ValueError):
@@ -55,32 +56,85 @@ def redact(url: str) -> str:
 
 
 # -- storage options ----------------------------------------------------------------------------------------
+# A run's ``storage_options`` are the run's own: the recipe puts them in its ``RunConfig``
+# (``cfg.storage_options``), and the run's entry points (``pipeline.run``, the analysis, ``tokenize``) make
+# them the options of every fs call made for it with ``active(…)``, a context variable (this thread and the
+# contexts copied from it: the committer's and upload threads here copy theirs). Two runs in one process (the
+# service validating a recipe while another runs, two ``Plan.of`` runs) never see each other's options.
+# Worker processes get their run's options from the pool that starts them (``to_env``: the variable below,
+# set in the worker only; a worker serves one run), and read them when no context is active.
 
-def set_storage_options(options: dict | None) -> None:
-    """Install a recipe's ``storage_options``: ``{prefix: {option: value}}`` (``s3://bucket-a/``:
-    ``{endpoint_url: …, key: …}``), or one dict of options for every URL (prefix ``""``). Inherited by
-    worker processes through the environment; never written to a report."""
-    global _OPTIONS
+_ACTIVE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("gristmill_storage_options", default=None)
+_from_env: tuple[str, dict] | None = None
+
+
+def normalise_options(options) -> dict:
+    """A recipe's ``storage_options`` as ``{prefix: {option: value}}``: a mapping of prefixes as given
+    (``s3://bucket-a/``: ``{endpoint_url: …, key: …}``), or one dict of options for every URL (prefix
+    ``""``). StorageError for anything else."""
     if not options:
-        _OPTIONS = {}
-        os.environ.pop(OPTIONS_ENV, None)
-        return
+        return {}
     if not isinstance(options, dict):
         raise StorageError(f"storage_options must be a mapping, got {type(options).__name__}")
     if not all(isinstance(v, dict) for v in options.values()):
         options = {"": options}
-    _OPTIONS = {str(k): dict(v) for k, v in options.items()}
-    os.environ[OPTIONS_ENV] = json.dumps(_OPTIONS)
+    return {str(k): dict(v) for k, v in options.items()}
 
 
-def storage_options_for(url: str) -> dict:
-    """The options for ``url``: defaults for its protocol, then the longest matching recipe prefix."""
-    opts = _OPTIONS
-    if not opts and os.environ.get(OPTIONS_ENV):
+@contextlib.contextmanager
+def active(options):
+    """Run the block with ``options`` (a recipe's ``storage_options``, or None: none) as the options of
+    every fs call it makes, in this context and the ones copied from it."""
+    token = _ACTIVE.set(normalise_options(options))
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def current_options() -> dict:
+    """The options in force here: those :func:`active` set, else (a worker process) the ones its pool
+    handed it in ``GRISTMILL_STORAGE_OPTIONS``, else none."""
+    opts = _ACTIVE.get()
+    if opts is not None:
+        return opts
+    global _from_env
+    raw = os.environ.get(OPTIONS_ENV, "")
+    if _from_env is None or _from_env[0] != raw:
         try:
-            opts = json.loads(os.environ[OPTIONS_ENV])
-        except ValueError:
-            opts = {}
+            _from_env = (raw, normalise_options(json.loads(raw)) if raw else {})
+        except (ValueError, StorageError):
+            _from_env = (raw, {})
+    return _from_env[1]
+
+
+def to_env(options: dict | None = None) -> str | None:
+    """The options in force (or ``options``) as the value of ``GRISTMILL_STORAGE_OPTIONS`` for a worker
+    process of this run; None when there are none."""
+    opts = current_options() if options is None else normalise_options(options)
+    return json.dumps(opts, sort_keys=True) if opts else None
+
+
+def set_storage_options(options) -> None:
+    """This process's options where no run has made its own active: for a worker process serving one run
+    (a pool's or a Ray task's), never for a driver (a driver's runs use :func:`active`)."""
+    v = to_env(options or {})
+    if v:
+        os.environ[OPTIONS_ENV] = v
+    else:
+        os.environ.pop(OPTIONS_ENV, None)
+
+
+def __getattr__(name: str):
+    if name == "_OPTIONS":  # the process-wide dict this module had before options were per run
+        return current_options()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def storage_options_for(url: str, options: dict | None = None) -> dict:
+    """The options for ``url``: defaults for its protocol, then the longest matching prefix of
+    ``options`` (default: :func:`current_options`)."""
+    opts = current_options() if options is None else normalise_options(options)
     proto = protocol(url)
     out: dict = {}
     if proto in ("s3", "s3a"):

@@ -19,6 +19,7 @@ kept by running the engine on a local staging copy and *committing* it to the bu
 """
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import os
@@ -204,7 +205,9 @@ class Mirror:
                 except BaseException as e:  # noqa: BLE001 - surfaced by stop()
                     self.error = e
                     return
-        self._thread = threading.Thread(target=loop, name="gristmill-mirror", daemon=True)
+        # in a copy of this context: the run's storage options (fs.active) go with it
+        self._thread = threading.Thread(target=contextvars.copy_context().run, args=(loop,), name="gristmill-mirror",
+                                        daemon=True)
         self._thread.start()
 
     def stop(self, final: bool = True) -> None:
@@ -224,7 +227,7 @@ def _parallel(calls: list, threads: int = 8) -> list:
         return [c() for c in calls]
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(min(threads, len(calls))) as pool:
-        futures = [pool.submit(c) for c in calls]
+        futures = [pool.submit(contextvars.copy_context().run, c) for c in calls]  # the run's storage options
     return [f.result() for f in futures]
 
 
@@ -280,7 +283,8 @@ class RemoteLock:
                     write_bytes(self.url, self._body())
                 except Exception:  # noqa: BLE001 - retried at the next tick
                     pass
-        self._thread = threading.Thread(target=renew, name="gristmill-lease", daemon=True)
+        self._thread = threading.Thread(target=contextvars.copy_context().run, args=(renew,), name="gristmill-lease",
+                                        daemon=True)
         self._thread.start()
 
     def release(self) -> None:

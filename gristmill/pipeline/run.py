@@ -46,7 +46,13 @@ class Result:
 
 def run(plan: Plan, observer: Observer | None = None) -> Result:
     """Run ``plan``; never raises for a problem of the data or the recipe (it is the result's error), only
-    for bugs."""
+    for bugs. Every fs call of the run uses the plan's own storage options (``fs.active``)."""
+    from .. import fs
+    with fs.active(plan.cfg.storage_options):
+        return _run(plan, observer)
+
+
+def _run(plan: Plan, observer: Observer | None) -> Result:
     obs = observer or Observer()
     cfg = plan.cfg
     resume = f"rerun the same command to resume (work dir {cfg.work_dir})"
@@ -99,7 +105,14 @@ def download_stage(plan: Plan, log: Callable[[str], None]) -> bool:
 
 def process(plan: Plan, log: Callable[[str], None] | None = None) -> dict:
     """The process and export stages of ``plan``: its report (raises for any problem; ``run`` turns that into
-    a result, the Python API lets it through)."""
+    a result, the Python API lets it through). Under the plan's own storage options (``fs.active``): two
+    runs in one process never see each other's."""
+    from .. import fs
+    with fs.active(plan.cfg.storage_options):
+        return _process(plan, log)
+
+
+def _process(plan: Plan, log: Callable[[str], None] | None) -> dict:
     from ..engine.adaptive import adapt
     adapt(plan, log)  # the recipe's np / batch_size / reorder: auto, from the machine and a probe of the data
     if plan.sources:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 def check_section(recipe, source: str) -> None:
@@ -109,6 +109,15 @@ class TokenizeJob:
     work_dir: str
     engine: str = "local"
     address: str | None = None
+    storage_options: dict = field(default_factory=dict, repr=False)  # the recipe's (fs.active), never shown
+
+    def run(self, progress: bool = True, log=lambda m: None) -> dict:
+        """Tokenize the section under the recipe's own storage options."""
+        from .. import fs
+        from ..tokenize.run import run_tokenize
+        with fs.active(self.storage_options):
+            return run_tokenize(self.section, np=self.np, work_dir=self.work_dir, progress=progress,
+                                engine=self.engine, address=self.address, log=log)
 
 
 def plan_tokenize(path: str, *, np: int | None = None, work_dir: str | None = None, engine: str | None = None,
@@ -121,6 +130,7 @@ def plan_tokenize(path: str, *, np: int | None = None, work_dir: str | None = No
     from ..recipe import RecipeError, read_yaml
     from ..tokenize.run import preflight
     from .errors import PipelineError
+    from .. import fs
     from .plan import plan_recipe
     try:
         raw = read_yaml(path)
@@ -136,8 +146,9 @@ def plan_tokenize(path: str, *, np: int | None = None, work_dir: str | None = No
         if not plan.tokenize:
             raise RecipeError(f"{path}: the `tokenize:` section is empty (see docs/tokenize.md)")
         cfg = plan.cfg
-        return TokenizeJob(export_section(plan, exported_files(plan, cfg.work_dir)), cfg.np, cfg.work_dir,
-                           cfg.engine, cfg.engine_address)
+        with fs.active(cfg.storage_options):  # the export's files may be listed from a bucket
+            section = export_section(plan, exported_files(plan, cfg.work_dir))
+        return TokenizeJob(section, cfg.np, cfg.work_dir, cfg.engine, cfg.engine_address, cfg.storage_options)
     except PipelineError:
         raise
     except (RecipeError, FileNotFoundError, ValueError) as e:

@@ -193,16 +193,15 @@ def test_export_is_committed_by_a_manifest_written_last(mem, tmp_path, monkeypat
 def test_storage_options_by_longest_prefix_and_never_in_messages(monkeypatch):
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
-    try:
-        fs.set_storage_options({"s3://": {"anon": True}, "s3://team-a/": {"anon": False, "key": "K", "secret": "S"}})
+    with fs.active({"s3://": {"anon": True}, "s3://team-a/": {"anon": False, "key": "K", "secret": "S"}}):
         assert fs.storage_options_for("s3://team-a/x")["secret"] == "S"
         assert fs.storage_options_for("s3://other/x")["anon"] is True
         assert "secret" not in fs.storage_options_for("s3://other/x")
         assert fs.storage_options_for("s3://b/x")["default_block_size"] == fs.WRITE_BLOCK
-        fs.set_storage_options({"anon": True})  # one dict: every URL
-        assert fs.storage_options_for("gs://b/x")["anon"] is True
-    finally:
-        fs.set_storage_options(None)
+        with fs.active({"anon": True}):  # one dict: every URL
+            assert fs.storage_options_for("gs://b/x")["anon"] is True
+        assert "anon" not in fs.storage_options_for("gs://b/x")
+    assert fs.current_options() == {}
     assert fs.redact("s3://AKIA:secret@bucket/x") == "s3://bucket/x"
     assert fs.is_url("s3://b/x") and fs.is_url("memory://x") and not fs.is_url("file:///tmp/x")
     assert fs.local("file:///tmp/x") == "/tmp/x" and not fs.is_url("/tmp/s3:/x")
