@@ -184,3 +184,18 @@ def regenerate(dt_python: str) -> dict:
 
 if __name__ == "__main__":
     print("EXPECTED = " + json.dumps(regenerate(sys.argv[1])))
+
+
+def test_golds_resolve_into_the_choices():
+    from gristmill.ops.text._decontam import item_golds
+    ch = ["zero", "one", "two", "three"]
+    assert item_golds({"answer": 2, "choices": ch}, ["answer"], "choices") == ["two"]  # MMLU
+    assert item_golds({"label": "3", "endings": ch}, ["label"], "endings") == ["three"]  # HellaSwag
+    assert item_golds({"answerKey": "B", "choices": ch}, ["answerKey"], "choices") == ["one"]  # a letter, a list
+    arc = {"text": ch, "label": ["1", "2", "3", "4"]}
+    assert item_golds({"answerKey": "3", "choices": arc}, ["answerKey"], "choices") == ["two"]  # ARC's own labels
+    assert item_golds({"answerKey": "D", "choices": {"text": ch, "label": list("ABCD")}}, ["answerKey"],
+                      "choices") == ["three"]
+    assert item_golds({"answer": "free text", "answers": ["a", "b"]}, ["answer", "answers"], None) == \
+        ["free text", "a", "b"]
+    assert item_golds({"answer": 9, "choices": ch}, ["answer"], "choices") == []  # out of range: nothing
