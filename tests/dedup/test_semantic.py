@@ -219,6 +219,14 @@ def test_a_tiny_memory_budget_gives_the_same_results(articles, tmp_path, monkeyp
         assert got[name, ""] == got[name, "100"]
         assert got[name, ""][4] == {"semantic duplicate": 5} or name == "kmeans"
     assert pq.ParquetFile(tmp_path / "exact-100" / "emb.parquet").metadata.num_row_groups == len(rows)
+    # semantic_duplicates.parquet in row groups of 2 rows (1 Mi by default): the same records
+    from gristmill.ops.dedup import semantic
+    monkeypatch.setattr(semantic, "ROW_GROUP", 2)
+    res = run_dedup(create_op("semantic_deduplicator", {}), rows, tmp_path / "rg", 5, 3)
+    pairs = pq.ParquetFile(res.ctx.output_dir / "semantic_duplicates.parquet")
+    assert pairs.metadata.num_row_groups == 3
+    assert [(p["id"], p["kept_id"], p["similarity"]) for p in pairs.read().to_pylist()] == \
+        [(r["id"], r["kept_id"], r["similarity"]) for r in res.removed]
 
 
 def test_store_and_cluster_sort_against_in_memory_references(tmp_path, monkeypatch):

@@ -12,6 +12,7 @@ is kept.
 from __future__ import annotations
 
 import math
+import shutil
 from typing import Literal
 from pathlib import Path
 
@@ -161,30 +162,83 @@ class SemanticDeduplicator(Deduplicator):
         sizes = np.diff(offsets)
         tasks = [(store.emb_spec, mem_path, off_path, a, b, float(p.threshold), str(scratch / f"pairs-{a:07d}.npz"))
                  for a, b in S.task_ranges(sizes, max(1, min(k, 64)))]
-        gone, kept, sim, clus = [], [], [], []
-        for path in ctx.map(S.dedup_clusters, tasks):
-            with np.load(path) as z:
-                gone.append(z["gone"]), kept.append(z["kept"]), sim.append(z["sim"]), clus.append(z["cluster"])
-        gone, kept, sim, clus = (np.concatenate(a) if a else np.empty(0, t) for a, t in (
-            (gone, np.int64), (kept, np.int64), (sim, np.float32), (clus, np.int64)))
-        o = np.argsort(gone, kind="stable")
-        gone, kept, sim, clus = gone[o], kept[o], sim[o], clus[o]
-        id_arr = store.ids()
-        kept_ids = id_arr.take(pa.array(kept)).combine_chunks()
-        sims = np.round(sim.astype(np.float64), 6)
+        removed = _emit(ctx, store, ctx.map(S.dedup_clusters, tasks), scratch)
+        self.last_stats = {"rows": n, "removed": removed, "clusters": k, "embedded_rows": nv}
+        return None
+
+
+PAIR = np.dtype([("gone", np.int64), ("kept", np.int64), ("sim", np.float32), ("cluster", np.int64)])
+ROW_GROUP = 1 << 20  # pq.write_table's default rows per row group
+
+
+def _emit(ctx, store: ST.EmbeddingStore, results: list[str], scratch: Path) -> int:
+    """The tasks' (gone, kept, similarity, cluster) records, in the order of the removed rows: bucketed by
+    row range into files (ranges of ``GRISTMILL_SEMDEDUP_MEMORY`` ÷ 64 rows), then range by range sorted,
+    handed to the removals (with the kept row's id and the similarity) and written to
+    ``semantic_duplicates.parquet`` in row groups of 1 Mi rows, so the driver holds one range and one row
+    group, not every removed row. Returns the number of removed rows."""
+    span = ST.block_rows(64, cap=1 << 40)
+    bdir = scratch / "pairs-by-range"
+    shutil.rmtree(bdir, ignore_errors=True)  # a retried resolve appends to fresh files
+    bdir.mkdir(parents=True)
+    buckets: set[int] = set()
+    for path in results:
+        with np.load(path) as z:
+            rec = np.empty(z["gone"].size, PAIR)
+            for f in PAIR.names:
+                rec[f] = z[f]
+        if not rec.size:
+            continue
+        b = rec["gone"] // span
+        o = np.argsort(b, kind="stable")
+        rec, b = rec[o], b[o]
+        cuts = np.flatnonzero(np.diff(b)) + 1
+        for part in np.split(rec, cuts):
+            k = int(part["gone"][0] // span)
+            buckets.add(k)
+            with open(bdir / f"{k:012d}.bin", "ab") as f:
+                f.write(part.tobytes())
+    ids = store.ids()
+    out_dir = Path(getattr(ctx, "output_dir", None) or ctx.scratch_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir / (PAIRS_FILE + ".tmp")
+    pending: list[pa.Table] = []
+    held = total = 0
+    writer = None
+
+    def flush(final: bool):
+        nonlocal pending, held, writer
+        t = pa.concat_tables(pending) if pending else PAIRS_SCHEMA.empty_table()
+        while t.num_rows >= ROW_GROUP or (final and t.num_rows):
+            writer = writer or pq.ParquetWriter(tmp, PAIRS_SCHEMA)
+            writer.write_table(t.slice(0, ROW_GROUP).combine_chunks())
+            t = t.slice(ROW_GROUP)
+        pending, held = ([t] if t.num_rows else []), t.num_rows
+
+    for k in sorted(buckets):
+        rec = np.fromfile(bdir / f"{k:012d}.bin", PAIR)
+        rec = rec[np.argsort(rec["gone"], kind="stable")]
+        gone = rec["gone"]
+        kept_ids = ids.take(pa.array(rec["kept"])).combine_chunks()
+        sims = np.round(rec["sim"].astype(np.float64), 6)
         shard_of, off_of = store.locate(gone)
         for s in np.unique(shard_of).tolist():
             sel = np.flatnonzero(shard_of == s)
             ctx.remove(s, off_of[sel], REASON, {"kept_id": kept_ids.take(pa.array(sel)),
                                                 "similarity": pa.array(sims[sel], pa.float64())})
-        out_dir = Path(getattr(ctx, "output_dir", None) or ctx.scratch_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        tmp = out_dir / (PAIRS_FILE + ".tmp")
-        pq.write_table(pa.table([id_arr.take(pa.array(gone)).combine_chunks(), kept_ids, pa.array(sims, pa.float64()),
-                                 pa.array(clus)], schema=PAIRS_SCHEMA), tmp)
-        tmp.replace(out_dir / PAIRS_FILE)
-        self.last_stats = {"rows": n, "removed": int(gone.size), "clusters": k, "embedded_rows": nv}
-        return None
+        pending.append(pa.table([ids.take(pa.array(gone)).combine_chunks(), kept_ids, pa.array(sims, pa.float64()),
+                                 pa.array(rec["cluster"])], schema=PAIRS_SCHEMA))
+        held += gone.size
+        total += gone.size
+        if held >= ROW_GROUP:
+            flush(False)
+    flush(True)
+    if writer is None:  # nothing removed: an empty file, as pq.write_table writes one
+        pq.write_table(PAIRS_SCHEMA.empty_table(), tmp)
+    else:
+        writer.close()
+    tmp.replace(out_dir / PAIRS_FILE)
+    return total
 
 
 def _save_embeddings(path: str, store: ST.EmbeddingStore) -> None:
