@@ -41,7 +41,8 @@ def test_llm_condition_filter_messages_and_verdicts():
         op = _op("llm_condition_filter", srv, condition="mentions a river", knowledge_grounding_key="bg",
                  strategy="cot_shot", examples="ex1", api_or_hf_model="m")
         kept, removed = op.apply(rows, removed=True)
-        assert srv.bodies[0] == {"model": "m", "messages": [
+        nile = next(b for b in srv.bodies if "The Nile floods." in b["messages"][1]["content"])  # concurrent: any order
+        assert nile == {"model": "m", "messages": [
             {"role": "system", "content": COND_SYSTEM},
             {"role": "user", "content": (  # Data-Juicer's get_condition_prompt(..., COT_SHOT, "ex1")
                 "# Background\nRivers are water.\n\n# Examples\nex1\n\n# Text\nThe Nile floods.\n\n# Condition\n"
@@ -88,7 +89,8 @@ def test_llm_extract_mapper_messages_and_meta():
         op = _op("llm_extract_mapper", srv, input_keys=["text", "id"], output_schema=schema,
                  knowledge_grounding_fixed="bg", strategy="few_shot", examples="EX", try_num=3)
         out = op.apply(rows)
-        assert srv.bodies[0]["messages"] == [
+        nile = next(b for b in srv.bodies if "The Nile" in b["messages"][1]["content"])  # concurrent: any order
+        assert nile["messages"] == [
             {"role": "system", "content": EXTRACT_SYSTEM},
             {"role": "user", "content": (  # Data-Juicer's get_extract_prompt(..., FEW_SHOT, "EX")
                 "# Background / grounding\nbg\n\n# Examples\nEX\n\n# Input\ntext: The Nile floods.\nid: 3\n\n"

@@ -59,7 +59,7 @@ def test_image_tagging_vlm_mapper(tmp_path):
     with LLMServer(answer) as srv:
         op = _op("image_tagging_vlm_mapper", srv, try_num=2)
         out = op.apply(rows)
-        first = srv.bodies[0]
+        first = next(b for b in srv.bodies if _image_of(b) == red)  # concurrent: any order
         assert first["model"] == "Qwen/Qwen2.5-VL-7B-Instruct"
         assert first["messages"][0] == {"role": "system", "content": IMAGE_TAG_SYSTEM_PROMPT}
         assert first["messages"][1]["role"] == "user"
@@ -89,6 +89,17 @@ def _video(path, color, n=12):
     return str(path)
 
 
+def _first_frame(body) -> str:
+    return body["messages"][-1]["content"][1]["image_url"]["url"]
+
+
+def _first_frame_of(video) -> str:
+    from gristmill.media.frames import uniform_frames
+    buf = io.BytesIO()
+    uniform_frames(video, 4)[0].convert("RGB").save(buf, format="jpeg", quality=95)
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
 def _caption(body, n):
     parts = body["messages"][-1]["content"]
     kinds = {p["type"] for p in parts[1:]}
@@ -105,7 +116,7 @@ def test_video_captioning_from_vlm_mapper(tmp_path):
     with LLMServer(_caption) as srv:
         op = _op("video_captioning_from_vlm_mapper", srv, frame_num=4, prompt_key="p", system_prompt="be brief")
         out = op.apply(rows)
-        b = srv.bodies[0]
+        b = next(b for b in srv.bodies if _first_frame(b) == _first_frame_of(v1))  # concurrent: any order
         assert b["model"] == "Qwen/Qwen3-VL-8B-Instruct" and b["temperature"] == 0 and b["max_tokens"] == 1024
         assert b["messages"][0] == {"role": "system", "content": "be brief"}
         parts = b["messages"][1]["content"]
@@ -127,10 +138,11 @@ def test_video_captioning_from_vlm_mapper(tmp_path):
                  keep_original_sample=False, video_input="video_url", sampling_params={"temperature": 0.8}, seed=5)
         out = op.apply(rows[:1])
         assert len(srv.bodies) == 4 and sorted(b.get("seed", -1) for b in srv.bodies) == [-1, -1, 6, 6]
-        url = srv.bodies[0]["messages"][0]["content"][1]["video_url"]["url"]
-        assert base64.b64decode(url.split(",", 1)[1]) == open(v1, "rb").read() and url.startswith("data:video/mp4;")
-        assert srv.bodies[0]["messages"][0]["content"][0]["text"] == VIDEO_CAPTION_PROMPT
-        assert srv.bodies[0]["temperature"] == 0.8 and "max_tokens" not in srv.bodies[0]
+        urls = sorted(b["messages"][0]["content"][1]["video_url"]["url"] for b in srv.bodies)
+        assert {base64.b64decode(u.split(",", 1)[1]) for u in urls} == {open(v1, "rb").read(), open(v2, "rb").read()}
+        assert all(u.startswith("data:video/mp4;") for u in urls)
+        assert all(b["messages"][0]["content"][0]["text"] == VIDEO_CAPTION_PROMPT for b in srv.bodies)
+        assert all(b["temperature"] == 0.8 and "max_tokens" not in b for b in srv.bodies)
     assert [r["id"] for r in out] == ["x#caption0", "x#caption1"]
     assert out[0]["text"].count("seed 0") == 2 and out[1]["text"].count("seed 6") == 2
     json.dumps(out)
