@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import importlib
 import threading
 from dataclasses import dataclass
@@ -92,13 +93,13 @@ def run_one(task: Task, progress=None) -> dict:
         return own(progress) if own is not None else run_task(task, progress)
 
 
-def warm_worker(modules: list[str], _=None) -> None:
+def warm_worker(modules: list[str] | None, _=None) -> None:
     """Get a worker ready for its tasks while the main process still checks the input
     (``LocalExecutor.warm_up``): import the ops' modules, and set up numba's CPU target when they use numba
     (its first kernel load in a process costs ~0.4 s of CPU: registries, the BLAS check importing
     scipy.linalg), so the first task starts on its rows."""
     import sys
-    for m in modules:
+    for m in modules or []:
         try:
             importlib.import_module(m)
         except Exception:  # noqa: BLE001 - the task itself reports what is wrong with its op
@@ -125,6 +126,7 @@ class LocalExecutor(BackgroundRelease):
         self.workers = np
         self.log = log
         self._pool: WorkerPool | None = None
+        self._modules: list[str] = []  # the op modules the workers import (the fork server preloads them)
         self._warming: threading.Thread | None = None
         self._ready: threading.Event | None = None
         self._let_go = threading.Event()
@@ -142,7 +144,7 @@ class LocalExecutor(BackgroundRelease):
             n = min(self.workers, n_tasks)
             if n < self.workers:
                 self.log(f"np={self.workers} capped at {n}: there are {n_tasks} shards")
-            self._pool = WorkerPool(n)
+            self._pool = WorkerPool(n, self._modules)
         return self._pool
 
     def in_process(self, n_tasks: int) -> bool:
@@ -156,6 +158,8 @@ class LocalExecutor(BackgroundRelease):
         if self.in_process(n_tasks) or self._pool is not None or self._warming is not None:
             return
         n = min(self.workers, n_tasks)
+        if isinstance(fn, functools.partial) and fn.func is warm_worker and fn.args:
+            self._modules = list(fn.args[0] or [])
         ready, self._let_go = threading.Event(), threading.Event()
         let_go = self._let_go
 

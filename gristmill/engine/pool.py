@@ -1,4 +1,11 @@
-"""Worker processes for the local engine: a ``ProcessPoolExecutor`` (spawn) that can always be stopped.
+"""Worker processes for the local engine: a ``ProcessPoolExecutor`` that can always be stopped.
+
+Workers are forked from a fork server that has loaded the engine, the recipe's op modules and numba's CPU
+target once (``engine/preload.py``): each spawned worker paid ~1 s of CPU for that before its first row.
+The server is started with this process's environment (plus the thread variables below) and restarted when
+a later pool wants another environment or other op modules, so a worker sees what a spawned one would.
+It needs Linux's ``pidfd_open`` (a worker watches the main process: its parent is the server, which lives
+on while any worker does); elsewhere, or with ``GRISTMILL_WORKER_START=spawn``, workers are spawned.
 
 Why not ``multiprocessing.Pool``: a worker killed by the OOM killer or a signal makes ``Pool`` wait forever
 for its lost task, and Ctrl-C at np ≥ 2 hung in ``Pool.join``. The executor reports a dead worker as
@@ -24,7 +31,9 @@ import itertools
 import json
 import multiprocessing as mp
 import os
+import select
 import signal
+import sys
 import threading
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Callable, Iterable, Iterator
@@ -65,13 +74,31 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+def _watch_parent(parent: int) -> None:
+    """A forked worker's parent is the fork server, which outlives a killed main process while any worker
+    runs: watch the main process itself (a pidfd is readable once it has exited, zombie or not)."""
+    try:
+        fd = os.pidfd_open(parent)
+    except OSError:  # gone already
+        os._exit(1)
+
+    def watch():
+        select.select([fd], [], [])
+        os._exit(1)
+
+    threading.Thread(target=watch, name="gristmill-parent-watch", daemon=True).start()
+
+
 def _init_worker(queue, parent: int, policy: str | None = None, env: dict | None = None,
-                 storage: str | None = None) -> None:
+                 forked: bool = False, storage: str | None = None) -> None:
     global _QUEUE
     for k, v in (env or {}).items():  # first: before a task imports numpy, numba, pyarrow
         os.environ.setdefault(k, v)
     fs.set_storage_options(json.loads(storage) if storage else None)  # the run's own storage options
-    _die_with_parent(parent)
+    if forked:
+        _watch_parent(parent)
+    else:
+        _die_with_parent(parent)
     if policy is not None:  # the parent's trust policy (trust.current() reads the variable)
         os.environ[trust.ENV] = policy
     for s in _SIGNALS:
@@ -86,17 +113,59 @@ def report_progress(rows: int, nbytes: int) -> None:
         _QUEUE.put((rows, nbytes))
 
 
-class WorkerPool:
-    """``np`` spawned worker processes; ``map_unordered`` yields results as tasks finish."""
+_server_key: tuple | None = None  # (environment, op modules) the running fork server was started with
+_server_lock = threading.Lock()
 
-    def __init__(self, np: int):
-        ctx = mp.get_context("spawn")
+
+def _forkserver(env: dict, modules: list[str]):
+    """The fork-server context, its server started (or restarted) with ``env`` added to this process's
+    environment and ``modules`` preloaded; None where workers are spawned instead."""
+    global _server_key
+    if (os.environ.get("GRISTMILL_WORKER_START", "forkserver") != "forkserver" or not sys.platform.startswith("linux")
+            or not hasattr(os, "pidfd_open")):
+        return None
+    from multiprocessing import forkserver
+    from .preload import PRELOAD_VAR
+    server = getattr(forkserver, "_forkserver", None)
+    if server is None or not hasattr(server, "_stop"):
+        return None
+    want = {**os.environ, **{k: v for k, v in env.items() if k not in os.environ}, PRELOAD_VAR: ",".join(modules)}
+    key = (tuple(sorted(want.items())), tuple(modules))
+    with _server_lock:
+        if key != _server_key:
+            server._stop()
+            ctx = mp.get_context("forkserver")
+            ctx.set_forkserver_preload(["gristmill.engine.preload"])
+            saved = dict(os.environ)
+            # the server inherits this environment through exec, and the signal mask: SIGINT/SIGTERM stay
+            # blocked in it (it ends when its clients have gone) and in the workers until their initializer
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+            try:
+                os.environ.update(want)
+                server.ensure_running()
+            finally:
+                os.environ.clear()
+                os.environ.update(saved)
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            _server_key = key
+    return mp.get_context("forkserver")
+
+
+class WorkerPool:
+    """``np`` worker processes; ``map_unordered`` yields results as tasks finish. ``modules``: the op modules
+    the workers will import (preloaded by the fork server)."""
+
+    def __init__(self, np: int, modules: list[str] | None = None):
+        env = thread_env(np)
+        ctx = _forkserver(env, sorted(modules or []))
+        forked = ctx is not None
+        ctx = ctx or mp.get_context("spawn")
         self.queue = ctx.Queue()
         pol = trust.current()  # the caller's policy, contextvar or environment: the workers keep it
         self._ex = ProcessPoolExecutor(np, mp_context=ctx, initializer=_init_worker,
                                        initargs=(self.queue, os.getpid(),
                                                  trust.to_env(pol) if pol != trust.Policy() else None,
-                                                 thread_env(np), fs.to_env()))
+                                                 env, forked, fs.to_env()))
 
     def map_unordered(self, fn: Callable, items: Iterable, on_progress: Callable[[int, int], None],
                       limit: int | None = None) -> Iterator:

@@ -1,0 +1,30 @@
+"""What the local engine's fork server loads once, before it forks any worker (engine/pool.py).
+
+A spawned worker paid ~1 s of CPU before its first row (issue 25, cause 1): the engine's modules (pyarrow,
+numpy…) ~0.45 s, the recipe's op modules ~0.2 s, numba's CPU target ~0.35 s. The fork server pays it once
+and every worker is a fork of it (copy-on-write), started in a few milliseconds. The op modules come in
+``GRISTMILL_PRELOAD_OPS`` (comma-separated module names; the server is started with it set). Nothing here may
+start a thread pool (a fork copies no threads: a pool the parent had started would hang in the child), so no
+polars, no Arrow compute, no tokenizer; and nothing may fail the server: a module that does not import is
+left to the task, which reports it.
+"""
+from __future__ import annotations
+
+import os
+
+PRELOAD_VAR = "GRISTMILL_PRELOAD_OPS"
+
+
+def _load() -> None:
+    import numpy  # noqa: F401
+    import pyarrow  # noqa: F401
+
+    from . import shard_task  # noqa: F401 - what every task runs
+    from .executor import warm_worker
+    warm_worker([m for m in os.environ.get(PRELOAD_VAR, "").split(",") if m])
+
+
+try:
+    _load()
+except Exception:  # noqa: BLE001 - the workers import what they need themselves
+    pass

@@ -1,0 +1,43 @@
+"""Local-engine workers are forks of a server that preloaded the engine and the recipe's op modules
+(engine/pool.py, engine/preload.py): they start without paying the imports again, and they still see
+the environment of the pool that made them."""
+import functools
+import os
+import sys
+
+import pytest
+
+from gristmill.engine.executor import LocalExecutor, warm_worker
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="fork server needs Linux's pidfd_open")
+
+
+def _probe(_):
+    import time
+    return {"cpu": time.process_time(), "gopher": "gristmill.ops.text.gopher" in sys.modules,
+            "numba": "numba" in sys.modules, "flag": os.environ.get("GM_TEST_FLAG")}
+
+
+def _map(monkeypatch, flag, start=None):
+    monkeypatch.setenv("GM_TEST_FLAG", flag)
+    if start:
+        monkeypatch.setenv("GRISTMILL_WORKER_START", start)
+    ex = LocalExecutor(2)
+    try:
+        ex.warm_up(2, functools.partial(warm_worker, ["gristmill.ops.text.gopher"]))
+        return ex.map(_probe, [0, 1])
+    finally:
+        ex.close()
+
+
+def test_forked_workers_start_with_the_op_modules_loaded(monkeypatch):
+    forked = _map(monkeypatch, "one")
+    assert all(r["gopher"] and r["numba"] for r in forked)
+    spawned = _map(monkeypatch, "one", start="spawn")
+    # a fork of the preloaded server has used almost no CPU of its own; a spawned worker has paid its imports
+    assert max(r["cpu"] for r in forked) < min(r["cpu"] for r in spawned)
+
+
+def test_a_later_pool_with_another_environment_gets_a_new_server(monkeypatch):
+    assert {r["flag"] for r in _map(monkeypatch, "one")} == {"one"}
+    assert {r["flag"] for r in _map(monkeypatch, "two")} == {"two"}
