@@ -18,6 +18,7 @@ import json
 import os
 import posixpath
 import re
+import sys
 
 URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 READ_BLOCK = 16 << 20  # read-ahead of a sequential read from object storage
@@ -156,6 +157,10 @@ def filesystem(url: str):
         import fsspec.core
     except ImportError:  # pragma: no cover - fsspec is a core dependency
         raise StorageError(f"{redact(url)}: fsspec is not installed (pip install 'gristmill[storage]')") from None
+    if protocol(url) in ("gs", "gcs") and os.environ.get("STORAGE_EMULATOR_HOST") and "gcsfs" not in sys.modules:
+        # gcsfs >= 2025.9 asks the Storage Control gRPC API (TLS, on the JSON endpoint's host) what kind of
+        # bucket it is, with minutes of retries: an emulator speaks only the JSON API (docs/storage.md)
+        os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
     try:
         fs, path = fsspec.core.url_to_fs(url, **storage_options_for(url))
     except ImportError as e:
