@@ -33,6 +33,7 @@ EXAMPLES: dict[str, dict] = {
     "token_num_filter": {"hf_tokenizer": "tokenizers/tokenizer.json", "min_num": 10, "max_num": 4096},
     "python_lambda_mapper": {"lambda_str": 'lambda s: {**s, "text": s["text"].strip()}'},
     "python_file_mapper": {"file_path": "my_ops.py", "function_name": "process_single"},
+    "image_ohem_selector": {"score_file": "my_loss.py", "top_ratio": 0.2},
     "replace_content_mapper": {"pattern": "https?://\\S+", "repl": ""},
     "llm_task_relevance_filter": {"task_desc": "Solve grade-school math word problems step by step.",
                                   "min_score": 0.6},

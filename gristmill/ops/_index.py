@@ -85,6 +85,7 @@ OPS = {
     'image_face_ratio_filter': 'gristmill.ops.image.face',
     'image_near_deduplicator': 'gristmill.ops.image.dedup',
     'image_nsfw_filter': 'gristmill.ops.image.model_classify',
+    'image_ohem_selector': 'gristmill.ops.image.ohem',
     'image_pair_similarity_filter': 'gristmill.ops.image.model_clip',
     'image_shape_filter': 'gristmill.ops.image.shape',
     'image_size_filter': 'gristmill.ops.image.size',
