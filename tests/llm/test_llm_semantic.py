@@ -64,6 +64,22 @@ def test_llm_condition_filter_messages_and_verdicts():
             "# Text\nt\n\n# Condition\nc\n\nDoes the text satisfy the condition? Answer yes or no.") and not direct
 
 
+def test_two_condition_filters_in_a_row_each_ask_their_own():
+    rows = [{"id": 0, "text": "The Nile floods."}, {"id": 1, "text": "The Nile is long."}]
+
+    def answer(body, n):
+        text, cond = body["messages"][1]["content"].split("# Text\n", 1)[1].split("\n\n# Condition\n", 1)
+        return "yes" if ("floods" in text) == cond.startswith("floods") else "no"
+    with LLMServer(answer) as srv:
+        first = _op("llm_condition_filter", srv, condition="other").apply(rows)
+        assert [r["id"] for r in first] == [1]
+        kept, removed = _op("llm_condition_filter", srv, condition="floods").apply(first, removed=True)  # stat set
+        assert len(srv.bodies) == 3
+    assert kept == [] and removed[0]["__stats__"]["llm_condition_filter_result"] is False
+    u1, u2 = first[0]["__stats__"]["llm_semantic_usage"], removed[0]["__stats__"]["llm_semantic_usage"]
+    assert u2["prompt_tokens"] > u1["prompt_tokens"] > 0  # each answer's tokens added to the earlier op's
+
+
 def test_llm_condition_filter_failure_is_a_reject():
     with LLMServer(_yes_if_nile) as srv:
         op = _op("llm_condition_filter", srv, condition="c")

@@ -73,6 +73,12 @@ class LLMConditionFilter(APIOp, Filter):
         return C.with_stats(batch, {RESULT: pa.array(result, pa.bool_()),
                                     USAGE: pa.array(usage, _USAGE_TYPE)})
 
+    def ensure_stats(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """Always asked (answers come from the request cache when known): a stat left by another
+        condition, e.g. a second llm_condition_filter of the recipe, is not this one's (Data-Juicer
+        recomputes it too)."""
+        return self.compute_stats(batch)
+
     def keep(self, batch: pa.RecordBatch):
         v = C.get_stat(batch, RESULT)
         return np.asarray([bool(x) for x in v.to_pylist()], dtype=bool)
