@@ -10,6 +10,7 @@ from __future__ import annotations
 import html as htmllib
 import inspect
 import re
+from collections import Counter
 from functools import partial
 from typing import Any, Literal
 
@@ -31,6 +32,7 @@ DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {
                     "noscript": False},
     "justext": {"stoplist": "all"},  # every language jusText knows: web pages are multilingual
 }
+DEFAULT_OPTIONS["ensemble"] = DEFAULT_OPTIONS["trafilatura"]  # the ensemble's options are trafilatura's
 
 
 # Elements whose text keeps its line breaks when a browser renders it; everywhere else a run of whitespace,
@@ -113,12 +115,82 @@ def _justext(html: str, options: dict) -> str:
     return "\n\n".join(p.text.replace("\n", " ") for p in paragraphs if not p.is_boilerplate)
 
 
-EXTRACTORS = {"trafilatura": _trafilatura, "resiliparse": _resiliparse, "justext": _justext}
+def _readability(html: str) -> str:
+    """The text of the article readability (trafilatura's bundled port of readability-lxml) finds."""
+    from lxml import html as lxml_html
+    from trafilatura.readability_lxml import Document
+    from trafilatura.utils import load_html
+    tree = load_html(html)
+    if tree is None:
+        return ""
+    summary = Document(render_whitespace(tree)).summary()
+    if not summary:
+        return ""
+    article = lxml_html.fromstring(summary)
+    for el in article.iter(*_BLOCKS):  # a block ends a line: "Title</h1><p>Text" is not one word
+        el.tail = "\n" + (el.tail or "")
+    return article.text_content()
+
+
+_BLOCKS = ("p", "div", "h1", "h2", "h3", "h4", "h5", "h6", "li", "tr", "td", "th", "br", "blockquote", "pre",
+           "section", "article", "table", "ul", "ol", "dd", "dt", "figcaption")
+
+
+# The ensemble (``extractor: ensemble``). trafilatura in precision mode is the better extractor on news
+# articles (scrapinghub's benchmark) but drops wanted paragraphs on other pages (trafilatura's own
+# evaluation set), where its default mode is better; neither text length nor a paragraph's position tells
+# the two cases apart, an independent opinion does. So: both modes run; when they differ, precision mode
+# is taken unless it kept less than ENSEMBLE_SHORT of the default's words (it missed the article), or the
+# default mode's text agrees better (by ENSEMBLE_MARGIN) with two unrelated extractors, readability and
+# jusText, which run only then. Agreement is the F1 of the two texts' word 4-grams (bench/extract_ensemble.py).
+ENSEMBLE_SHORT = 0.5
+ENSEMBLE_MARGIN = 0.03
+_WORD = re.compile(r"\w+")
+
+
+def _four_grams(text: str) -> Counter:
+    w = _WORD.findall(text)
+    return Counter(zip(w, w[1:], w[2:], w[3:])) if len(w) >= 4 else Counter([tuple(w)] if w else [])
+
+
+def _agreement(a: Counter, b: Counter) -> float:
+    """F1 of ``a`` against ``b`` over 4-gram multisets (0 when they share none)."""
+    common = sum((a & b).values())
+    return 2 * common / (sum(a.values()) + sum(b.values())) if common else 0.0
+
+
+def _references(html: str) -> list[str]:
+    """The texts of the ensemble's referees; one that fails on the page counts as empty (no opinion)."""
+    refs = []
+    for fn in (_readability, partial(_justext, options=DEFAULT_OPTIONS["justext"])):
+        try:
+            refs.append(fn(html) or "")
+        except Exception:  # noqa: BLE001 - a referee's failure must not fail a page trafilatura handled
+            refs.append("")
+    return refs
+
+
+def _ensemble(html: str, options: dict) -> str:
+    precise = _trafilatura(html, {**options, "favor_precision": True})
+    default = _trafilatura(html, options)
+    if precise == default:
+        return precise
+    p, d = _four_grams(precise), _four_grams(default)
+    if len(_WORD.findall(precise)) < ENSEMBLE_SHORT * len(_WORD.findall(default)):
+        return default
+    refs = [_four_grams(r) for r in _references(html)]
+    if sum(_agreement(d, r) for r in refs) > sum(_agreement(p, r) for r in refs) + ENSEMBLE_MARGIN:
+        return default
+    return precise
+
+
+EXTRACTORS = {"trafilatura": _trafilatura, "resiliparse": _resiliparse, "justext": _justext,
+              "ensemble": _ensemble}
 
 
 def _library_function(name: str):
     """The library function an extractor passes its options to (imported on demand)."""
-    if name == "trafilatura":
+    if name in ("trafilatura", "ensemble"):
         import trafilatura
         return trafilatura.extract
     if name == "resiliparse":
@@ -130,8 +202,13 @@ def _library_function(name: str):
 
 def option_names(name: str) -> list[str]:
     """The keyword options the installed extractor accepts: its function's parameters after the document
-    (for jusText, ``stoplist`` is one of them and takes a language name or ``all``)."""
-    return list(inspect.signature(_library_function(name)).parameters)[1:]
+    (for jusText, ``stoplist`` is one of them and takes a language name or ``all``; the ensemble takes
+    trafilatura's, less the two modes it sets itself)."""
+    names = list(inspect.signature(_library_function(name)).parameters)[1:]
+    return [n for n in names if n not in _ENSEMBLE_SETS] if name == "ensemble" else names
+
+
+_ENSEMBLE_SETS = ("favor_precision", "favor_recall")
 
 
 def check_options(name: str, options: dict) -> None:
@@ -141,6 +218,9 @@ def check_options(name: str, options: dict) -> None:
         return
     valid = option_names(name)
     for key in options:
+        if name == "ensemble" and key in _ENSEMBLE_SETS:
+            raise PydanticCustomError("unknown_option", f"the ensemble sets {key} itself (it runs trafilatura "
+                                      "with and without favor_precision); use extractor: trafilatura to set it")
         if key not in valid:
             hint = closest(key, valid) or f" (options: {', '.join(valid)})"
             raise PydanticCustomError("unknown_option", f"unknown {name} option {key!r}{hint}")
@@ -159,6 +239,8 @@ def warm_up(name: str, options: dict) -> None:
     """Extract a tiny page once so that the library's imports and lazy set-up (jusText's stoplist union)
     happen before the per-page timer runs."""
     EXTRACTORS[name](_WARMUP_PAGE, options)
+    if name == "ensemble":  # its referees run only on some pages: set them up too
+        _references(_WARMUP_PAGE)
 
 
 _TITLE = re.compile(r"<title\b[^>]*>(.*?)</title\s*>", re.I | re.S)
@@ -186,19 +268,22 @@ def _run(name: str, options: dict, html: str) -> str:
 
 @register("html_extract_mapper")
 class HtmlExtractMapper(Mapper):
-    """Replace HTML with its main text (boilerplate removed) using trafilatura, resiliparse or jusText; the
+    """Replace HTML with its main text (boilerplate removed) using trafilatura, resiliparse, jusText or
+    ``ensemble`` (trafilatura's precision and default modes, refereed by readability and jusText); the
     page title and URL go to ``__meta__.title`` / ``__meta__.url``. Each document gets ``timeout`` seconds;
     a document that times out or makes the extractor fail is rejected (``on_error: reject``) or kept with
     empty text and ``__meta__.extract_error`` (``on_error: empty``). Per-row Python: extractors parse one
     DOM at a time."""
 
     class Params(Params):
-        extractor: Literal["trafilatura", "resiliparse", "justext"] = Field(
-            "trafilatura", description="Main-text extractor.")
+        extractor: Literal["trafilatura", "resiliparse", "justext", "ensemble"] = Field(
+            "trafilatura", description="Main-text extractor. ensemble: trafilatura with favor_precision, "
+            "its default mode taken instead when the precise text is under half as long or agrees less "
+            "with readability's and jusText's (docs/web.md; slower: up to four extractions a page).")
         extractor_options: dict[str, Any] = Field(
             default_factory=dict, description="Keyword options passed to the extractor, over our defaults "
             "(trafilatura.extract / resiliparse extract_plain_text / justext; for justext `stoplist` is a "
-            "language name or `all`).")
+            "language name or `all`; for ensemble trafilatura's, except favor_precision/favor_recall).")
         html_key: str | None = Field(None, description="Field holding the HTML (string, or bytes decoded by "
                                      "charset); default: the text key. The text goes to the text key, so rows "
                                      "need no text field; a row without HTML fails like a bad page.")
