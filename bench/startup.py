@@ -12,7 +12,6 @@ sandbox with PYTHONDONTWRITEBYTECODE=1 does. Variants:
 
   python -c pass        the interpreter alone (the floor)
   gristmill             this checkout
-  gristmill, charts     this checkout with GRISTMILL_REPORT_CHARTS=always (what the report's charts cost)
   baseline              the earlier revision (charts for every run; every op module's source scanned)
 
 Prints min and median wall and CPU seconds per variant and the median ratios. The target: ≤ 1.0 s wall on
@@ -100,7 +99,7 @@ def main() -> None:
     scratch = tempfile.mkdtemp(prefix="gm-startup-")
     try:
         recipe = setup(scratch)
-        env = {k: v for k, v in os.environ.items() if k != "GRISTMILL_REPORT_CHARTS"}
+        env = dict(os.environ)
         if not args.no_pyc:  # as an installed package runs: bytecode cached (here under the scratch dir)
             env.pop("PYTHONDONTWRITEBYTECODE", None)
             env["PYTHONPYCACHEPREFIX"] = os.path.join(scratch, "pycache")
@@ -109,7 +108,7 @@ def main() -> None:
         run = [sys.executable, "-m", "gristmill.cli", "run", recipe, "--no-progress"]
         variants = [("python -c pass", [sys.executable, "-c", "pass"], REPO, env),
                     ("gristmill", run, REPO, env),
-                    ("gristmill, charts", run, REPO, {**env, "GRISTMILL_REPORT_CHARTS": "always"})]
+                    ]
         base = None if args.no_baseline else baseline_tree(args.baseline, scratch)
         if base is not None:
             variants.append((f"baseline {args.baseline}", run, base, env))

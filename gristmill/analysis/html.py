@@ -120,14 +120,12 @@ def op_name(d: dict) -> str:
 class _Page:
     """Collects sections, their table-of-contents entries, unique anchors and chart ids."""
 
-    def __init__(self, charts: dict | None = None):
-        self.skip_charts = charts  # a run too short to chart ({"min_rows", "rows"}): tables and numbers only
+    def __init__(self):
         self.sections: list[str] = []
         self.toc: list[tuple[str, str, list]] = []
         self._ids: set[str] = set()
         self._charts = 0
-        self._glyphs: set[str] = set()  # glyph outlines already defined by an earlier chart
-        self._jobs: list[tuple] = []  # charts to draw: (placeholder, kind, draw, prefix, args, caption)
+        self._jobs: list[tuple] = []  # charts to draw: (placeholder, kind, draw, args, caption)
         self._mark = f"\x00gm-chart-{os.urandom(6).hex()}-"
 
     def anchor(self, name: str) -> str:
@@ -139,40 +137,23 @@ class _Page:
         return a
 
     def chart(self, kind: str, draw, *args, caption: str = "") -> str:
-        if self.skip_charts is not None:  # said once, where the first chart would be
-            if self._charts:
-                return ""
-            self._charts += 1
-            return (f'<p class="meta charts-skipped">No charts: this run read {fmt(self.skip_charts.get("rows"))} '
-                    f'rows, fewer than the {fmt(self.skip_charts.get("min_rows"))} a run needs for its report '
-                    "to draw them (the tables hold every number; GRISTMILL_REPORT_CHARTS=always draws them).</p>")
         self._charts += 1
         mark = f"{self._mark}{self._charts}\x00"  # the figure goes here once drawn (see draw_charts)
-        self._jobs.append((mark, kind, draw, f"c{self._charts}-", args, caption))
+        self._jobs.append((mark, kind, draw, args, caption))
         return mark
 
-    def draw_charts(self, text: str, map_fn=None) -> str:
-        """``text`` with every chart drawn in place. The charts are independent (each is its own matplotlib
-        figure), so ``map_fn`` (``map(fn, items) -> list``, e.g. the engine's worker pool) may draw them in
-        other processes; each comes back with every glyph outline it uses, and the outlines an earlier
-        chart of the page already defines are dropped here, in page order: the same bytes as drawing
-        them one after another."""
-        jobs = [(draw, prefix, args) for _, _, draw, prefix, args, _ in self._jobs]
-        drawn = (map_fn or _map)(_draw_chart, jobs) if jobs else []
-        for (mark, kind, _, _, _, caption), res in zip(self._jobs, drawn):
+    def draw_charts(self, text: str) -> str:
+        """``text`` with every chart drawn in place (a chart that fails says so in its place)."""
+        for mark, kind, draw, args, caption in self._jobs:
+            res = _draw_chart((draw, args))
             if res[0] == "error":
                 fig = (f'<figure class="chart chart-error" data-chart="{esc(kind)}"><p class="warn">chart '
                        f"unavailable: {esc(res[1])}: {clip(res[2], 300)}</p></figure>")
             elif not res[1]:
                 fig = ""
             else:
-                svg, shared = res[1], set(res[2])
-                done = shared & self._glyphs
-                if done:
-                    svg = plots._GLYPH_DEF.sub(lambda m: "" if m.group(1) in done else m.group(0), svg)
-                self._glyphs |= shared
                 cap = f"<figcaption>{caption}</figcaption>" if caption else ""
-                fig = f'<figure class="chart" data-chart="{esc(kind)}">{svg}{cap}</figure>'
+                fig = f'<figure class="chart" data-chart="{esc(kind)}">{res[1]}{cap}</figure>'
             text = text.replace(mark, fig, 1)
         self._jobs = []
         return text
@@ -183,20 +164,13 @@ class _Page:
         self.sections.append(f'<section id="{a}"><h2>{esc(title)}</h2>{body}</section>')
 
 
-def _map(fn, items: list) -> list:
-    return [fn(x) for x in items]
-
-
 def _draw_chart(job) -> tuple:
-    """One chart, drawn on its own (in this process or a worker): ("ok", svg, glyph ids it uses; their
-    outlines all defined) or ("error", exception type, message). Module-level, so a pool can run it."""
-    draw, prefix, args = job
-    glyphs: set[str] = set()
+    """One chart: ("ok", svg) or ("error", exception type, message)."""
+    draw, args = job
     try:
-        svg = plots.render(draw, prefix, *args, glyphs=glyphs)
+        return ("ok", plots.render(draw, *args))
     except Exception as e:  # noqa: BLE001 - a chart that cannot be drawn must not lose the report
         return ("error", type(e).__name__, str(e))
-    return ("ok", svg, sorted(glyphs))
 
 
 # ------------------------------------------------------------------------------------------- sections
@@ -623,11 +597,10 @@ _SECTIONS = (("summary", dict, _summary), ("funnel", list, _funnel), ("rejects",
              ("removed_samples", list, _removed), ("traces", list, _traces))
 
 
-def render_report(model: dict, map_fn=None) -> str:
-    """The report as one self-contained HTML page (same model → same bytes). ``map_fn``: how to draw the
-    charts (``map(fn, items) -> list`` in order; e.g. a worker pool's), in this process by default."""
+def render_report(model: dict) -> str:
+    """The report as one self-contained HTML page (same model → same bytes)."""
     model = model or {}
-    page = _Page(model.get("charts_skipped") if isinstance(model.get("charts_skipped"), dict) else None)
+    page = _Page()
     for key, typ, fn in _SECTIONS:
         v = model.get(key)
         if isinstance(v, typ) and v:
@@ -641,7 +614,7 @@ def render_report(model: dict, map_fn=None) -> str:
             item += '<ul class="sub">' + "".join(f'<li><a href="#{sa}">{esc(sn)}</a></li>' for sa, sn in sub) + "</ul>"
         toc.append(item + "</li>")
     nav = f'<nav class="toc"><h2>Contents</h2><ol>{"".join(toc)}</ol></nav>' if toc else ""
-    body = page.draw_charts("".join(page.sections), map_fn) or '<p class="meta">Nothing to report.</p>'
+    body = page.draw_charts("".join(page.sections)) or '<p class="meta">Nothing to report.</p>'
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
@@ -659,12 +632,12 @@ def render_report(model: dict, map_fn=None) -> str:
     )
 
 
-def write_report_html(model: dict, path: str, map_fn=None) -> None:
-    """Render (``map_fn``: see :func:`render_report`) and write atomically: a temp file next to `path`, then
+def write_report_html(model: dict, path: str) -> None:
+    """Render and write atomically: a temp file next to `path`, then
     `os.replace`. The file gets the mode every other output of a run gets (0666 less the umask, as ``open()``
     creates files), not mkstemp's 0600."""
     import secrets
-    text = render_report(model, map_fn)
+    text = render_report(model)
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
     while True:

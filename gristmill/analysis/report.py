@@ -12,37 +12,18 @@ PROFILE = "profile.pickle.zst"
 MODEL = "report_model.json"
 HTML = "report.html"
 
-# a run that reads fewer rows gets report.html without charts: drawing them (importing matplotlib, ~0.4 s)
-# would take longer than such a run, and a histogram of a few values says nothing the tables do not.
-# GRISTMILL_REPORT_CHARTS=always (or never) overrides it
-CHART_MIN_ROWS = 100
-
-
-def charts_skipped(report: dict) -> dict | None:
-    """``{"min_rows", "rows"}`` when the run's report.html goes without charts, else None."""
-    mode = os.environ.get("GRISTMILL_REPORT_CHARTS", "auto").strip().lower()
-    rows = report.get("rows_read")
-    if mode == "always" or (mode != "never" and not (isinstance(rows, int) and rows < CHART_MIN_ROWS)):
-        return None
-    return {"min_rows": CHART_MIN_ROWS, "rows": rows}
-
-
-def finish_run(cfg, work: str, report: dict, ops: list, profile_paths: list, map_fn=None) -> Profile:
-    """Merge and keep the profile; for a run's own report, build the model and write report.html (its
-    charts drawn by ``map_fn``, e.g. the engine's idle workers; see ``html.render_report``)."""
+def finish_run(cfg, work: str, report: dict, ops: list, profile_paths: list) -> Profile:
+    """Merge and keep the profile; for a run's own report, build the model and write report.html."""
     prof, missing = merge_files(profile_paths, cfg.keep_traces)
     save(prof, os.path.join(work, PROFILE))
     if cfg.report_kind == "run":
         model = build(report, ops, prof, kind="run", text_key=cfg.text_key, engine=cfg.engine, missing=missing)
-        skipped = charts_skipped(report)
-        if skipped is not None:
-            model["charts_skipped"] = skipped
-        write_model(work, model, map_fn=map_fn)
+        write_model(work, model)
     return prof
 
 
-def write_model(work: str, model: dict, html_name: str = HTML, map_fn=None) -> str:
-    """Save the model and render it (``map_fn``: how to draw the charts); returns the HTML path."""
+def write_model(work: str, model: dict, html_name: str = HTML) -> str:
+    """Save the model and render it; returns the HTML path."""
     from ..io.writers import atomic_rename, tmp_path
     from .html import write_report_html
     path = os.path.join(work, MODEL)
@@ -51,7 +32,7 @@ def write_model(work: str, model: dict, html_name: str = HTML, map_fn=None) -> s
         json.dump(model, f, indent=1, default=str)
     atomic_rename(tmp, path)
     out = os.path.join(work, html_name)
-    write_report_html(model, out, map_fn)
+    write_report_html(model, out)
     return out
 
 

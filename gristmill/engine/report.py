@@ -12,12 +12,10 @@ from .config import RunConfig
 
 def write_report(cfg: RunConfig, work: str, ops, read_counts: OpCounts, mix_counts: OpCounts,
                  counts: dict[int, OpCounts], stage_results: list[list[dict]], stages, exported: list[str],
-                 seconds: float, n_shards: int, outputs: dict[int, list[str]], timings: dict | None = None,
-                 map_fn=None) -> dict:
+                 seconds: float, n_shards: int, outputs: dict[int, list[str]], timings: dict | None = None) -> dict:
     """Merge the shards' side files (rejects, removed samples) in shard order and write ``report.json``:
     per op rows in / out, removed by reason, rejected, seconds. ``timings``: wall seconds of the run's
-    phases (``before_engine``: planning and checks; ``engine``: the stages; ``export``). ``map_fn``: how
-    report.html's charts are drawn (the engine passes its worker pool's ``map`` while the pool is up)."""
+    phases (``before_engine``: planning and checks; ``engine``: the stages; ``export``)."""
     rejects_path = os.path.join(work, "rejects.jsonl")
     n_rej, reasons = _concat_rejects([r["rejects"] for res in stage_results for r in res if r["rejects"]],
                                      rejects_path)
@@ -84,7 +82,7 @@ def write_report(cfg: RunConfig, work: str, ops, read_counts: OpCounts, mix_coun
         json.dump(report, f, indent=2, default=str)
     atomic_rename(tmp, path)
     finish_run(cfg, work, report, [op for op in ops if not hidden(cfg, op)],
-               [r.get("profile") for res in stage_results for r in res], map_fn=map_fn)
+               [r.get("profile") for res in stage_results for r in res])
     return report
 
 

@@ -269,12 +269,8 @@ class StageEngine:
             save_manifest(self.work, manifest)
             timings = {"before_engine": round(t_engine - t_start, 3), "engine": round(t_export - t_engine, 3),
                        "export": round(time.perf_counter() - t_export, 3)}
-            # report.html's charts are drawn by the pool's workers, idle by now (the main process alone took
-            # ~0.2 s a chart, 30 charts for the filter recipe); no pool (np 1, one shard): drawn here
-            pooled = getattr(executor, "_pool", None) is not None
             report = write_report(cfg, self.work, ops, read_counts, mix_counts, counts, stage_results, stages,
-                                  exported, time.perf_counter() - t_start, len(shards), self._outputs, timings,
-                                  map_fn=executor.map if pooled else None)
+                                  exported, time.perf_counter() - t_start, len(shards), self._outputs, timings)
         finally:
             executor.release()  # the workers exit on a thread; close() waits for them
             executor.close()

@@ -97,7 +97,6 @@ def _data_uris(html: str) -> list[str]:
 
 
 def test_media_reports_have_statistics_and_removed_thumbnails(tmp_path, monkeypatch):
-    monkeypatch.setenv("GRISTMILL_REPORT_CHARTS", "always")  # 7 rows: a run this short gets no charts by default
     media, av = DATA / "media", DATA / "av"
     rows = [
         {"id": "big", "text": "a", "images": [str(media / "astronaut.jpg")]},
