@@ -2,7 +2,9 @@
 the inference strategies and their prompts, the knowledge-grounding rule, and the usage record Data-Juicer
 adds up per row (``llm_semantic_usage``: prompt, completion and total tokens of the answers, and a
 ``cost_estimate`` of 0). The prompt texts are Data-Juicer's (interface data: the same rows send the
-same messages)."""
+same messages). One difference: Data-Juicer 1.6.1 looks a ``strategy`` up among its enum's members, so
+the string a recipe gives (``cot``) falls back to the direct prompt; gristmill sends the strategy's
+prompt (a recipe without ``strategy`` sends the same messages in both)."""
 from __future__ import annotations
 
 from typing import Literal
