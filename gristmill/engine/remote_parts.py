@@ -177,6 +177,7 @@ class RemoteTask:
     def run(self, progress=None) -> dict:
         from .executor import run_one
         apply_settings(self.settings)
+        fs.filesystem(self.url)[0].invalidate_cache()  # a listing cached by an earlier task is stale now
         base = os.environ.get("GRISTMILL_TASK_TMP") or tempfile.gettempdir()
         root = tempfile.mkdtemp(prefix="gm-task-", dir=base)
         priv = os.path.join(root, "w")
@@ -231,6 +232,13 @@ class RemoteTask:
                 if fetched.get(rel) == (st.st_size, st.st_mtime_ns):
                     continue
                 new.append(rel)
+        for rel in new:  # a completion record names its outputs: by the driver's paths, as they are read
+            if is_marker(rel) and rel.endswith(".json"):
+                p = os.path.join(priv, rel)
+                with open(p, encoding="utf-8") as f:
+                    text = f.read()
+                with open(p, "w", encoding="utf-8") as f:
+                    f.write(text.replace(json.dumps(priv)[1:-1], json.dumps(self.local)[1:-1]))
         put = lambda rel: fs.upload(os.path.join(priv, rel), fs.join(self.url, rel))  # noqa: E731
         _parallel([lambda r=r: put(r) for r in new if not is_marker(r)])
         _parallel([lambda r=r: put(r) for r in new if is_marker(r)])
@@ -304,6 +312,7 @@ class RemoteWork:
             yield from read_shard_parts([path], columns)
             return
         fsys, p = fs.filesystem(fs.join(self.url, self.rel(path)))
+        fsys.invalidate_cache(p)  # written by a worker after this process listed the work dir
         with fsys.open(p, "rb", block_size=256 << 10, cache_type="bytes") as f:
             names = ipc.open_file(f).schema.names
             keep = [i for i, n in enumerate(names) if n in columns]
@@ -314,6 +323,8 @@ class RemoteWork:
     def _download(self, rels: list[str]) -> None:
         from ..fs.staging import _parallel
         todo = [r for r in rels if not os.path.exists(os.path.join(self.local, r))]
+        if todo:  # written by workers after this process listed the work dir: no cached listing
+            fs.filesystem(self.url)[0].invalidate_cache()
 
         def get(rel):
             dst = os.path.join(self.local, *rel.split("/"))
@@ -341,6 +352,7 @@ class RemoteWork:
                     fs.remove(fs.join(self.url, rel))
                     self.present.discard(rel)
                     gone += 1
+        fs.filesystem(self.url)[0].invalidate_cache()
         return gone
 
 
@@ -389,6 +401,7 @@ def compose(sources: list[str], dest: str, log=lambda m: None) -> dict:
     of at least 5 MiB; the object appears whole at completion. Other stores: streamed through this process.
     Returns ``{"size", "etag", "copied", "streamed"}`` (bytes copied in the store / streamed here)."""
     fsys, dpath = fs.filesystem(dest)
+    fsys.invalidate_cache()
     sizes = [int(fsys.size(fs.filesystem(s)[1])) for s in sources]
     if fs.protocol(dest) in ("s3", "s3a"):
         return _compose_s3(fsys, [fs.filesystem(s)[1] for s in sources], sizes, dpath, log)
@@ -490,6 +503,7 @@ def lazy_mirror(url: str, local: str, log=lambda m: None):
                         remote[rel] = info
             except FileNotFoundError:
                 pass
+            fsys.invalidate_cache()  # workers write keys this listing does not show
             try:
                 with open(self.index_path) as f:
                     index = json.load(f)
