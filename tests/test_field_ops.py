@@ -238,3 +238,15 @@ def test_raw_json_values_rendered_exactly():
     op = create_op("fields_to_text_mapper", {"parts": ["n", {"each": "sec", "parts": ["t", "c"], "sep": ":"},
                                                        {"each": "o.k", "parts": ["."], "item_sep": ","}]})
     assert op.apply_row_local(b)[0].column("text").to_pylist() == ["1\n\na:1\n\nb:x\n\n1,z", "2.5\n\n2"]
+
+
+def test_meta_of_mixed_types_keeps_its_keys_when_an_op_adds_one():
+    """Input meta whose values Arrow cannot type as one struct (a list in one row, a string in another) is
+    stored as raw JSON: reading one key works, and adding a key keeps every key that was there."""
+    rows = [{"text": "a", C.META: {"tags": [1, 2], "src": "x"}}, {"text": "b", C.META: {"tags": "one", "src": "y"}},
+            {"text": "c"}]
+    b = C.from_records(rows)
+    assert C.get_meta(b, "src").to_pylist() == ["x", "y", None] and C.get_meta(b, "absent") is None
+    out = C.to_pylist(C.with_meta(b, {"new": [1, 2, 3]}))
+    assert [r[C.META] for r in out] == [{"tags": [1, 2], "src": "x", "new": 1},
+                                        {"tags": "one", "src": "y", "new": 2}, {"new": 3}]

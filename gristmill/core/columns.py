@@ -306,7 +306,13 @@ def _struct_get(batch: pa.RecordBatch, column: str, name: str) -> pa.Array | Non
         return None
     col = batch.column(idx)
     if is_raw_json(batch.schema.field(idx)):
-        col = decode_json(col)
+        decoded = decode_json(col)
+        if pa.types.is_struct(decoded.type):
+            col = decoded
+        else:  # values that Arrow cannot type as one struct (a list here, a string there): key by key
+            if not any(name in (loads(r) or {}) for r in col.to_pylist() if r is not None):
+                return None
+            return decode_json(col, [name])
     if not pa.types.is_struct(col.type) or col.type.get_field_index(name) < 0:
         return None
     field = pc.struct_field(col, name)
@@ -352,7 +358,10 @@ def _struct_set(batch: pa.RecordBatch, column: str, values: Mapping[str, object]
     if idx >= 0:
         old = batch.column(idx)
         if is_raw_json(batch.schema.field(idx)):
-            old = decode_json(old)
+            decoded = decode_json(old)
+            if not pa.types.is_struct(decoded.type):
+                return batch.set_column(idx, batch.schema.field(idx), _raw_merge(old, values, n))
+            old = decoded
         if pa.types.is_struct(old.type):
             # flatten() pushes the struct's own validity into the children
             for f, child in zip(old.type, old.flatten()):
@@ -364,6 +373,20 @@ def _struct_set(batch: pa.RecordBatch, column: str, values: Mapping[str, object]
     if idx >= 0:
         return batch.set_column(idx, column, struct)
     return batch.append_column(column, struct)
+
+
+def _raw_merge(old: pa.Array, values: Mapping[str, object], n: int) -> pa.Array:
+    """A raw JSON column of objects whose values Arrow cannot type as one struct, with ``values`` set in
+    each row's object (its other keys kept as they were). Per row: only such mixed-type columns get here."""
+    new = {k: _to_array(v, n).to_pylist() for k, v in values.items()}
+    out = []
+    for i, raw in enumerate(old.to_pylist()):
+        obj = loads(raw) if raw is not None else None
+        obj = dict(obj) if isinstance(obj, dict) else {}
+        for k, vals in new.items():
+            obj[k] = vals[i]
+        out.append(dumps(obj).decode())
+    return pa.array(out, pa.string())
 
 
 def with_stats(batch: pa.RecordBatch, values: Mapping[str, object]) -> pa.RecordBatch:
