@@ -199,3 +199,19 @@ def test_golds_resolve_into_the_choices():
     assert item_golds({"answer": "free text", "answers": ["a", "b"]}, ["answer", "answers"], None) == \
         ["free text", "a", "b"]
     assert item_golds({"answer": 9, "choices": ch}, ["answer"], "choices") == []  # out of range: nothing
+
+
+def test_spacy_words_equal_spacy_per_word():
+    """The splitter (one spaCy call for a batch's distinct words, plain ASCII words of letters or digits taken as
+    they are unless they are one of spaCy's special cases) gives spaCy's own tokens of each word."""
+    spacy = pytest.importorskip("spacy")
+    from gristmill.ops.text._decontam import SpacySplitter
+    words = ["the", "cannot", "Cannot", "CANNOT", "gonna", "dont", "id", "im", "ill", "its", "0km", "r0t", "¿que",
+             "n°0", "0", "000", "café", "insurance®", "youre", "wanna", "gotta", "lemme", "o'clock", "don't", "U.S.",
+             "e-mail", "(approx)", "mother's", "ain't", "y'all", "she'll", "10km", "3.5", "etc.", "vs.", "Mr."]
+    nlp = spacy.blank("en")
+    sp = SpacySplitter("en")
+    got = sp.split(words)
+    assert got == [tuple(t.text for t in nlp(w)) for w in words]
+    assert got[1] == ("can", "not") and got[0] == ("the",)
+    assert sp.split(words[::-1]) == got[::-1]  # from the cache

@@ -98,9 +98,16 @@ class SpacySplitter:
                              "languages with spaCy's rule-based tokenizer are supported")
         self.tok = nlp.tokenizer
         self.cache: dict[str, tuple[str, ...]] = {}
+        # English: a word of ASCII letters only or digits only is split by a special case only (cannot, dont,
+        # gonna...): no prefix, suffix or infix rule matches it (checked on every distinct word of the CC sample)
+        self.rules = set(nlp.tokenizer.rules) if language == "en" else None
 
     def split(self, chunks: list[str]) -> list[tuple[str, ...]]:
         new = [c for c in dict.fromkeys(chunks) if c not in self.cache]
+        if new and self.rules is not None:
+            plain = [c for c in new if c.isascii() and (c.isalpha() or c.isdigit()) and c not in self.rules]
+            self.cache.update((c, (c,)) for c in plain)
+            new = [c for c in new if c not in self.cache]
         if new:
             text = " ".join(new)
             starts = np.cumsum([0] + [len(c) + 1 for c in new[:-1]])
