@@ -364,7 +364,11 @@ def _bucket_root(url: str) -> str:
 
 def check_access(url: str, what: str, write: bool = False) -> None:
     """Before any work: the bucket of ``url`` exists and answers with these credentials; for an output,
-    a probe object can be written (and is deleted). StorageError naming ``what`` and the URL otherwise."""
+    a probe object can be written (and is deleted). StorageError naming ``what`` and the URL otherwise.
+    ``hf://`` is read-only here: every object written there would be a commit of the Hub repo."""
+    if write and protocol(url) == "hf":
+        raise StorageError(f"{what} {redact(url)}: hf:// is read-only in gristmill (each file written would be a "
+                           f"Hub commit); write to a local path or a bucket, then `huggingface-cli upload`")
     try:
         fs, _ = filesystem(url)
         root = _bucket_root(url)

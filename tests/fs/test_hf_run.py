@@ -44,9 +44,10 @@ def hub(tmp_path, monkeypatch):
         yield server
 
 
-def _run(tmp_path, name, dataset_path):
+def _run(tmp_path, name, dataset_path, export_path=None):
     recipe = tmp_path / f"{name}.yaml"
-    recipe.write_text(yaml.safe_dump({"dataset_path": dataset_path, "export_path": str(tmp_path / name / "out.jsonl"),
+    recipe.write_text(yaml.safe_dump({"dataset_path": dataset_path,
+                                      "export_path": export_path or str(tmp_path / name / "out.jsonl"),
                                       "work_dir": str(tmp_path / name / "w"), "np": 2, "process": OPS}))
     return subprocess.run([sys.executable, "-m", "gristmill.cli", "run", str(recipe), "--no-progress"],
                           capture_output=True, text=True, cwd=tmp_path, env=os.environ.copy(), timeout=300)
@@ -73,3 +74,10 @@ def test_a_missing_repo_is_refused_before_any_work(hub, tmp_path):
     assert p.returncode == 2 and len(err) == 1, p.stderr
     assert "hf://datasets/org/no-such-repo/data/" in err[0], err
     assert not (tmp_path / "missing").exists()
+
+
+def test_an_export_to_the_hub_is_refused_before_any_work(hub, tmp_path):
+    p = _run(tmp_path, "up", "hf://datasets/org/corpus/data/", export_path="hf://datasets/org/corpus/clean.jsonl")
+    err = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
+    assert p.returncode == 2 and len(err) == 1 and "hf:// is read-only" in err[0], p.stderr
+    assert hub.hits["resolve"] == 0 and not (tmp_path / "up").exists()
