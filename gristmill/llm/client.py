@@ -183,11 +183,32 @@ def _limiter(cfg: ClientConfig) -> _Limiter:
     return _LIMITERS[key]
 
 
+IMAGE_TOKENS = 765  # an image or video part's estimate (OpenAI's high-detail 512-pixel tiles), not its base64
+
+
+def _content_chars(content) -> tuple[int, int]:
+    """(text characters, media parts) of a message's content: a string, or OpenAI's list of parts."""
+    if not isinstance(content, list):
+        return len(str(content)), 0
+    chars = media = 0
+    for part in content:
+        if isinstance(part, dict) and part.get("type") not in (None, "text"):
+            media += 1
+        else:
+            chars += len(str(part.get("text", "")) if isinstance(part, dict) else str(part))
+    return chars, media
+
+
 def estimate_tokens(body: dict) -> int:
-    """A request's tokens before asking: prompt characters / 4 plus the completion cap when given."""
-    chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []) if isinstance(m, dict))
+    """A request's tokens before asking: prompt characters / 4 (an image or video part IMAGE_TOKENS) plus
+    the completion cap when given."""
+    chars = media = 0
+    for m in body.get("messages", []):
+        if isinstance(m, dict):
+            c, n = _content_chars(m.get("content", ""))
+            chars, media = chars + c, media + n
     chars += len(str(body.get("input", ""))) if "input" in body else 0
-    return chars // 4 + int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
+    return chars // 4 + media * IMAGE_TOKENS + int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
 
 
 def retry_after(headers) -> float | None:

@@ -146,3 +146,11 @@ def test_video_captioning_from_vlm_mapper(tmp_path):
     assert [r["id"] for r in out] == ["x#caption0", "x#caption1"]
     assert out[0]["text"].count("seed 0") == 2 and out[1]["text"].count("seed 6") == 2
     json.dumps(out)
+
+
+def test_an_image_is_estimated_as_tokens_not_as_its_base64():
+    from gristmill.llm.client import IMAGE_TOKENS, estimate_tokens
+    big = "data:image/jpeg;base64," + "A" * 400_000
+    body = {"messages": [{"role": "system", "content": "x" * 40}, {"role": "user", "content": [
+        {"type": "text", "text": "y" * 80}, {"type": "image_url", "image_url": {"url": big}}]}], "max_tokens": 10}
+    assert estimate_tokens(body) == (40 + 80) // 4 + IMAGE_TOKENS + 10
