@@ -496,4 +496,15 @@ def print_dry_run(op_name: str, url: str, bodies: list[dict], n: int, file=None)
     f = file or sys.stderr
     for i, body in enumerate(bodies[:n]):
         print(f"--- {op_name}: request {i + 1} of the first batch → POST {url}", file=f)
-        print(json.dumps(body, ensure_ascii=False, indent=2), file=f)
+        print(json.dumps(_short_data_urls(body), ensure_ascii=False, indent=2), file=f)
+
+
+def _short_data_urls(value):
+    """``value`` with each base64 data URL (an image sent to a vision model) cut to its head and length."""
+    if isinstance(value, dict):
+        return {k: _short_data_urls(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_short_data_urls(v) for v in value]
+    if isinstance(value, str) and value.startswith("data:") and ";base64," in value and len(value) > 120:
+        return f"{value[:60]}… ({len(value)} characters)"
+    return value

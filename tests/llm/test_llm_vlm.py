@@ -154,3 +154,14 @@ def test_an_image_is_estimated_as_tokens_not_as_its_base64():
     body = {"messages": [{"role": "system", "content": "x" * 40}, {"role": "user", "content": [
         {"type": "text", "text": "y" * 80}, {"type": "image_url", "image_url": {"url": big}}]}], "max_tokens": 10}
     assert estimate_tokens(body) == (40 + 80) // 4 + IMAGE_TOKENS + 10
+
+
+def test_a_dry_run_shows_images_shortened(tmp_path, capsys):
+    from gristmill.core.fused import StopRun
+    _png(tmp_path / "red.png", "red")
+    op = create_op("image_tagging_vlm_mapper", {"api_endpoint": "http://127.0.0.1:9/v1/chat/completions",
+                                                "dry_run": 1})
+    with pytest.raises(StopRun):
+        op.apply([{"text": "t", "images": [str(tmp_path / "red.png")]}])
+    err = capsys.readouterr().err
+    assert '"url": "data:image/jpeg;base64,' in err and "characters)" in err and "Text description: t" in err
