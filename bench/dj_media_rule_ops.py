@@ -4,6 +4,10 @@
   ``image_bytes``) scored by a user loss file (mean pixel value, and a file with a model factory); compared:
   every sample's loss and the kept set, for several topk / top_ratio values;
 
+- ``video_face_blur_mapper``: videos built from the photos (the astronaut's face in some frames, the cat in
+  the others); compared: which videos are rewritten, frame count, codec and rate, and the mean absolute pixel
+  difference between Data-Juicer's and gristmill's frames (both re-encode with the input's codec).
+
 Data-Juicer runs in its venv (``PEERS_DIR``, default /tmp/peers) in a subprocess; gristmill on its local
 engine (Dataset API, np=1).
 
@@ -108,13 +112,108 @@ def ohem(tmp: Path) -> None:
               f"(a whole run), DJ {want['seconds']:.2f}")
 
 
+FACE_DJ = r"""
+import json, sys, time
+from loguru import logger
+logger.remove()
+import data_juicer.ops.mapper.video_face_blur_mapper as m
+from data_juicer.ops.mapper.video_face_blur_mapper import VideoFaceBlurMapper
+if sys.argv[3] == "patched":  # its process_each_frame sets the stream's size per frame: PyAV 16 refuses that;
+    # the replacement is gristmill's _each_frame loop (no frame logic of the op changes)
+    import av, os
+    def each_frame(container, out, fn):
+        changed = False
+        with av.open(out, "w") as o:
+            s = container.streams.video[0]
+            container.seek(0, backward=False, any_frame=True)
+            st = o.add_stream(s.codec_context.name, rate=s.base_rate)
+            st.pix_fmt, st.width, st.height = s.codec_context.pix_fmt, s.codec_context.width, s.codec_context.height
+            for frame in container.decode(s):
+                new = fn(frame)
+                changed |= new is not frame
+                for p in st.encode(new):
+                    o.mux(p)
+            for p in st.encode():
+                o.mux(p)
+        if changed:
+            return out
+        os.remove(out)
+        return container.name
+    m.process_each_frame = each_frame
+    m.close_video = lambda c: c.close()  # its close_video calls codec_context.close(), gone in PyAV 16
+videos, params = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+op = VideoFaceBlurMapper(**params)
+t = time.perf_counter()
+out = op.process_single({"text": "", "videos": list(videos)})
+print(json.dumps({"videos": out["videos"], "seconds": time.perf_counter() - t}))
+"""
+
+
+def _video(path, pattern, size=256):
+    import av
+    import numpy as np
+    from PIL import Image
+    face = np.asarray(Image.open(MEDIA / "astronaut.jpg").convert("RGB").resize((size, size)))
+    cat = np.asarray(Image.open(MEDIA / "chelsea.png").convert("RGB").resize((size, size)))
+    with av.open(str(path), "w") as c:
+        s = c.add_stream("mpeg4", rate=5)
+        s.width, s.height, s.pix_fmt = size, size, "yuv420p"
+        for ch in pattern:
+            for p in s.encode(av.VideoFrame.from_ndarray(face if ch == "F" else cat, format="rgb24")):
+                c.mux(p)
+        for p in s.encode():
+            c.mux(p)
+    return str(path)
+
+
+def _frames(path):
+    import av
+    with av.open(path) as c:
+        s = c.streams.video[0]
+        return [f.to_ndarray(format="rgb24") for f in c.decode(s)], (s.codec_context.name, str(s.average_rate))
+
+
+def face_blur(tmp: Path) -> None:
+    import numpy as np
+    sys.path.insert(0, str(REPO))
+    from gristmill.registry import create_op
+    vids = [_video(tmp / "faces.mp4", "FFFFFFCC"), _video(tmp / "mixed.mp4", "FCFCFC"), _video(tmp / "cat.mp4", "CCC")]
+    print("video_face_blur_mapper (3 videos: 8, 6 and 3 frames)")
+    for params in ({}, {"blur_type": "box", "radius": 5}, {"blur_type": "mean"}):
+        run = lambda mode: subprocess.run([str(DJ_PY), "-c", FACE_DJ, json.dumps(vids),  # noqa: E731
+                                           json.dumps(dict(params, save_dir=str(tmp / "dj"))), mode],
+                                          capture_output=True, text=True)
+        r = run("installed")
+        if r.returncode:
+            print("  Data-Juicer as installed fails:", r.stderr.strip().splitlines()[-1])
+            r = run("patched")
+            if r.returncode:
+                sys.exit(r.stderr[-3000:])
+        dj = json.loads(r.stdout.strip().splitlines()[-1])
+        t = time.perf_counter()
+        ours = create_op("video_face_blur_mapper", dict(params, save_dir=str(tmp / "gm"))).apply(
+            [{"text": "", "videos": vids}])[0]["videos"]
+        dt = time.perf_counter() - t
+        rewritten = [o != v for o in ours for v in [vids[ours.index(o)]]] == [d != v for d, v in zip(dj["videos"], vids)]
+        diffs, same_shape = [], True
+        for o, d in zip(ours, dj["videos"]):
+            (fo, io), (fd, id_) = _frames(o), _frames(d)
+            same_shape &= len(fo) == len(fd) and io == id_
+            diffs.append(max(float(np.abs(a.astype(int) - b.astype(int)).mean()) for a, b in zip(fo, fd)))
+        print(f"  {json.dumps(params):40s} same videos rewritten: {rewritten}; same frames/codec/rate: {same_shape}; "
+              f"largest mean |pixel difference| per video: {', '.join(f'{x:.2f}' for x in diffs)}; "
+              f"seconds gristmill {dt:.2f}, DJ {dj['seconds']:.2f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", choices=["ohem"], default=None)
+    ap.add_argument("--only", choices=["ohem", "face_blur"], default=None)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         if args.only in (None, "ohem"):
             ohem(Path(d))
+        if args.only in (None, "face_blur"):
+            face_blur(Path(d))
 
 
 if __name__ == "__main__":

@@ -186,6 +186,7 @@ OPS = {
     'video_deduplicator': 'gristmill.ops.video.dedup',
     'video_duration_filter': 'gristmill.ops.video.probe_filters',
     'video_extract_frames_mapper': 'gristmill.ops.video.frames',
+    'video_face_blur_mapper': 'gristmill.ops.video.face_blur',
     'video_face_ratio_filter': 'gristmill.ops.video.face_ratio',
     'video_ffmpeg_wrapped_mapper': 'gristmill.ops.video.ffmpeg_wrapped',
     'video_frames_text_similarity_filter': 'gristmill.ops.video.model_clip',
