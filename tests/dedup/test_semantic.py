@@ -254,6 +254,9 @@ def test_store_and_cluster_sort_against_in_memory_references(tmp_path, monkeypat
     sh, off = store.locate(np.arange(21))
     assert ids == [f"{s}-{o}" for s, o in zip(sh.tolist(), off.tolist())]
     assert ids[:5] == ["0-0", "0-1", "0-2", "0-3", "0-4"] and ids[-1] == "2-6"
+    pick = rng.integers(0, 21, 40)
+    assert store.take_ids(pick).to_pylist() == [ids[i] for i in pick.tolist()]
+    assert store.take_ids(np.empty(0, np.int64)).to_pylist() == []
     bad = ST.EmbeddingStore(tmp_path / "b")
     bad.add(0, 0, pa.array(["a"]), np.ones((1, 3), np.float32))
     with pytest.raises(ValueError, match="embeddings of different lengths"):

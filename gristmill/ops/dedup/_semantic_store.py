@@ -120,6 +120,23 @@ class EmbeddingStore:
         src = pa.memory_map(self.ids_path)
         return ipc.open_file(src).read_all().column(0)
 
+    def take_ids(self, rows: np.ndarray, ids: pa.ChunkedArray | None = None) -> pa.Array:
+        """The ids of these rows (any order), reading only the batches they are in (``ChunkedArray.take``
+        would join every chunk, i.e. read every id, first)."""
+        ids = self.ids() if ids is None else ids
+        rows = np.asarray(rows, np.int64)
+        if not rows.size:
+            return pa.array([], pa.string())
+        c = np.searchsorted(self._b_start, rows, side="right") - 1  # one chunk per batch added
+        o = np.argsort(c, kind="stable")
+        cs = c[o]
+        cuts = np.flatnonzero(np.diff(cs)) + 1
+        parts = [ids.chunk(int(cs[a])).take(pa.array(rows[o[a:b]] - self._b_start[cs[a]]))
+                 for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), cs.size])]
+        inv = np.empty_like(o)
+        inv[o] = np.arange(o.size)
+        return pa.concat_arrays(parts).take(pa.array(inv))
+
     def locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(shard, row offset within the shard) of global row numbers."""
         b = np.searchsorted(self._b_start, rows, side="right") - 1

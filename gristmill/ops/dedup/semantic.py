@@ -219,14 +219,14 @@ def _emit(ctx, store: ST.EmbeddingStore, results: list[str], scratch: Path) -> i
         rec = np.fromfile(bdir / f"{k:012d}.bin", PAIR)
         rec = rec[np.argsort(rec["gone"], kind="stable")]
         gone = rec["gone"]
-        kept_ids = ids.take(pa.array(rec["kept"])).combine_chunks()
+        kept_ids = store.take_ids(rec["kept"], ids)
         sims = np.round(rec["sim"].astype(np.float64), 6)
         shard_of, off_of = store.locate(gone)
         for s in np.unique(shard_of).tolist():
             sel = np.flatnonzero(shard_of == s)
             ctx.remove(s, off_of[sel], REASON, {"kept_id": kept_ids.take(pa.array(sel)),
                                                 "similarity": pa.array(sims[sel], pa.float64())})
-        pending.append(pa.table([ids.take(pa.array(gone)).combine_chunks(), kept_ids, pa.array(sims, pa.float64()),
+        pending.append(pa.table([store.take_ids(gone, ids), kept_ids, pa.array(sims, pa.float64()),
                                  pa.array(rec["cluster"])], schema=PAIRS_SCHEMA))
         held += gone.size
         total += gone.size
