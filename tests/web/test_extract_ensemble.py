@@ -165,3 +165,19 @@ def test_deterministic_across_batches():
     whole = op.process_batch(pa.RecordBatch.from_pylist([{"text": h} for h in pages])).column("text").to_pylist()
     ones = [op.process_batch(pa.RecordBatch.from_pylist([{"text": h}])).column("text").to_pylist()[0] for h in pages]
     assert whole == ones and all(whole)
+
+
+def test_time_limit_covers_the_referees(monkeypatch):
+    # the time limit is the whole ensemble's: a referee that never returns is stopped, not swallowed as
+    # "no opinion" (the signal's exception is not an Exception)
+    def forever(html):
+        while True:
+            pass
+    monkeypatch.setattr(X, "_readability", forever)
+    related = "<h2>Related articles</h2>" + "".join(
+        f"<p><a href='/r{i}'>Another story about the valley and its long history, part {i}</a></p>" for i in range(4))
+    html = page("<article><h1>Timber and paper</h1>" + "".join(f"<p>{p}</p>" for p in PARAS) + related + "</article>")
+    op = create_op("html_extract_mapper", {"extractor": "ensemble", "timeout": 1, "timeout_mode": "signal"})
+    monkeypatch.setattr(X, "warm_up", lambda name, options: None)  # it would run the looping referee untimed
+    res = run_op(op, [{"text": html}])
+    assert res.batch.num_rows == 0 and [r.message for r in res.rejects] == ["ensemble took longer than 1.0s"]
