@@ -36,7 +36,10 @@ import pyarrow.compute  # noqa: F401 - pa.compute
 PROBE_ROWS = 256
 TARGET_BATCH_BYTES = 4 << 20
 MIN_BATCH, MAX_BATCH = 64, 8192
-WORKER_START_S = 1.0  # a spawned worker's own start-up (interpreter + imports), before its ops' set-up
+# a worker's own start-up before its ops' set-up: a fork of the preloaded server (engine/pool.py) starts in
+# milliseconds, but the server loads the engine and the op modules first (~1 s, beside the planning); a
+# spawned worker (GRISTMILL_WORKER_START=spawn) pays ~1 s itself
+WORKER_START_S = 0.5
 WORKER_BASE_MEM = 300 << 20  # a worker's resident memory before its batches and models
 MIN_SAVING = 0.05  # reorder only when the probe says it saves at least this share of the chain's cost
 STATE = "adaptive.json"
