@@ -281,3 +281,17 @@ def test_store_and_cluster_sort_against_in_memory_references(tmp_path, monkeypat
     out = np.lib.format.open_memmap(str(tmp_path / "labels.npy"), "w+", np.int64, (v.shape[0],))
     S.kmeans(ST.ValidRows(s2.emb(), v), 7, 3, sample=900, out=out)
     assert out.tolist() == S.kmeans(y[np.asarray(v)], 7, 3, sample=900).tolist()
+
+
+def test_float16_store_keeps_the_same_rows(articles, tmp_path):
+    """store_dtype: float16 halves the store; on these articles the same rows go, the similarities within
+    float16's rounding."""
+    rows, expected = articles
+    a = run_dedup(create_op("semantic_deduplicator", {}), rows, tmp_path / "32", 5, 3)
+    b = run_dedup(create_op("semantic_deduplicator", {"store_dtype": "float16"}), rows, tmp_path / "16", 5, 3)
+    assert [(r["id"], r["kept_id"]) for r in b.removed] == [(r["id"], r["kept_id"]) for r in a.removed]
+    assert {r["id"]: r["kept_id"] for r in b.removed} == expected
+    for x, y in zip(a.removed, b.removed):
+        assert y["similarity"] == pytest.approx(x["similarity"], abs=2e-3)
+    emb = next((tmp_path / "16").rglob("emb.bin"))
+    assert emb.stat().st_size == len(rows) * 256 * 2
