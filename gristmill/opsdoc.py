@@ -76,6 +76,8 @@ EXAMPLES: dict[str, dict] = {
                                                 "min_score": 0.0, "max_score": 1.0},
     "sentence_augmentation_mapper": {"hf_model": "Qwen/Qwen2-7B-Instruct", "text_key_second": "augmented",
                                      "task_sentence": "Please rewrite the sentence in a more formal tone."},
+    "human_preference_annotation_mapper": {"api_url": "http://localhost:8080", "wait_for_annotations": True,
+                                           "poll_interval": 30},
 }
 
 
