@@ -215,3 +215,42 @@ def test_spacy_words_equal_spacy_per_word():
     assert got == [tuple(t.text for t in nlp(w)) for w in words]
     assert got[1] == ("can", "not") and got[0] == ("the",)
     assert sp.split(words[::-1]) == got[::-1]  # from the cache
+
+
+@pytest.mark.parametrize("cfg", [
+    {"norm_whitespace": False}, {"remove_punctuation": False, "lowercase": False}, {"norm_numbers": False},
+    {"norm_unicode_diacritics": False}, {"norm_weekdays": True, "norm_monthnames": True},
+    {"lowercase": False, "norm_weekdays": True}])
+def test_norm_config_switches_follow_simplify_text(cfg):
+    """Each TextNormConfig switch, against simplify_text's documented steps written in Python (re / str)."""
+    import re
+    import unicodedata
+
+    import pyarrow as pa
+
+    from gristmill.ops.text import _decontam as D
+    from test_decontamination import PUNCT, SAMPLES
+    c = {**D.Norm().__dict__, **cfg}
+
+    def simplify(t):
+        if c["lowercase"]:
+            t = t.lower()
+        if c["norm_numbers"]:
+            t = re.sub(r"\d+(?:[.,،٫⎖⎗⎘]\d+)?", "0", t)
+        if c["norm_weekdays"]:
+            t = re.sub("monday|tuesday|wednesday|thursday|friday|saturday|sunday", "WEEKDAY", t)
+        if c["norm_monthnames"]:
+            t = re.sub("january|february|march|april|may|june|july|august|september|october|november|december",
+                       "MONTH", t)
+        if c["remove_punctuation"]:
+            t = "".join(" " if ch in PUNCT else ch for ch in t)
+        if c["norm_whitespace"]:
+            t = re.sub(r"\s+", " ", t.strip())
+        if c["norm_unicode_diacritics"]:
+            t = "".join(ch for ch in unicodedata.normalize("NFD", t) if unicodedata.category(ch) != "Mn")
+        return t.strip()
+
+    texts = SAMPLES + ["On Monday, 3 March: mondays\tand  MARCH\n\n may-day Sundays  ", " \u0301 x \u2003"]
+    assert D.normalize(pa.array(texts), D.Norm(**cfg)).to_pylist() == [simplify(t) for t in texts]
+    flat, off = D.words(pa.array(texts), D.Norm(**cfg))
+    assert [flat.to_pylist()[a:b] for a, b in zip(off[:-1], off[1:])] == [simplify(t).split() for t in texts]

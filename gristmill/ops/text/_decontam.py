@@ -59,8 +59,8 @@ def normalize(arr, norm: Norm = DEFAULT_NORM) -> pa.Array:
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         arr = pc.cast(arr, pa.large_string())
     t = pc.fill_null(arr, "")
-    if norm.lowercase:
-        t = pc.utf8_lower(t)
+    if norm.lowercase:  # Python's full lowercase mapping: İ → i + combining dot (Arrow's simple one drops the dot)
+        t = pc.utf8_lower(pc.replace_substring(t, "\u0130", "i\u0307"))
     if norm.norm_numbers:
         t = pc.replace_substring_regex(t, _NUMBERS, "0")
     if norm.norm_weekdays:  # datatrove's patterns are lowercase and match inside words too
@@ -75,6 +75,8 @@ def normalize(arr, norm: Norm = DEFAULT_NORM) -> pa.Array:
     if norm.norm_unicode_diacritics:
         t = pc.utf8_normalize(t, "NFD")
         t = pc.replace_substring_regex(t, r"\p{Mn}+", "")
+    if norm.norm_whitespace:  # only single spaces are left
+        return pc.utf8_trim(t, " ")
     return pc.replace_substring_regex(t, f"^{_SPACE}|{_SPACE}$", "")  # Python's str.strip()
 
 
