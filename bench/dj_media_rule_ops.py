@@ -116,8 +116,9 @@ FACE_DJ = r"""
 import json, sys, time
 from loguru import logger
 logger.remove()
-import data_juicer.ops.mapper.video_face_blur_mapper as m
-from data_juicer.ops.mapper.video_face_blur_mapper import VideoFaceBlurMapper
+import importlib
+m = importlib.import_module("data_juicer.ops.mapper." + sys.argv[4])
+Op = getattr(m, sys.argv[5])
 if sys.argv[3] == "patched":  # its process_each_frame sets the stream's size per frame: PyAV 16 refuses that;
     # the replacement is gristmill's _each_frame loop (no frame logic of the op changes)
     import av, os
@@ -142,7 +143,7 @@ if sys.argv[3] == "patched":  # its process_each_frame sets the stream's size pe
     m.process_each_frame = each_frame
     m.close_video = lambda c: c.close()  # its close_video calls codec_context.close(), gone in PyAV 16
 videos, params = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-op = VideoFaceBlurMapper(**params)
+op = Op(**params)
 t = time.perf_counter()
 out = op.process_single({"text": "", "videos": list(videos)})
 print(json.dumps({"videos": out["videos"], "seconds": time.perf_counter() - t}))
@@ -173,6 +174,64 @@ def _frames(path):
         return [f.to_ndarray(format="rgb24") for f in c.decode(s)], (s.codec_context.name, str(s.average_rate))
 
 
+def _both(name, cls, vids, params, tmp):
+    """Data-Juicer's op (as installed; with its frame loop replaced when that fails) and gristmill's on the
+    same videos: (Data-Juicer's output, gristmill's videos, gristmill's seconds)."""
+    sys.path.insert(0, str(REPO))
+    from gristmill.registry import create_op
+    run = lambda mode: subprocess.run([str(DJ_PY), "-c", FACE_DJ, json.dumps(vids),  # noqa: E731
+                                       json.dumps(dict(params, save_dir=str(tmp / "dj"))), mode, name, cls],
+                                      capture_output=True, text=True)
+    r = run("installed")
+    if r.returncode:
+        print("  Data-Juicer as installed fails:", r.stderr.strip().splitlines()[-1])
+        r = run("patched")
+        if r.returncode:
+            sys.exit(r.stderr[-3000:])
+    dj = json.loads(r.stdout.strip().splitlines()[-1])
+    t = time.perf_counter()
+    ours = create_op(name, dict(params, save_dir=str(tmp / "gm"))).apply([{"text": "", "videos": vids}])[0]["videos"]
+    return dj, ours, time.perf_counter() - t
+
+
+def _watermarked(path, names, box=(4, 4, 20, 12)):
+    import av
+    import numpy as np
+    from PIL import Image, ImageDraw
+    with av.open(str(path), "w") as c:
+        s = c.add_stream("mpeg4", rate=5)
+        s.width, s.height, s.pix_fmt = 256, 256, "yuv420p"
+        for n in names:
+            im = Image.open(MEDIA / n).convert("RGB").resize((256, 256))
+            d = ImageDraw.Draw(im)
+            d.rectangle(list(box), fill="white")
+            d.text((box[0] + 2, box[1] - 2), "W", fill="black")
+            for p in s.encode(av.VideoFrame.from_ndarray(np.asarray(im), format="rgb24")):
+                c.mux(p)
+        for p in s.encode():
+            c.mux(p)
+    return str(path)
+
+
+def remove_watermark(tmp: Path) -> None:
+    import numpy as np
+    names = ["astronaut.jpg", "chelsea.png", "garden.jpg", "ladybird.jpg", "aqua.jpg", "storm.jpg"]
+    vids = [_watermarked(tmp / "wm1.mp4", names * 2), _watermarked(tmp / "wm2.mp4", names[::-1] * 3, (200, 220, 250, 250))]
+    print("video_remove_watermark_mapper (2 videos of photos with a drawn watermark: 12 and 18 frames)")
+    for params in ({}, {"roi_strings": ["0,0,0.1,0.1", "(0.75, 0.8, 1, 1)"], "frame_num": 8, "min_frame_threshold": 5},
+                   {"roi_strings": ["[0,0,30,20]", "190,210,256,256"], "roi_type": "pixel",
+                    "detection_method": "pixel_diversity"}):
+        dj, ours, dt = _both("video_remove_watermark_mapper", "VideoRemoveWatermarkMapper", vids, params, tmp)
+        diffs, same_shape = [], True
+        for o, d in zip(ours, dj["videos"]):
+            (fo, io), (fd, id_) = _frames(o), _frames(d)
+            same_shape &= len(fo) == len(fd) and io == id_
+            diffs.append(max(float(np.abs(a.astype(int) - b.astype(int)).mean()) for a, b in zip(fo, fd)))
+        print(f"  {json.dumps(params)[:90]:92s} same frames/codec/rate: {same_shape}; largest mean |pixel "
+              f"difference| per video: {', '.join(f'{x:.3f}' for x in diffs)}; seconds gristmill {dt:.2f}, "
+              f"DJ {dj['seconds']:.2f}")
+
+
 def face_blur(tmp: Path) -> None:
     import numpy as np
     sys.path.insert(0, str(REPO))
@@ -180,20 +239,7 @@ def face_blur(tmp: Path) -> None:
     vids = [_video(tmp / "faces.mp4", "FFFFFFCC"), _video(tmp / "mixed.mp4", "FCFCFC"), _video(tmp / "cat.mp4", "CCC")]
     print("video_face_blur_mapper (3 videos: 8, 6 and 3 frames)")
     for params in ({}, {"blur_type": "box", "radius": 5}, {"blur_type": "mean"}):
-        run = lambda mode: subprocess.run([str(DJ_PY), "-c", FACE_DJ, json.dumps(vids),  # noqa: E731
-                                           json.dumps(dict(params, save_dir=str(tmp / "dj"))), mode],
-                                          capture_output=True, text=True)
-        r = run("installed")
-        if r.returncode:
-            print("  Data-Juicer as installed fails:", r.stderr.strip().splitlines()[-1])
-            r = run("patched")
-            if r.returncode:
-                sys.exit(r.stderr[-3000:])
-        dj = json.loads(r.stdout.strip().splitlines()[-1])
-        t = time.perf_counter()
-        ours = create_op("video_face_blur_mapper", dict(params, save_dir=str(tmp / "gm"))).apply(
-            [{"text": "", "videos": vids}])[0]["videos"]
-        dt = time.perf_counter() - t
+        dj, ours, dt = _both("video_face_blur_mapper", "VideoFaceBlurMapper", vids, params, tmp)
         rewritten = [o != v for o in ours for v in [vids[ours.index(o)]]] == [d != v for d, v in zip(dj["videos"], vids)]
         diffs, same_shape = [], True
         for o, d in zip(ours, dj["videos"]):
@@ -207,13 +253,15 @@ def face_blur(tmp: Path) -> None:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", choices=["ohem", "face_blur"], default=None)
+    ap.add_argument("--only", choices=["ohem", "face_blur", "remove_watermark"], default=None)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         if args.only in (None, "ohem"):
             ohem(Path(d))
         if args.only in (None, "face_blur"):
             face_blur(Path(d))
+        if args.only in (None, "remove_watermark"):
+            remove_watermark(Path(d))
 
 
 if __name__ == "__main__":

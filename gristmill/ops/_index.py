@@ -195,6 +195,7 @@ OPS = {
     'video_motion_score_filter': 'gristmill.ops.video.motion',
     'video_nsfw_filter': 'gristmill.ops.video.model_frames',
     'video_ocr_area_ratio_filter': 'gristmill.ops.video.model_ocr',
+    'video_remove_watermark_mapper': 'gristmill.ops.video.remove_watermark',
     'video_resize_aspect_ratio_mapper': 'gristmill.ops.video.resize',
     'video_resize_resolution_mapper': 'gristmill.ops.video.resize',
     'video_resolution_filter': 'gristmill.ops.video.probe_filters',
