@@ -25,6 +25,7 @@ PATTERNS = {  # regex → what it is
     r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]+)?\.sp\.model": "SentencePiece model",
     r"lid\.176\.bin": "fastText language-ID model",
     r"[A-Za-z0-9][\w.+-]*\.(?:fasttext\.bin|ftz)": "fastText classifier",  # fasttext_*_filter (classify)
+    r"ram_plus_swin_large_14m\.pth": "Recognize Anything (RAM++) tagger",  # image/video tagging ops
 }
 _TMP_PREFIX = ".gm-tmp-"
 _checking = contextvars.ContextVar("gristmill_models_checking", default=True)
