@@ -59,6 +59,8 @@ from pathlib import Path
 
 import yaml
 
+from bench._dj_llm_recipes import llm_op_names, llm_ops_of, print_llm_table, run_llm_recipes
+
 HERE = Path(__file__).resolve().parent
 SHARED = HERE.parent.parent / "shared"
 CC = SHARED / "data" / "cc-2019-30-sample.jsonl.gz"
@@ -69,7 +71,6 @@ DJ_BIN = Path("/tmp/peers/dj/bin/dj-process")
 SITE = Path(sysconfig.get_paths()["purelib"])  # real source files for the code recipes
 
 NON_TEXT_PREFIXES = ("image_", "video_", "audio_", "imgdiff_")
-LLM_OPS = {"optimize_prompt_mapper", "sentence_augmentation_mapper"}  # need an LLM endpoint / model
 CODE_SUFFIXES = (".py", ".pyi", ".c", ".h", ".cpp", ".js", ".sh", ".md", ".rst", ".txt", ".json", ".toml",
                  ".cfg", ".html", ".css", ".xml")
 
@@ -90,6 +91,7 @@ def list_recipes(repo: Path = DJ_REPO) -> tuple[list[tuple[str, dict]], list[tup
              if p.endswith(".yaml") and (p.startswith("configs/data_juicer_recipes/") or p.startswith("configs/demo/")
                                          or p.startswith("configs/reproduced_"))]
     runnable, excluded = [], []
+    llm_names = llm_op_names()
     for p in sorted(names):
         r = yaml.safe_load(dj_git("show", f"HEAD:{p}", repo=repo))
         if not isinstance(r, dict) or not isinstance(r.get("process"), list):
@@ -97,11 +99,11 @@ def list_recipes(repo: Path = DJ_REPO) -> tuple[list[tuple[str, dict]], list[tup
             continue
         ops = [next(iter(o)) for o in r["process"]]
         media = sorted({o for o in ops if o.startswith(NON_TEXT_PREFIXES)})
-        llm = sorted({o for o in ops if o in LLM_OPS})
+        llm = sorted(set(llm_ops_of(r, llm_names)))
         if media:
             excluded.append((p, "image/video ops: " + ", ".join(media[:3]) + (" …" if len(media) > 3 else "")))
         elif llm:
-            excluded.append((p, "LLM op: " + ", ".join(llm)))
+            excluded.append((p, "LLM op: " + ", ".join(llm) + " (run with --llm)"))
         else:
             runnable.append((p, r))
     return runnable, excluded
@@ -553,8 +555,21 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=int, default=900)
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--llm", action="store_true",
+                    help="run the recipes with LLM (API-model) ops instead, against a local OpenAI-compatible "
+                         "server: request bodies and rows compared (bench/_dj_llm_recipes.py)")
     a = ap.parse_args(argv)
     work = a.work
+    if a.llm:
+        env_dj = dict(os.environ, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", HF_HOME=str(work / "hf"),
+                      PYTHONPATH=str(torchvision_shim(work)))
+        results, excluded = run_llm_recipes(
+            a, work, env_dj, dict(os.environ), lambda *x: dj_git(*x, repo=a.dj_repo), rewrite, run, read_rows,
+            compare, last_error)
+        print_llm_table(results, excluded, a.markdown)
+        if a.json:
+            a.json.write_text(json.dumps({"results": results, "excluded": excluded}, indent=1))
+        return 0
     gm_store, dj_cache = work / "gm-models", work / "dj-cache"
     install_models(build_models(work), gm_store, dj_cache)
     install_hf_tokenizer(build_hf_tokenizer(work), gm_store, work / "hf")

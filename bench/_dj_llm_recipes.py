@@ -1,0 +1,280 @@
+"""Data-Juicer's repository recipes with LLM (API-model) ops, on Data-Juicer 1.6.1 and gristmill against one
+local OpenAI-compatible server (tests/llm/llm_server.py, started here on 127.0.0.1; deterministic answers).
+
+Used by ``python bench/dj_recipes.py --llm``. Every recipe under ``configs/**`` of the mirror whose process
+list holds an op that asks an LLM (an op of ``gristmill/ops/llm`` or one with ``api_model`` /
+``api_or_hf_model`` / ``is_api_model`` / ``api_endpoint`` params) is listed. A runnable one runs unchanged
+but for its data paths, ``work_dir`` and ``np: 1``, on both systems in turn, both pointed at the server by
+``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` (what Data-Juicer's API client and gristmill's read when a recipe
+names no ``api_endpoint``). Compared: (a) the request bodies each system sent (the server's log, sliced by
+run; as sent, and as a multiset since gristmill's requests run concurrently) and (b) the exported rows.
+
+``configs/config_all.yaml`` (Data-Juicer's reference of every op's params, not a recipe: media ops, Hub
+models) is run in part: its text LLM entries of CONFIG_ALL_CHAIN, with their params as written, chained in one
+recipe (one Data-Juicer start-up) on the QA rows of Data-Juicer's demo data; the other entries are listed with
+the reason.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests" / "llm"))
+
+API_PARAMS = ("api_model", "api_or_hf_model", "is_api_model", "api_endpoint")
+
+
+def llm_op_names() -> set[str]:
+    """gristmill's ops that ask an LLM (those of gristmill/ops/llm)."""
+    from gristmill import registry as R
+    return {n for n in R.all_ops() if R.get_op_class(n).__module__.startswith("gristmill.ops.llm")}
+
+
+def llm_ops_of(recipe: dict, llm: set[str]) -> list[str]:
+    out = []
+    for o in recipe.get("process") or []:
+        if not isinstance(o, dict):
+            continue
+        name = next(iter(o))
+        prm = o[name] if isinstance(o[name], dict) else {}
+        if name in llm or any(k in prm for k in API_PARAMS):
+            out.append(name)
+    return out
+
+
+def list_llm_recipes(git) -> list[tuple[str, dict, list[str]]]:
+    """[(path, recipe, its LLM ops)] for every configs/** YAML whose process list asks an LLM."""
+    llm = llm_op_names()
+    found = []
+    for p in sorted(git("ls-tree", "-r", "--name-only", "HEAD", "configs").splitlines()):
+        if not p.endswith((".yaml", ".yml")):
+            continue
+        try:
+            r = yaml.safe_load(git("show", f"HEAD:{p}"))
+        except yaml.YAMLError:
+            continue
+        if isinstance(r, dict) and isinstance(r.get("process"), list):
+            ops = llm_ops_of(r, llm)
+            if ops:
+                found.append((p, r, ops))
+    return found
+
+
+# -- the server's answers --------------------------------------------------------------------------------
+
+def _h(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=4).digest(), "big")
+
+
+def answer(body: dict, times_asked: int) -> str:
+    """A deterministic answer that each op's parser accepts, chosen by the request's system prompt."""
+    msgs = body["messages"]
+    system = msgs[0]["content"] if msgs and msgs[0]["role"] == "system" else ""
+    user = msgs[-1]["content"] if isinstance(msgs[-1]["content"], str) else json.dumps(msgs[-1]["content"])
+    h = _h(json.dumps(msgs, ensure_ascii=False))
+    if "【提示词】" in system:  # optimize_prompt_mapper: a variant of the last example
+        examples = re.findall(r"【提示词】\n(.*?)\n(?=\n如下是一条示例数据|$)", user, re.DOTALL)
+        last = examples[-1] if examples else user
+        return f"【提示词】\n{last} Be concise (variant {h % 97}).\n"
+    from llm_answers import dims_of, scoring_answer
+    if dims_of(system):  # the scoring filters
+        return scoring_answer(body, times_asked)
+    if "【原因】" in system:  # pair_preference_mapper
+        return f"【回答】\nrejected {h % 1000}\n【原因】\nreason {h % 89}"
+    if "【问题】" in system or "【回答】" in system:  # calibrate_* / optimize_* mappers
+        return f"【问题】\nquestion {h % 1000}\n【回答】\nanswer {h % 997}"
+    if "content_keywords" in system or "content_keywords" in user:  # extract_keyword_mapper
+        return f'("content_keywords" "kw{h % 7}, kw{h % 11}")<|COMPLETE|>'
+    m = re.search(r"所以(.+?)是(.+?)的：", system)
+    if m:  # relation_identity_mapper
+        return f"分析推理：……\n{m.group(0)}朋友{h % 3}"
+    return f"answer {h % 1000}: {user[:80]}"
+
+
+# -- inputs ----------------------------------------------------------------------------------------------
+
+def recipe_input(path: str, recipe: dict, git, work: Path, rows: int) -> Path:
+    """The recipe's own dataset from the repository when it ships one (its first ``rows`` rows)."""
+    ds = str(recipe.get("dataset_path") or "")
+    out = work / "inputs" / f"llm-{Path(path).stem}-{rows}.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lines = [ln for ln in git("show", f"HEAD:{ds}").splitlines() if ln.strip()]
+    out.write_text("".join(ln + "\n" for ln in lines[:rows]), encoding="utf-8")
+    return out
+
+
+def has_own_data(recipe: dict, git) -> bool:
+    ds = recipe.get("dataset_path")
+    if not isinstance(ds, str) or not ds.endswith(".jsonl"):
+        return False
+    try:
+        git("cat-file", "-e", f"HEAD:{ds}")
+        return True
+    except subprocess.CalledProcessError:
+        return False
+
+
+# -- config_all.yaml's LLM entries, chained into one recipe -------------------------------------------
+
+# the entries of configs/config_all.yaml run as written (one chain: one Data-Juicer start-up), on QA rows
+CONFIG_ALL_CHAIN = ("calibrate_qa_mapper", "calibrate_query_mapper", "calibrate_response_mapper",
+                    "pair_preference_mapper", "extract_keyword_mapper", "relation_identity_mapper",
+                    "llm_quality_score_filter", "llm_difficulty_score_filter", "llm_task_relevance_filter")
+# why the other LLM entries of config_all.yaml are not in the chain
+CONFIG_ALL_OUT = {
+    "generate_qa_from_text_mapper": "Data-Juicer loads hf_model (a 7B Hub model) locally",
+    "generate_qa_from_examples_mapper": "Data-Juicer loads hf_model (a 7B Hub model) locally",
+    "optimize_qa_mapper": "Data-Juicer loads hf_model (a 7B Hub model) locally",
+    "optimize_query_mapper": "its default hf_model is loaded locally by Data-Juicer",
+    "optimize_response_mapper": "its default hf_model is loaded locally by Data-Juicer",
+    "llm_perplexity_filter": "a local Hub model (Qwen2.5-0.5B)",
+    "text_embd_similarity_filter": "asks an embeddings endpoint with valid_dataset: null (no reference set)",
+}
+
+
+def config_all_rows(git, rows: int) -> list[dict]:
+    """QA rows from Data-Juicer's demo data: the chatml demo's question / answer pairs and the
+    human-preference demo's prompts and first answers (``text`` = the answer)."""
+    out = []
+    for ln in git("show", "HEAD:demos/data/demo-dataset-chatml.jsonl").splitlines():
+        if ln.strip():
+            m = json.loads(ln)["messages"]
+            q = next(x["content"] for x in m if x["role"] == "user")
+            r = next(x["content"] for x in m if x["role"] == "assistant")
+            out.append({"text": r, "query": q, "response": r})
+    for ln in git("show", "HEAD:demos/data/demo-dataset-annotation-human-preference.jsonl").splitlines():
+        if ln.strip():
+            d = json.loads(ln)
+            out.append({"text": d["answer1"], "query": d["prompt"], "response": d["answer1"]})
+    return out[:rows]
+
+
+def config_all_recipe(recipe: dict, llm: list[str]) -> tuple[dict, list[tuple[str, str]]]:
+    entries = {next(iter(o)): o for o in recipe["process"] if isinstance(o, dict)}
+    chain = [entries[n] for n in CONFIG_ALL_CHAIN if n in entries]
+    left = [(f"configs/config_all.yaml: {n}", CONFIG_ALL_OUT.get(n, "needs grouped / dialog / event rows "
+                                                                    "(not in this chain)"))
+            for n in llm if n not in CONFIG_ALL_CHAIN]
+    return {"project_name": "config_all-llm", "text_keys": "text", "process": chain}, left
+
+
+# -- runs -------------------------------------------------------------------------------------------------
+
+def body_key(b: dict) -> str:
+    return json.dumps(b, sort_keys=True, ensure_ascii=False)
+
+
+def compare_bodies(dj: list[dict], gm: list[dict]) -> str:
+    if dj == gm:
+        return "yes (same order)"
+    if sorted(map(body_key, dj)) == sorted(map(body_key, gm)):
+        return "yes (as a multiset)"
+    a, b = set(map(body_key, dj)), set(map(body_key, gm))
+    return f"no ({len(a - b)} only DJ, {len(b - a)} only ours)"
+
+
+def run_llm_recipes(a, work: Path, env_dj: dict, env_gm: dict, git, rewrite, run, read_rows, compare,
+                    last_error) -> tuple[list[dict], list[tuple[str, str]]]:
+    from llm_server import LLMServer
+    results, excluded = [], []
+    recipes = list_llm_recipes(git)
+    with LLMServer(answer) as srv:
+        env = {"OPENAI_BASE_URL": srv.url, "OPENAI_API_KEY": "sk-bench"}
+        for path, recipe, ops in recipes:
+            if a.only and not any(s in path for s in a.only):
+                continue
+            if path == "configs/config_all.yaml":
+                # Data-Juicer's reference of every op's params (media ops, Hub models), not a runnable recipe:
+                # its text LLM entries run as written, chained, on QA rows of its demo data
+                recipe, left = config_all_recipe(recipe, ops)
+                excluded += left
+                ops = [next(iter(o)) for o in recipe["process"]]
+                data = work / "inputs" / f"llm-config_all-{a.rows}.jsonl"
+                data.parent.mkdir(parents=True, exist_ok=True)
+                data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in config_all_rows(git, a.rows)),
+                                encoding="utf-8")
+            elif not has_own_data(recipe, git):
+                excluded.append((path, "LLM op " + ", ".join(ops) + ": no dataset in the repository"))
+                continue
+            else:
+                data = recipe_input(path, recipe, git, work, a.rows)
+            rows_in = sum(1 for _ in open(data, encoding="utf-8"))
+            res = {"recipe": path, "ops": ops, "rows_in": rows_in}
+            name = Path(path).stem
+            for side, cmd_of, e in (("dj", lambda y: [str(a.dj_bin), "--config", str(y)], env_dj),
+                                    ("gm", lambda y: [sys.executable, "-m", "gristmill.cli", "run", str(y),
+                                                      "--no-progress"], env_gm)):
+                d = work / "runs-llm" / name / side
+                shutil.rmtree(d, ignore_errors=True)
+                d.mkdir(parents=True)
+                y = d / "recipe.yaml"
+                y.write_text(yaml.safe_dump(rewrite(recipe, data, d / "out" / "out.jsonl", d / "work"),
+                                            sort_keys=False, allow_unicode=True))
+                n0, b0 = srv.n, len(srv.bodies)
+                rc, secs = run(cmd_of(y), dict(e, **env), d / "log.txt", a.timeout)
+                log = (d / "log.txt").read_text(errors="replace")
+                rows = read_rows(d / "out" / "out.jsonl") if rc == 0 else None
+                op_err = [ln for ln in log.splitlines() if "An error occurred in" in ln] if side == "dj" else []
+                res[side] = {"rc": rc, "seconds": round(secs, 1), "rows": None if rows is None else len(rows),
+                             "requests": srv.n - n0,
+                             "error": None if rc == 0 and not op_err else
+                             (op_err[0].split(" - ", 1)[-1][:200] if op_err else last_error(log))}
+                res[side + "_bodies"] = srv.bodies[b0:]
+                res[side + "_rows"] = None if op_err else rows
+                (d / "bodies.jsonl").write_text("".join(json.dumps(b, ensure_ascii=False) + "\n"
+                                                        for b in res[side + "_bodies"]))
+            res["bodies_identical"] = compare_bodies(res["dj_bodies"], res["gm_bodies"])
+            if res["dj_rows"] is None:
+                res["verdict"] = f"DJ failed: {res['dj']['error']}"
+            elif res["gm_rows"] is None:
+                res["verdict"] = f"gristmill failed: {res['gm']['error']}"
+            else:
+                note = ""
+                if not any("id" in r for r in res["dj_rows"]) and all("id" in r for r in res["gm_rows"]):
+                    # gristmill gives every row a stable id (the input's, else source:line); DJ's rows have none
+                    res["gm_rows"] = [{k: v for k, v in r.items() if k != "id"} for r in res["gm_rows"]]
+                    note = " (gristmill's added `id` set aside)"
+                res["verdict"] = compare(res["dj_rows"], res["gm_rows"]) + note
+            for k in ("dj_bodies", "gm_bodies", "dj_rows", "gm_rows"):
+                del res[k]
+            results.append(res)
+            print(f"{path}: in {rows_in}, DJ {res['dj']['rows']} rows / {res['dj']['requests']} requests "
+                  f"({res['dj']['seconds']}s), ours {res['gm']['rows']} / {res['gm']['requests']} "
+                  f"({res['gm']['seconds']}s): bodies {res['bodies_identical']}; rows {res['verdict']}",
+                  file=sys.stderr, flush=True)
+    return results, excluded
+
+
+def print_llm_table(results, excluded, markdown: bool) -> None:
+    same = sum(r["verdict"].startswith("identical") and r["bodies_identical"].startswith("yes") for r in results)
+    print(f"{same} of {len(results)} LLM recipes send the same requests and export the same rows "
+          "(Data-Juicer 1.6.1 vs gristmill, one local OpenAI-compatible server)")
+    head = ["recipe", "LLM ops", "rows in", "rows DJ", "rows ours", "requests DJ", "requests ours",
+            "bodies identical", "rows"]
+    rows = [[r["recipe"].removeprefix("configs/"), ", ".join(r["ops"]), r["rows_in"], r["dj"]["rows"],
+             r["gm"]["rows"], r["dj"]["requests"], r["gm"]["requests"], r["bodies_identical"], r["verdict"]]
+            for r in results]
+    if markdown:
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+        for row in rows:
+            print("| " + " | ".join("—" if v is None else str(v) for v in row) + " |")
+        if excluded:
+            print("\nNot run:\n")
+            for p, why in excluded:
+                print(f"- `{p.removeprefix('configs/')}`: {why}")
+    else:
+        for row in [head] + rows:
+            print("  ".join(str("-" if v is None else v) for v in row))
+        for p, why in excluded:
+            print(f"not run: {p}: {why}")
