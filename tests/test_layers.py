@@ -17,7 +17,7 @@ UPPER = ("gristmill.pipeline", *FACES)
 # the analysis modules the engine runs (profiles, sketches, the report written at the end of a run); the
 # rest of analysis (analyze, inspect) are apps above the pipeline
 OBSERVERS = tuple(f"gristmill.analysis.{m}" for m in ("profile", "sketch", "model", "overall", "thresholds", "report",
-                                                       "html", "plots", "thumbs", "where"))
+                                                       "html", "plots", "svg", "thumbs", "where"))
 # layer → the gristmill packages it must not reach (docs/architecture.md has the same table)
 FORBIDDEN = {
     "gristmill.fs": ("gristmill.io", "gristmill.ops", "gristmill.engine", "gristmill.tokenize", *UPPER),

@@ -27,6 +27,7 @@ hold for the whole worker; a variable the user set is left as it is. The parent'
 """
 from __future__ import annotations
 
+import atexit
 import itertools
 import json
 import multiprocessing as mp
@@ -115,6 +116,44 @@ def report_progress(rows: int, nbytes: int) -> None:
 
 _server_key: tuple | None = None  # (environment, op modules) the running fork server was started with
 _server_lock = threading.Lock()
+_servers: list[int] = []  # fork servers this process started and let go: reaped at exit
+
+
+def _let_go(server) -> None:
+    """Ask the running fork server to end (it does once its workers have: a pool still running keeps its
+    workers) without waiting for it; it is reaped at exit."""
+    if server._forkserver_pid is None:
+        return
+    os.close(server._forkserver_alive_fd)
+    _servers.append(server._forkserver_pid)
+    address = server._forkserver_address
+    server._forkserver_alive_fd = server._forkserver_pid = server._forkserver_address = None
+    if isinstance(address, str) and not address.startswith("\0"):
+        try:
+            os.unlink(address)
+        except OSError:
+            pass
+
+
+@atexit.register
+def _reap(timeout: float = 5.0) -> None:
+    """Wait (a while) for the fork servers to end: their CPU time, and their workers', then counts as this
+    process's children's (``RUSAGE_CHILDREN``), and none outlives the run."""
+    import time
+    from multiprocessing import forkserver
+    server = getattr(forkserver, "_forkserver", None)
+    if server is not None and _server_key is not None:
+        _let_go(server)
+    deadline = time.monotonic() + timeout
+    for pid in _servers:
+        while True:
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if done or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
 
 
 def _forkserver(env: dict, modules: list[str]):
@@ -133,7 +172,7 @@ def _forkserver(env: dict, modules: list[str]):
     key = (tuple(sorted(want.items())), tuple(modules))
     with _server_lock:
         if key != _server_key:
-            server._stop()
+            _let_go(server)
             ctx = mp.get_context("forkserver")
             ctx.set_forkserver_preload(["gristmill.engine.preload"])
             saved = dict(os.environ)
