@@ -205,6 +205,9 @@ NOT_DECLARED = {
     **{name: {m: "by embedding_model's kind: _embeddings.check refuses a missing one when the op is built"
               for m in ("wordllama", "model2vec", "torch", "transformers")}
        for name in ("text_embedding_mapper", "semantic_deduplicator")},
+    **{name: {"torch": "is_hf_model only: the pipeline's missing_libraries adds it (and transformers)",
+              "PIL": "is_hf_model only (images decoded for the local model): missing_libraries adds it"}
+       for name in ("llm_ray_vllm_engine_pipeline", "vlm_ray_vllm_engine_pipeline")},
 }
 # a family of ops whose modules share one story: module prefix → {module: why}
 FAMILY_NOT_DECLARED = {
