@@ -8,7 +8,11 @@
   the others); compared: which videos are rewritten, frame count, codec and rate, and the mean absolute pixel
   difference between Data-Juicer's and gristmill's frames (both re-encode with the input's codec).
 
-Data-Juicer runs in its venv (``PEERS_DIR``, default /tmp/peers) in a subprocess; gristmill on its local
+- ``video_hand_motion_smooth_mapper``: hand trajectories made here (a smooth path with noise and jumps,
+  rotations, 21 joints, short and empty hands); compared: every smoothed state, action and joint.
+
+Data-Juicer runs in its venv (``PEERS_DIR``, default /tmp/peers; scipy added to it: without it its hand
+smoothing keeps every hand as it was, logging a warning) in a subprocess; gristmill on its local
 engine (Dataset API, np=1).
 
     python bench/dj_media_rule_ops.py [--only ohem]"""
@@ -232,6 +236,71 @@ def remove_watermark(tmp: Path) -> None:
               f"DJ {dj['seconds']:.2f}")
 
 
+HAND_DJ = r"""
+import json, sys
+from loguru import logger
+logger.remove()
+from data_juicer.ops.mapper.video_hand_motion_smooth_mapper import VideoHandMotionSmoothMapper
+rows, params = json.load(open(sys.argv[1])), json.loads(sys.argv[2])
+op = VideoHandMotionSmoothMapper(**params)
+print(json.dumps([op.process_single({"__dj__meta__": r})["__dj__meta__"] for r in rows]))
+"""
+
+
+def hand_tracks(seed: int = 0) -> list[dict]:
+    """meta of samples with hand actions: per video {hand: {...}} with noisy paths, jumps and rotations."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+
+    def hand(kind, n, jumps=()):
+        t = np.linspace(0, 2, n)
+        pos = np.stack([np.sin(t), np.cos(t) * 0.5, t * 0.1], 1) + rng.normal(0, 0.01, (n, 3))
+        for j in jumps:
+            pos[j] += 0.8
+        eul = np.stack([0.3 * t, np.full(n, 3.1) - 0.05 * t, 0.2 * np.sin(3 * t)], 1) + rng.normal(0, 0.02, (n, 3))
+        grip = (t > 1).astype(float)
+        states = np.concatenate([pos, eul, np.zeros((n, 1)), grip[:, None]], 1)
+        joints = (pos[:, None, :] + rng.normal(0, 0.02, (n, 21, 3))).tolist()
+        return {"hand_type": kind, "states": states.tolist(), "actions": [[0.0] * 7] * n,
+                "valid_frame_ids": list(range(0, 2 * n, 2)), "joints_world": joints, "joints_cam": []}
+    return [{"hand_action_tags": [{"right": hand("right", 40, (10, 11, 25)), "left": hand("left", 12, (5,))},
+                                  {"right": hand("right", 4), "left": {"states": [], "hand_type": "left"}}]},
+            {"hand_action_tags": [{"right": hand("right", 9)}]},
+            {"hand_action_tags": []}, {"other": 1}]
+
+
+def hand_smooth(tmp: Path) -> None:
+    import numpy as np
+    sys.path.insert(0, str(REPO))
+    from gristmill.core import columns as C
+    from gristmill.registry import create_op
+    rows = hand_tracks()
+    (tmp / "hands.json").write_text(json.dumps(rows))
+    print("video_hand_motion_smooth_mapper (4 samples, 6 hands of 4-40 frames)")
+    for params in ({}, {"savgol_window": 7, "savgol_polyorder": 2, "outlier_velocity_threshold": 3.0},
+                   {"smooth_joints": False, "min_frames_for_smoothing": 10}):
+        r = subprocess.run([str(DJ_PY), "-c", HAND_DJ, str(tmp / "hands.json"), json.dumps(params)],
+                           capture_output=True, text=True)
+        if r.returncode:
+            sys.exit(r.stderr[-3000:])
+        dj = json.loads(r.stdout.strip().splitlines()[-1])
+        t = time.perf_counter()
+        out = create_op("video_hand_motion_smooth_mapper", params).apply(
+            C.from_records([{"text": "", "__meta__": m} for m in rows]))
+        dt = time.perf_counter() - t
+        ours = [r["__meta__"] for r in C.to_pylist(out)]
+        worst, same_keys = 0.0, True
+        for o, d in zip(ours, dj):
+            for oc, dc in zip(o.get("hand_action_tags") or [], d.get("hand_action_tags") or []):
+                for h in dc:
+                    for k in ("states", "actions", "joints_world"):
+                        if dc[h].get(k):
+                            worst = max(worst, float(np.abs(np.asarray(oc[h][k]) - np.asarray(dc[h][k])).max()))
+                    same_keys &= oc[h].get("valid_frame_ids") == dc[h].get("valid_frame_ids")
+        print(f"  {json.dumps(params):90s} largest |difference| of a state, action or joint: {worst:.2e}; "
+              f"same frame ids: {same_keys}; seconds gristmill {dt:.3f}")
+
+
 def face_blur(tmp: Path) -> None:
     import numpy as np
     sys.path.insert(0, str(REPO))
@@ -253,7 +322,7 @@ def face_blur(tmp: Path) -> None:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", choices=["ohem", "face_blur", "remove_watermark"], default=None)
+    ap.add_argument("--only", choices=["ohem", "face_blur", "remove_watermark", "hand_smooth"], default=None)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         if args.only in (None, "ohem"):
@@ -262,6 +331,8 @@ def main():
             face_blur(Path(d))
         if args.only in (None, "remove_watermark"):
             remove_watermark(Path(d))
+        if args.only in (None, "hand_smooth"):
+            hand_smooth(Path(d))
 
 
 if __name__ == "__main__":
