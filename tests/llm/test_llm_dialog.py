@@ -49,3 +49,17 @@ def test_dialog_sentiment_intensity_mapper_in_english():
         assert all(b["messages"][1]["content"].count("用户：") == 1 for b in srv.bodies)  # max_round 0
     assert out[0]["__meta__"]["dialog_sentiment_intensity"] == [2, 2]
     assert out[0]["__meta__"]["dialog_sentiment_intensity_analysis"] == ["calm", "calm"]
+
+
+def test_dialog_null_keys_are_the_defaults():
+    """Data-Juicer's config_all.yaml gives ``intensities_key: null`` / ``analysis_key: null``: the recipe runs,
+    with the default meta fields (Data-Juicer 1.6.1 writes both under a key None, the analyses overwriting)."""
+    def answer(body, n):
+        return "情绪分析：calm\n情绪值：2"
+    with LLMServer(answer) as srv:
+        op = create_op("dialog_sentiment_intensity_mapper", {"api_endpoint": srv.url + "/chat/completions",
+                                                             "intensities_key": None, "analysis_key": None})
+        meta = op.apply([dict(ROW)])[0]["__meta__"]
+    assert meta == {"dialog_sentiment_intensity": [2, 2], "dialog_sentiment_intensity_analysis": ["calm", "calm"]}
+    op = create_op("dialog_intent_detection_mapper", {"labels_key": None, "analysis_key": None})
+    assert (op.params.labels_key, op.params.analysis_key) == ("dialog_intent_labels", "dialog_intent_labels_analysis")

@@ -11,7 +11,7 @@ import re
 from typing import ClassVar
 
 import pyarrow as pa
-from pydantic import Field, NonNegativeInt
+from pydantic import Field, NonNegativeInt, model_validator
 
 from ...core import columns as C
 from ...registry import register
@@ -147,6 +147,17 @@ def dialog_turns(row: dict, history_key: str, query_key: str, response_key: str)
 
 class _DialogParams(APIModelParams):
     max_round: NonNegativeInt = Field(10, description="Previous turns shown with each turn.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_keys_default(cls, v):
+        """A ``*_key`` given as null (Data-Juicer's config_all.yaml writes ``intensities_key: null``) is the
+        default field name. Data-Juicer 1.6.1 stores under the key None then, and with both keys null its
+        analyses overwrite its intensities there."""
+        if isinstance(v, dict):
+            return {k: x for k, x in v.items() if not (x is None and k.endswith("_key"))}
+        return v
+
     history_key: str = Field("history", description="Field holding the earlier [query, response] pairs.")
     query_key: str = Field("query", description="Field holding the last query.")
     response_key: str = Field("response", description="Field holding the last response.")
