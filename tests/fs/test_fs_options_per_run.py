@@ -96,3 +96,15 @@ def test_two_runs_at_once_on_threads_each_with_its_own_options(tagged, tmp_path)
         assert results[t].status == 0, results[t].error
         out = (tmp_path / f"{t}.jsonl").read_text().splitlines()
         assert out and all(json.loads(x)["id"].startswith(t) for x in out)
+
+
+def test_the_python_api_takes_a_runs_storage_options(tagged, tmp_path):
+    from gristmill.dataset import Dataset
+
+    _recipe(tmp_path, "A")  # writes the data under tagged://A/in/
+    ds = Dataset.load("tagged://A/in/")
+    rep = ds.export(str(tmp_path / "api.jsonl"), work_dir=str(tmp_path / "w-api"),
+                    storage_options={"tagged://": {"tag": "A"}})
+    assert rep["rows_read"] == 60 and (tmp_path / "api.jsonl").read_text().count("\n") == 60
+    with pytest.raises(Exception, match="tagged://A/in"):  # another run without them: refused
+        ds.export(str(tmp_path / "api2.jsonl"), work_dir=str(tmp_path / "w-api2"))
