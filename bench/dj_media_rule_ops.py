@@ -11,6 +11,9 @@
 - ``video_hand_motion_smooth_mapper``: hand trajectories made here (a smooth path with noise and jumps,
   rotations, 21 joints, short and empty hands); compared: every smoothed state, action and joint.
 
+- ``video_atomic_action_segment_mapper``: the same trajectories, a longer one added; compared: the segments
+  (bounds, frame ids, sliced states).
+
 Data-Juicer runs in its venv (``PEERS_DIR``, default /tmp/peers; scipy added to it: without it its hand
 smoothing keeps every hand as it was, logging a warning) in a subprocess; gristmill on its local
 engine (Dataset API, np=1).
@@ -301,6 +304,59 @@ def hand_smooth(tmp: Path) -> None:
               f"same frame ids: {same_keys}; seconds gristmill {dt:.3f}")
 
 
+SEG_DJ = r"""
+import json, sys
+from loguru import logger
+logger.remove()
+from data_juicer.ops.mapper.video_atomic_action_segment_mapper import VideoAtomicActionSegmentMapper
+rows, params = json.load(open(sys.argv[1])), json.loads(sys.argv[2])
+op = VideoAtomicActionSegmentMapper(**params)
+print(json.dumps([op.process_single({"__dj__meta__": r})["__dj__meta__"].get(params.get("segment_field",
+                  "atomic_action_segments")) for r in rows]))
+"""
+
+
+def segment_tracks() -> list[dict]:
+    import numpy as np
+    rows = hand_tracks(1)
+    rng = np.random.default_rng(5)
+    n = 400
+    t = np.linspace(0, 12, n)
+    pos = np.stack([np.sin(t) * (1 + 0.3 * np.sin(5 * t)), np.cos(2 * t), 0.1 * t], 1) + rng.normal(0, 0.003, (n, 3))
+    states = np.concatenate([pos, np.zeros((n, 5))], 1).tolist()
+    rows.append({"hand_action_tags": [{"left": {"hand_type": "left", "states": states, "actions": [[0.0] * 7] * n,
+                                                "valid_frame_ids": list(range(100, 100 + n))}}]})
+    return rows
+
+
+def atomic_segments(tmp: Path) -> None:
+    sys.path.insert(0, str(REPO))
+    from gristmill.core import columns as C
+    from gristmill.registry import create_op
+    rows = segment_tracks()
+    (tmp / "seg.json").write_text(json.dumps(rows))
+    print("video_atomic_action_segment_mapper (5 samples, 7 hands of 4-400 frames)")
+    for params in ({}, {"min_window": 5, "min_segment_frames": 4, "max_segment_frames": 60},
+                   {"hand_type": "left", "speed_smooth_window": 9, "segment_field": "segs"}):
+        r = subprocess.run([str(DJ_PY), "-c", SEG_DJ, str(tmp / "seg.json"), json.dumps(params)],
+                           capture_output=True, text=True)
+        if r.returncode:
+            sys.exit(r.stderr[-3000:])
+        dj = json.loads(r.stdout.strip().splitlines()[-1])
+        t = time.perf_counter()
+        out = create_op("video_atomic_action_segment_mapper", params).apply(
+            C.from_records([{"text": "", "__meta__": m} for m in rows]))
+        dt = time.perf_counter() - t
+        key = params.get("segment_field", "atomic_action_segments")
+        ours = [r["__meta__"].get(key) for r in C.to_pylist(out)]
+        norm = lambda segs: None if segs is None else [{k: v for k, v in s.items() if v is not None}  # noqa: E731
+                                                      for s in segs]
+        same = sum(norm(o) == d for o, d in zip(ours, dj))
+        n_segs = sum(len(d or []) for d in dj)
+        print(f"  {json.dumps(params):90s} samples with the same segments: {same}/{len(rows)} ({n_segs} segments); "
+              f"seconds gristmill {dt:.3f}")
+
+
 def face_blur(tmp: Path) -> None:
     import numpy as np
     sys.path.insert(0, str(REPO))
@@ -322,7 +378,8 @@ def face_blur(tmp: Path) -> None:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", choices=["ohem", "face_blur", "remove_watermark", "hand_smooth"], default=None)
+    ap.add_argument("--only", choices=["ohem", "face_blur", "remove_watermark", "hand_smooth",
+                                           "atomic_segments"], default=None)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         if args.only in (None, "ohem"):
@@ -333,6 +390,8 @@ def main():
             remove_watermark(Path(d))
         if args.only in (None, "hand_smooth"):
             hand_smooth(Path(d))
+        if args.only in (None, "atomic_segments"):
+            atomic_segments(Path(d))
 
 
 if __name__ == "__main__":
