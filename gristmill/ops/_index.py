@@ -186,6 +186,7 @@ OPS = {
     'usage_counter_mapper': 'gristmill.ops.chat_usage',
     'video_aesthetics_filter': 'gristmill.ops.video.model_frames',
     'video_aspect_ratio_filter': 'gristmill.ops.video.probe_filters',
+    'video_atomic_action_segment_mapper': 'gristmill.ops.video.atomic_action_segment',
     'video_audio_ASR_mapper': 'gristmill.ops.video.model_audio',
     'video_audio_detect_age_gender_mapper': 'gristmill.ops.video.model_audio',
     'video_audio_speech_emotion_mapper': 'gristmill.ops.video.model_audio',
