@@ -52,6 +52,10 @@ def _stem_pattern(name: str):
 class RemoteRun:
     """Maps a run's URL outputs to local staging, and commits them (see the module doc)."""
 
+    direct = False  # Ray tasks read and write the work dir's bucket themselves (engine.remote_parts)
+    work = None  # its remote_parts.RemoteWork while the run goes
+    composed = False  # the export was composed in the bucket from the workers' fragments
+
     def __init__(self, cfg, log=lambda m: None):
         self.cfg, self.log = cfg, log
         self.work_url = fs.normalise(cfg.work_dir) if fs.is_url(cfg.work_dir) else None

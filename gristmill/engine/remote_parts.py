@@ -83,20 +83,16 @@ def worker_settings() -> dict:
     """What a worker needs to reach the buckets as the driver does: the recipe's storage options and the
     endpoint settings of the driver's environment. Credentials stay with each node's own environment
     (instance roles, profiles) unless the recipe's storage_options carry them. Never logged."""
-    opts = getattr(fs, "_OPTIONS", None) or {}
-    if not opts and os.environ.get(fs.OPTIONS_ENV):
-        try:
-            opts = json.loads(os.environ[fs.OPTIONS_ENV])
-        except ValueError:
-            opts = {}
+    opts = fs.current_options()  # the run's own (fs.active)
     return {"options": dict(opts), "env": {k: os.environ[k] for k in ENDPOINT_ENV if os.environ.get(k)}}
 
 
 def apply_settings(settings: dict) -> None:
+    """In the worker (which serves this run's job only): the endpoint settings, and the run's options as
+    the process's (threads an op starts without copying the context see them too)."""
     for k, v in settings.get("env", {}).items():
         os.environ[k] = v
-    if settings.get("options"):
-        fs.set_storage_options(settings["options"])
+    fs.set_storage_options(settings.get("options") or {})
 
 
 # -- path rewriting ------------------------------------------------------------------------------------------
@@ -160,6 +156,32 @@ def _partition_files(item, root: str) -> list[str]:
     return [x for x in out if x.startswith(root)]
 
 
+@dataclasses.dataclass
+class Configured:
+    """Any task (a tokenize shard reading an export URL, a shard task on a POSIX work dir reading URL
+    inputs) run with the run's storage settings: a Ray worker does not inherit the driver's environment."""
+    inner: object
+    settings: dict
+
+    @property
+    def stage_dir(self):
+        return getattr(self.inner, "stage_dir", None)
+
+    def run(self, progress=None) -> dict:
+        from .executor import run_one
+        apply_settings(self.settings)
+        with fs.active(self.settings.get("options") or {}):
+            return run_one(self.inner, progress)
+
+
+def configured(tasks: list) -> list:
+    """The tasks with the run's storage settings, when there are any to pass."""
+    settings = worker_settings()
+    if not settings["options"] and not settings["env"]:
+        return tasks
+    return [Configured(t, settings) for t in tasks]
+
+
 # -- the task on the worker -----------------------------------------------------------------------------------
 
 @dataclasses.dataclass
@@ -177,7 +199,8 @@ class RemoteTask:
     def run(self, progress=None) -> dict:
         from .executor import run_one
         apply_settings(self.settings)
-        fs.filesystem(self.url)[0].invalidate_cache()  # a listing cached by an earlier task is stale now
+        with fs.active(self.settings.get("options") or {}):
+            fs.filesystem(self.url)[0].invalidate_cache()  # a listing cached by an earlier task is stale now
         base = os.environ.get("GRISTMILL_TASK_TMP") or tempfile.gettempdir()
         root = tempfile.mkdtemp(prefix="gm-task-", dir=base)
         priv = os.path.join(root, "w")
@@ -186,9 +209,10 @@ class RemoteTask:
             inner = _rewrite(self.inner, self.local, priv, found)
             item = getattr(inner, "item", None)
             found += _partition_files(item, priv)
-            fetched = self._fetch(sorted(set(found)), priv)
-            result = run_one(inner, progress)
-            uploaded = self._commit(priv, fetched)
+            with fs.active(self.settings.get("options") or {}):
+                fetched = self._fetch(sorted(set(found)), priv)
+                result = run_one(inner, progress)
+                uploaded = self._commit(priv, fetched)
             out = _rewrite(result, priv, self.local)
             out["_uploaded"] = uploaded
             return out
@@ -481,7 +505,7 @@ def commit_composed(sources: list[str], export_url: str, log=lambda m: None, ext
     return got
 
 
-__all__ = ["RemoteTask", "RemoteWork", "active", "commit_composed", "compose", "current", "is_data", "plan_parts"]
+__all__ = ["Configured", "RemoteTask", "configured", "RemoteWork", "active", "commit_composed", "compose", "current", "is_data", "plan_parts"]
 
 
 def lazy_mirror(url: str, local: str, log=lambda m: None):

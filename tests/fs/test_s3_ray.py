@@ -124,6 +124,21 @@ def _inputs(s3, tmp_path, n=6) -> tuple[str, str]:
     return str(local), f"s3://{s3.bucket}/in/"
 
 
+def _tokenizer(tmp_path) -> str:
+    """A small byte-level BPE tokenizer trained here (nothing downloaded)."""
+    tk = pytest.importorskip("tokenizers")
+    tok = tk.Tokenizer(tk.models.BPE())
+    tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tk.decoders.ByteLevel()
+    texts = [json.loads(x)["text"] for x in gzip.open(SAMPLE, "rb").read().splitlines()[:40]]
+    tok.train_from_iterator(texts, trainer=tk.trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<|endoftext|>"], initial_alphabet=tk.pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False))
+    path = tmp_path / "tokenizer.json"
+    tok.save(str(path))
+    return str(path)
+
+
 def _recipe(tmp_path, name, process=OPS, **kw) -> str:
     p = tmp_path / f"{name}.yaml"
     p.write_text(yaml.safe_dump({"project_name": name, "np": 2, "allow_scripts": True, "process": process, **kw}))
@@ -151,22 +166,17 @@ def _data_in_staging(root) -> list[str]:
 @pytest.mark.slow
 def test_ray_workers_read_and_write_s3_with_the_local_bytes(s3, s3_cluster, tmp_path):
     """The issue's done-when on a 2-node cluster: inputs, export, work dir and tokenize output on s3://."""
-    tok = pytest.importorskip("tiktoken")
-    try:
-        tok.get_encoding("cl100k_base")
-        tokenize = True
-    except Exception:  # noqa: BLE001 - no offline copy of the encoding here
-        tokenize = False
+    tok = _tokenizer(tmp_path)
     local_in, url_in = _inputs(s3, tmp_path)
     b = s3.bucket
-    extra_l = {"tokenize": {"tokenizer": "cl100k_base", "output": f"{tmp_path}/tok"}} if tokenize else {}
-    extra_r = {"tokenize": {"tokenizer": "cl100k_base", "output": f"s3://{b}/tok"}} if tokenize else {}
+    extra_l = {"tokenize": {"tokenizer": tok, "output": f"{tmp_path}/tok"}}
+    extra_r = {"tokenize": {"tokenizer": tok, "output": f"s3://{b}/tok"}}
     loc = _cli("run", _recipe(tmp_path, "l", dataset_path=local_in, export_path=f"{tmp_path}/out/c.jsonl.gz",
                               work_dir=f"{tmp_path}/w", **extra_l), cwd=tmp_path)
     assert loc.returncode == 0, loc.stderr
-    rem = _cli("run", _recipe(tmp_path, "r", dataset_path=url_in, export_path=f"s3://{b}/out/c.jsonl.gz",
-                              work_dir=f"s3://{b}/w", executor_type="ray", ray_address=s3_cluster.address,
-                              **extra_r), cwd=tmp_path)
+    remote = dict(dataset_path=url_in, export_path=f"s3://{b}/out/c.jsonl.gz", work_dir=f"s3://{b}/w",
+                  executor_type="ray", ray_address=s3_cluster.address)
+    rem = _cli("run", _recipe(tmp_path, "r", **remote), cwd=tmp_path)
     assert rem.returncode == 0, rem.stderr
     assert "ray: 2 CPUs on 2 node(s)" in rem.stderr
     assert "export composed in the bucket" in rem.stderr, rem.stderr
@@ -183,10 +193,15 @@ def test_ray_workers_read_and_write_s3_with_the_local_bytes(s3, s3_cluster, tmp_
     assert [(o["op"], o["rows_in"], o["rows_out"], o["removed"]) for o in rep["ops"]] == \
         [(o["op"], o["rows_in"], o["rows_out"], o["removed"]) for o in local_rep["ops"]]
     assert not [k for k in s3.find(f"{b}/w") if "/scratch/" in k]  # the resolves' spill files are gone
-    if tokenize:
-        arrays = sorted(p.name for p in (tmp_path / "tok").iterdir() if p.suffix == ".npy")
-        assert "data.npy" in arrays
-        assert all(s3.cat_file(f"{b}/tok/{n}") == (tmp_path / "tok" / n).read_bytes() for n in arrays)
+    # the same recipe with its tokenize step: every shard and resolve is reused, then the tokens are written
+    # (tokenize itself reads the final parts through the driver's staging copy: docs/storage.md, Limits)
+    tok_run = _cli("run", _recipe(tmp_path, "r", **remote, **extra_r), cwd=tmp_path)
+    assert tok_run.returncode == 0, tok_run.stderr
+    assert "stage 0: 6 of 6 shards already done, skipped" in tok_run.stderr, tok_run.stderr
+    assert s3.cat_file(f"{b}/out/c.jsonl.gz") == (tmp_path / "out/c.jsonl.gz").read_bytes()
+    arrays = sorted(p.name for p in (tmp_path / "tok").iterdir() if p.suffix == ".npy")
+    assert "data.npy" in arrays
+    assert all(s3.cat_file(f"{b}/tok/{n}") == (tmp_path / "tok" / n).read_bytes() for n in arrays)
 
 
 @pytest.mark.ray
@@ -237,4 +252,25 @@ def test_ray_on_s3_driver_sigkill_resumes_from_what_workers_committed(s3, s3_clu
     assert res.returncode == 0, res.stderr
     assert "stage 0: 4 of 6 shards already done, skipped" in res.stderr, res.stderr
     assert s3.cat_file(f"{b}/out/c.jsonl") == (tmp_path / "c.jsonl").read_bytes()
+    assert _data_in_staging(tmp_path / "staging") == []
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_ray_on_s3_selectors_and_grouper_give_the_local_bytes(s3, s3_cluster, tmp_path):
+    """Resolve pieces that return lists (selectors) and a grouper whose rows stay on the workers."""
+    local_in, url_in = _inputs(s3, tmp_path)
+    b = s3.bucket
+    process = [{"random_selector": {"select_ratio": 0.6, "seed": 5}},
+               {"topk_specified_field_selector": {"field_key": "part", "top_ratio": 0.7}},
+               {"key_value_grouper": {"group_by_keys": ["part"]}}]
+    loc = _cli("run", _recipe(tmp_path, "l", process, dataset_path=local_in, export_path=f"{tmp_path}/g.jsonl",
+                              work_dir=f"{tmp_path}/w"), cwd=tmp_path)
+    assert loc.returncode == 0, loc.stderr
+    rem = _cli("run", _recipe(tmp_path, "r", process, dataset_path=url_in, export_path=f"s3://{b}/g.jsonl",
+                              work_dir=f"s3://{b}/w", executor_type="ray", ray_address=s3_cluster.address),
+               cwd=tmp_path)
+    assert rem.returncode == 0, rem.stderr
+    assert s3.cat_file(f"{b}/g.jsonl") == (tmp_path / "g.jsonl").read_bytes()
+    assert (tmp_path / "g.jsonl").read_bytes().count(b"\n") >= 2
     assert _data_in_staging(tmp_path / "staging") == []
