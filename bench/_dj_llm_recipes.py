@@ -4,7 +4,8 @@ local OpenAI-compatible server (tests/llm/llm_server.py, started here on 127.0.0
 Used by ``python bench/dj_recipes.py --llm``. Every recipe under ``configs/**`` of the mirror whose process
 list holds an op that asks an LLM (an op of ``gristmill/ops/llm`` or one with ``api_model`` /
 ``api_or_hf_model`` / ``is_api_model`` / ``api_endpoint`` params) is listed. A runnable one runs unchanged
-but for its data paths, ``work_dir`` and ``np: 1``, on both systems in turn, both pointed at the server by
+but for its data paths, ``work_dir``, ``np: 1`` and ``keep_stats_in_res_ds: true`` (the ops' meta and stats
+exported with the rows, so that they are compared too), on both systems in turn, both pointed at the server by
 ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` (what Data-Juicer's API client and gristmill's read when a recipe
 names no ``api_endpoint``). Compared: (a) the request bodies each system sent (the server's log, sliced by
 run; as sent, and as a multiset since gristmill's requests run concurrently) and (b) the exported rows.
@@ -89,6 +90,11 @@ def answer(body: dict, times_asked: int) -> str:
     from llm_answers import dims_of, scoring_answer
     if dims_of(system):  # the scoring filters
         return scoring_answer(body, times_asked)
+    for kw, label in (("情绪值", None), ("意图分析", "意图类别"), ("情感分析", "情感类别"), ("话题分析", "话题类别")):
+        if kw in system:  # the dialog_* mappers
+            if label is None:
+                return f"情绪分析：analysis {h % 1000}\n情绪值：{h % 11 - 5}"
+            return f"{kw}：analysis {h % 1000}\n{label}：label{h % 3}, label{h % 5}"
     if "【原因】" in system:  # pair_preference_mapper
         return f"【回答】\nrejected {h % 1000}\n【原因】\nreason {h % 89}"
     if "【问题】" in system or "【回答】" in system:  # calibrate_* / optimize_* mappers
@@ -124,13 +130,17 @@ def has_own_data(recipe: dict, git) -> bool:
         return False
 
 
-# -- config_all.yaml's LLM entries, chained into one recipe -------------------------------------------
+# -- config_all.yaml's LLM entries, chained into recipes ------------------------------------------------
 
-# the entries of configs/config_all.yaml run as written (one chain: one Data-Juicer start-up), on QA rows
-CONFIG_ALL_CHAIN = ("calibrate_qa_mapper", "calibrate_query_mapper", "calibrate_response_mapper",
-                    "pair_preference_mapper", "extract_keyword_mapper", "relation_identity_mapper",
-                    "llm_quality_score_filter", "llm_difficulty_score_filter")
-# why the other LLM entries of config_all.yaml are not in the chain
+# the entries of configs/config_all.yaml run as written, a chain per kind of row (one Data-Juicer start-up each)
+CONFIG_ALL_CHAINS = {
+    "qa": ("calibrate_qa_mapper", "calibrate_query_mapper", "calibrate_response_mapper", "pair_preference_mapper",
+           "extract_keyword_mapper", "relation_identity_mapper", "llm_quality_score_filter",
+           "llm_difficulty_score_filter"),
+    "dialog": ("dialog_intent_detection_mapper", "dialog_sentiment_detection_mapper",
+               "dialog_sentiment_intensity_mapper", "dialog_topic_detection_mapper"),
+}
+# why the other LLM entries of config_all.yaml are in no chain
 CONFIG_ALL_OUT = {
     "generate_qa_from_text_mapper": "Data-Juicer loads hf_model (a 7B Hub model) locally",
     "generate_qa_from_examples_mapper": "Data-Juicer loads hf_model (a 7B Hub model) locally",
@@ -145,30 +155,48 @@ CONFIG_ALL_OUT = {
 }
 
 
-def config_all_rows(git, rows: int) -> list[dict]:
-    """QA rows from Data-Juicer's demo data: the chatml demo's question / answer pairs and the
-    human-preference demo's prompts and first answers (``text`` = the answer)."""
-    out = []
-    for ln in git("show", "HEAD:demos/data/demo-dataset-chatml.jsonl").splitlines():
-        if ln.strip():
-            m = json.loads(ln)["messages"]
-            q = next(x["content"] for x in m if x["role"] == "user")
-            r = next(x["content"] for x in m if x["role"] == "assistant")
-            out.append({"text": r, "query": q, "response": r})
-    for ln in git("show", "HEAD:demos/data/demo-dataset-annotation-human-preference.jsonl").splitlines():
-        if ln.strip():
-            d = json.loads(ln)
-            out.append({"text": d["answer1"], "query": d["prompt"], "response": d["answer1"]})
+def _demo(git, name: str) -> list[dict]:
+    return [json.loads(ln) for ln in git("show", f"HEAD:demos/data/{name}").splitlines() if ln.strip()]
+
+
+def config_all_rows(kind: str, git, rows: int) -> list[dict]:
+    """Rows from Data-Juicer's demo data. qa: the chatml demo's question / answer pairs and the
+    human-preference demo's prompts and first answers (``text`` = the answer). dialog: the chatml demo's
+    dialogs (the last turn as query / response) and the human-preference prompts three by three as three-turn dialogs (``history`` the
+    earlier [query, response] pairs)."""
+    chat = []  # each dialog's [user, assistant] turns
+    for d in _demo(git, "demo-dataset-chatml.jsonl"):
+        m = [x for x in d["messages"] if x["role"] in ("user", "assistant")]
+        chat.append([[m[i]["content"], m[i + 1]["content"]] for i in range(0, len(m) - 1, 2)])
+    pref = [(d["prompt"], d["answer1"]) for d in _demo(git, "demo-dataset-annotation-human-preference.jsonl")]
+    if kind == "qa":
+        out = [{"text": t[0][1], "query": t[0][0], "response": t[0][1]} for t in chat] + \
+              [{"text": r, "query": q, "response": r} for q, r in pref]
+    else:
+        out = [{"text": t[-1][0], "history": t[:-1], "query": t[-1][0], "response": t[-1][1]} for t in chat]
+        for i in range(0, len(pref) - 2, 3):
+            (q1, r1), (q2, r2), (q3, r3) = pref[i:i + 3]
+            out.append({"text": q3, "history": [[q1, r1], [q2, r2]], "query": q3, "response": r3})
     return out[:rows]
 
 
-def config_all_recipe(recipe: dict, llm: list[str]) -> tuple[dict, list[tuple[str, str]]]:
+def config_all_jobs(recipe: dict, llm: list[str], work: Path, git, rows: int):
+    """[(label, recipe, ops, data)] and the entries left out [(label, why)]."""
     entries = {next(iter(o)): o for o in recipe["process"] if isinstance(o, dict)}
-    chain = [entries[n] for n in CONFIG_ALL_CHAIN if n in entries]
-    left = [(f"configs/config_all.yaml: {n}", CONFIG_ALL_OUT.get(n, "needs grouped / dialog / event rows "
-                                                                    "(not in this chain)"))
-            for n in llm if n not in CONFIG_ALL_CHAIN]
-    return {"project_name": "config_all-llm", "text_keys": "text", "process": chain}, left
+    jobs = []
+    for kind, names in CONFIG_ALL_CHAINS.items():
+        chain = [entries[n] for n in names if n in entries]
+        data = work / "inputs" / f"llm-config_all-{kind}-{rows}.jsonl"
+        data.parent.mkdir(parents=True, exist_ok=True)
+        data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in config_all_rows(kind, git, rows)),
+                        encoding="utf-8")
+        jobs.append((f"configs/config_all.yaml ({kind} entries)",
+                     {"project_name": f"config_all-llm-{kind}", "text_keys": "text", "process": chain},
+                     [n for n in names if n in entries], data))
+    chained = {n for names in CONFIG_ALL_CHAINS.values() for n in names}
+    left = [(f"configs/config_all.yaml: {n}", CONFIG_ALL_OUT.get(n, "needs grouped / event rows (in no chain yet)"))
+            for n in llm if n not in chained]
+    return jobs, left
 
 
 # -- runs -------------------------------------------------------------------------------------------------
@@ -186,6 +214,54 @@ def compare_bodies(dj: list[dict], gm: list[dict]) -> str:
     return f"no ({len(a - b)} only DJ, {len(b - a)} only ours)"
 
 
+GM_COLUMNS = {"__stats__": "__dj__stats__", "__meta__": "__dj__meta__"}
+
+
+def rounded(x):
+    """Floats to 12 significant digits, throughout."""
+    if isinstance(x, float):
+        return float(f"{x:.12g}")
+    if isinstance(x, list):
+        return [rounded(v) for v in x]
+    if isinstance(x, dict):
+        return {k: rounded(v) for k, v in x.items()}
+    return x
+
+
+def null_key_quirk(recipe: dict, rows: list[dict]) -> list[dict]:
+    """gristmill's rows as Data-Juicer 1.6.1 writes them when dialog_sentiment_intensity_mapper's
+    intensities_key and analysis_key are null: both under meta key "None", the analyses written last."""
+    for o in recipe["process"]:
+        prm = o.get("dialog_sentiment_intensity_mapper")
+        if isinstance(prm, dict) and prm.get("intensities_key", 0) is None and prm.get("analysis_key", 0) is None:
+            break
+    else:
+        return rows
+    out = []
+    for r in rows:
+        m = dict(r.get("__dj__meta__") or {})
+        m.pop("dialog_sentiment_intensity", None)
+        if "dialog_sentiment_intensity_analysis" in m:
+            m = {("None" if k == "dialog_sentiment_intensity_analysis" else k): v for k, v in m.items()}
+        out.append(dict(r, __dj__meta__=m))
+    return out
+
+
+def compare_in_order(dj: list[dict], gm: list[dict], compare) -> str:
+    """Rows compared position by position (neither side has ids here), else by dj_recipes.compare."""
+    if dj == gm:
+        return "identical"
+    if len(dj) != len(gm) or any("id" in r for r in dj):
+        return compare(dj, gm)
+    fields, first = {}, {}
+    for i, (a, b) in enumerate(zip(dj, gm)):
+        for k in sorted(set(a) | set(b)):
+            if a.get(k) != b.get(k) or (k in a) != (k in b):
+                fields[k] = fields.get(k, 0) + 1
+                first.setdefault(k, i)
+    return "; ".join(f"{c} rows differ in {k!r} (first row {first[k]})" for k, c in fields.items())
+
+
 def run_llm_recipes(a, work: Path, env_dj: dict, env_gm: dict, git, rewrite, run, read_rows, compare,
                     last_error) -> tuple[list[dict], list[tuple[str, str]]]:
     from llm_server import LLMServer
@@ -193,27 +269,24 @@ def run_llm_recipes(a, work: Path, env_dj: dict, env_gm: dict, git, rewrite, run
     recipes = list_llm_recipes(git)
     with LLMServer(answer) as srv:
         env = {"OPENAI_BASE_URL": srv.url, "OPENAI_API_KEY": "sk-bench"}
+        jobs = []
         for path, recipe, ops in recipes:
             if a.only and not any(s in path for s in a.only):
                 continue
             if path == "configs/config_all.yaml":
                 # Data-Juicer's reference of every op's params (media ops, Hub models), not a runnable recipe:
-                # its text LLM entries run as written, chained, on QA rows of its demo data
-                recipe, left = config_all_recipe(recipe, ops)
+                # its text LLM entries run as written, chained, on rows of its demo data
+                more, left = config_all_jobs(recipe, ops, work, git, a.rows)
+                jobs += more
                 excluded += left
-                ops = [next(iter(o)) for o in recipe["process"]]
-                data = work / "inputs" / f"llm-config_all-{a.rows}.jsonl"
-                data.parent.mkdir(parents=True, exist_ok=True)
-                data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in config_all_rows(git, a.rows)),
-                                encoding="utf-8")
             elif not has_own_data(recipe, git):
                 excluded.append((path, "LLM op " + ", ".join(ops) + ": no dataset in the repository"))
-                continue
             else:
-                data = recipe_input(path, recipe, git, work, a.rows)
+                jobs.append((path, recipe, ops, recipe_input(path, recipe, git, work, a.rows)))
+        for path, recipe, ops, data in jobs:
             rows_in = sum(1 for _ in open(data, encoding="utf-8"))
             res = {"recipe": path, "ops": ops, "rows_in": rows_in}
-            name = Path(path).stem
+            name = re.sub(r"\W+", "-", Path(path).name.removesuffix(".yaml")).strip("-")
             for side, cmd_of, e in (("dj", lambda y: [str(a.dj_bin), "--config", str(y)], env_dj),
                                     ("gm", lambda y: [sys.executable, "-m", "gristmill.cli", "run", str(y),
                                                       "--no-progress"], env_gm)):
@@ -221,8 +294,9 @@ def run_llm_recipes(a, work: Path, env_dj: dict, env_gm: dict, git, rewrite, run
                 shutil.rmtree(d, ignore_errors=True)
                 d.mkdir(parents=True)
                 y = d / "recipe.yaml"
-                y.write_text(yaml.safe_dump(rewrite(recipe, data, d / "out" / "out.jsonl", d / "work"),
-                                            sort_keys=False, allow_unicode=True))
+                r = rewrite(recipe, data, d / "out" / "out.jsonl", d / "work")
+                r["keep_stats_in_res_ds"] = True  # the ops' meta and stats exported with the rows, to compare
+                y.write_text(yaml.safe_dump(r, sort_keys=False, allow_unicode=True))
                 n0, b0 = srv.n, len(srv.bodies)
                 with srv.lock:  # each side gets the same answers (some are garbled the first time a body is asked)
                     srv.asked.clear()
@@ -244,12 +318,24 @@ def run_llm_recipes(a, work: Path, env_dj: dict, env_gm: dict, git, rewrite, run
             elif res["gm_rows"] is None:
                 res["verdict"] = f"gristmill failed: {res['gm']['error']}"
             else:
-                note = ""
+                notes = []
                 if not any("id" in r for r in res["dj_rows"]) and all("id" in r for r in res["gm_rows"]):
                     # gristmill gives every row a stable id (the input's, else source:line); DJ's rows have none
                     res["gm_rows"] = [{k: v for k, v in r.items() if k != "id"} for r in res["gm_rows"]]
-                    note = " (gristmill's added `id` set aside)"
-                res["verdict"] = compare(res["dj_rows"], res["gm_rows"]) + note
+                    notes.append("gristmill's added `id` set aside")
+                # gristmill exports the stats and meta columns as __stats__ / __meta__
+                res["gm_rows"] = [{GM_COLUMNS.get(k, k): v for k, v in r.items()} for r in res["gm_rows"]]
+                dj_r, gm_r = res["dj_rows"], res["gm_rows"]
+                if dj_r != gm_r and rounded(dj_r) == rounded(gm_r):
+                    dj_r, gm_r = rounded(dj_r), rounded(gm_r)
+                    notes.append("scores equal to 12 digits, not in the last bit: see docs/llm.md")
+                verdict = compare_in_order(dj_r, gm_r, compare)
+                if verdict != "identical" and compare_in_order(dj_r, null_key_quirk(recipe, gm_r), compare) == "identical":
+                    verdict = "identical but for DJ's meta key None"
+                    notes.append("Data-Juicer 1.6.1, given intensities_key and analysis_key null as config_all.yaml "
+                                 "writes them, stores both under the key None, the analyses overwriting the "
+                                 "intensities; gristmill uses the default fields")
+                res["verdict"] = verdict + (f" ({'; '.join(notes)})" if notes else "")
             for k in ("dj_bodies", "gm_bodies", "dj_rows", "gm_rows"):
                 del res[k]
             results.append(res)
