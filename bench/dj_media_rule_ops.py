@@ -11,6 +11,9 @@
 - ``video_hand_motion_smooth_mapper``: hand trajectories made here (a smooth path with noise and jumps,
   rotations, 21 joints, short and empty hands); compared: every smoothed state, action and joint.
 
+- ``video_hand_action_compute_mapper``: hand reconstructions and camera tracks made here (rotation matrices
+  and axis-angles, hand poses open to closed, frames beyond the camera track, a video without cam_c2w, a
+  track in a .npy file); compared: every state, action and joint.
 - ``video_atomic_action_segment_mapper``: the same trajectories, a longer one added; compared: the segments
   (bounds, frame ids, sliced states).
 
@@ -329,6 +332,86 @@ def segment_tracks() -> list[dict]:
     return rows
 
 
+ACT_DJ = r"""
+import json, sys
+from loguru import logger
+logger.remove()
+from data_juicer.ops.mapper.video_hand_action_compute_mapper import VideoHandActionComputeMapper
+rows, params = json.load(open(sys.argv[1])), json.loads(sys.argv[2])
+op = VideoHandActionComputeMapper(**params)
+print(json.dumps([op.process_single({"__dj__meta__": r})["__dj__meta__"].get("hand_action_tags") for r in rows]))
+"""
+
+
+def hand_recons(tmp: Path, seed: int = 3) -> list[dict]:
+    import numpy as np
+    from scipy.spatial.transform import Rotation
+    rng = np.random.default_rng(seed)
+
+    def cams(n):
+        out = np.tile(np.eye(4), (n, 1, 1))
+        out[:, :3, :3] = Rotation.from_rotvec(rng.normal(0, 0.3, (n, 3))).as_matrix()
+        out[:, :3, 3] = np.cumsum(rng.normal(0, 0.05, (n, 3)), 0)
+        return out
+
+    def hand(fids, matrix=True, pose_kind="aa", joints=True):
+        n = len(fids)
+        rv = rng.normal(0, 0.8, (n, 3))
+        scale = np.linspace(0.05, 0.9, n)  # fingers from open to closed
+        if pose_kind == "aa":
+            pose = [(rng.normal(0, 1, 45) / np.sqrt(3) * s).tolist() for s in scale]
+        else:
+            pose = [Rotation.from_rotvec(rng.normal(0, 1, (15, 3)) * s / 1.7).as_matrix().tolist() for s in scale]
+        h = {"frame_ids": fids, "transl": rng.normal(0, 0.3, (n, 3)).tolist(),
+             "global_orient": (Rotation.from_rotvec(rv).as_matrix() if matrix else rv).tolist(), "hand_pose": pose}
+        if joints:
+            h["joints_cam"] = rng.normal(0, 0.1, (n, 21, 3)).tolist()
+        return h
+    np.save(tmp / "c2w.npy", cams(12))
+    return [{"hand_reconstruction_hawor_tags": [{"right": hand(list(range(0, 20, 2))), "left": hand([1, 3, 5, 30],
+                                                 matrix=False, pose_kind="mat", joints=False)},
+                                                {"right": hand([0, 1, 2, 3, 4, 5])}, {"left": hand([2, 5, 7, 9, 11])}],
+             "video_camera_pose_tags": [{"cam_c2w": cams(25).tolist()}, {"other": 1},
+                                        {"cam_c2w": str(tmp / "c2w.npy")}]},
+            {"hand_reconstruction_hawor_tags": [{"right": hand([0])}], "video_camera_pose_tags": []},
+            {"hand_reconstruction_hawor_tags": [{"right": hand([0, 1, 2])}],
+             "video_camera_pose_tags": [{"cam_c2w": cams(3).tolist()}]}]
+
+
+def hand_actions(tmp: Path) -> None:
+    import numpy as np
+    sys.path.insert(0, str(REPO))
+    from gristmill.core import columns as C
+    from gristmill.registry import create_op
+    rows = hand_recons(tmp)
+    (tmp / "recons.json").write_text(json.dumps(rows))
+    print("video_hand_action_compute_mapper (3 samples, 5 videos, 7 hands)")
+    for params in ({}, {"hand_type": "left"}):
+        r = subprocess.run([str(DJ_PY), "-c", ACT_DJ, str(tmp / "recons.json"), json.dumps(params)],
+                           capture_output=True, text=True)
+        if r.returncode:
+            sys.exit(r.stderr[-3000:])
+        dj = json.loads(r.stdout.strip().splitlines()[-1])
+        t = time.perf_counter()
+        out = create_op("video_hand_action_compute_mapper", params).apply(
+            C.from_records([{"text": "", "__meta__": m} for m in rows]))
+        dt = time.perf_counter() - t
+        ours = [r["__meta__"]["hand_action_tags"] for r in C.to_pylist(out)]
+        worst, same = 0.0, len(ours) == len(dj)
+        for o, d in zip(ours, dj):
+            same &= len(o) == len(d)
+            for oc, dc in zip(o, d):
+                same &= sorted(oc) == sorted(dc)
+                for h in dc:
+                    same &= oc[h]["valid_frame_ids"] == dc[h]["valid_frame_ids"]
+                    for k in ("states", "actions", "joints_world", "joints_cam"):
+                        same &= (oc[h][k] is None) == (dc[h][k] is None)
+                        if dc[h][k]:
+                            worst = max(worst, float(np.abs(np.asarray(oc[h][k]) - np.asarray(dc[h][k])).max()))
+        print(f"  {json.dumps(params):30s} same structure and frame ids: {same}; largest |difference| of a state, "
+              f"action or joint: {worst:.2e}; seconds gristmill {dt:.3f}")
+
+
 def atomic_segments(tmp: Path) -> None:
     sys.path.insert(0, str(REPO))
     from gristmill.core import columns as C
@@ -379,7 +462,7 @@ def face_blur(tmp: Path) -> None:
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=["ohem", "face_blur", "remove_watermark", "hand_smooth",
-                                           "atomic_segments"], default=None)
+                                           "hand_actions", "atomic_segments"], default=None)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         if args.only in (None, "ohem"):
@@ -390,6 +473,8 @@ def main():
             remove_watermark(Path(d))
         if args.only in (None, "hand_smooth"):
             hand_smooth(Path(d))
+        if args.only in (None, "hand_actions"):
+            hand_actions(Path(d))
         if args.only in (None, "atomic_segments"):
             atomic_segments(Path(d))
 

@@ -198,6 +198,7 @@ OPS = {
     'video_face_ratio_filter': 'gristmill.ops.video.face_ratio',
     'video_ffmpeg_wrapped_mapper': 'gristmill.ops.video.ffmpeg_wrapped',
     'video_frames_text_similarity_filter': 'gristmill.ops.video.model_clip',
+    'video_hand_action_compute_mapper': 'gristmill.ops.video.hand_action_compute',
     'video_hand_motion_smooth_mapper': 'gristmill.ops.video.hand_motion_smooth',
     'video_motion_score_filter': 'gristmill.ops.video.motion',
     'video_nsfw_filter': 'gristmill.ops.video.model_frames',
