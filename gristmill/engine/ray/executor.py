@@ -8,12 +8,10 @@ would fail again); they reach the caller as the op's own exception, as in the lo
 from __future__ import annotations
 
 import itertools
-import json
 import os
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterator
 
-from ... import fs
 from ...core.resources import Resources, stage_resources
 from .. import remote_parts
 from ..executor import BackgroundRelease, ResolveTask, in_order, run_one
@@ -31,12 +29,9 @@ def _in_driver_cwd(cwd: str) -> None:
         os.chdir(cwd)
 
 
-def _shard(task: Task, cwd: str, storage: str | None = None) -> tuple[dict, int, int]:
-    """One shard task on a Ray worker; returns its completion record and the rows and bytes it read. A Ray
-    worker runs one task at a time, of any run: it takes this task's run's storage options first."""
+def _shard(task: Task, cwd: str) -> tuple[dict, int, int]:
+    """One shard task on a Ray worker; returns its completion record and the rows and bytes it read."""
     _in_driver_cwd(cwd)
-    fs.set_storage_options(json.loads(storage) if storage else None)
-    import sys; print("GMDEBUG shard", os.getpid(), bool(storage), fs.current_options() != {}, repr(task)[:600], file=sys.stderr)
     seen = [0, 0]
 
     def progress(rows: int, nbytes: int) -> None:
@@ -58,7 +53,6 @@ class RayExecutor(BackgroundRelease):
         self.workers = max(1, int(ray.cluster_resources().get("CPU", np)))
         self.workers_label = f"{self.workers} Ray CPUs"
         self._cwd = os.getcwd()
-        self._storage = None and fs.to_env()  # this run's storage options (fs.active), handed to each task
         opts = dict(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=False)
         self._shard = ray.remote(**opts)(_shard)
         self._pending: set = set()
@@ -115,8 +109,7 @@ class RayExecutor(BackgroundRelease):
         queue = iter(tasks)
 
         def submit(n: int | None) -> list:
-            new = [shard.remote(t, self._cwd, self._storage)
-                   for t in (queue if n is None else itertools.islice(queue, n))]
+            new = [shard.remote(t, self._cwd) for t in (queue if n is None else itertools.islice(queue, n))]
             self._pending.update(new)
             return new
 
@@ -141,7 +134,7 @@ class RayExecutor(BackgroundRelease):
             tasks = [remote.wrap(t) for t in tasks]
         else:
             tasks = remote_parts.configured(tasks)
-        refs = [self._shard.remote(t, self._cwd, self._storage) for t in tasks]
+        refs = [self._shard.remote(t, self._cwd) for t in tasks]
         self._pending.update(refs)
         waiting = list(refs)
         while waiting:  # wait in short steps, so an interrupt is not held up by a long resolve piece
