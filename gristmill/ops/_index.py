@@ -192,6 +192,7 @@ OPS = {
     'video_audio_speech_emotion_mapper': 'gristmill.ops.video.model_audio',
     'video_captioning_from_vlm_mapper': 'gristmill.ops.llm.vlm',
     'video_deduplicator': 'gristmill.ops.video.dedup',
+    'video_depth_estimation_mapper': 'gristmill.ops.video.model_depth',
     'video_duration_filter': 'gristmill.ops.video.probe_filters',
     'video_extract_frames_mapper': 'gristmill.ops.video.frames',
     'video_face_blur_mapper': 'gristmill.ops.video.face_blur',
