@@ -214,6 +214,7 @@ OPS = {
     'video_tagging_from_audio_mapper': 'gristmill.ops.video.model_audio',
     'video_tagging_from_frames_filter': 'gristmill.ops.video.model_tagging',
     'video_tagging_from_frames_mapper': 'gristmill.ops.video.model_tagging',
+    'video_trajectory_overlay_mapper': 'gristmill.ops.video.trajectory_overlay',
     'video_watermark_filter': 'gristmill.ops.video.model_frames',
     'vlm_ray_vllm_engine_pipeline': 'gristmill.ops.llm.vllm_pipeline',
     'whitespace_normalization_mapper': 'gristmill.ops.text.whitespace',
