@@ -126,12 +126,6 @@ def set_storage_options(options) -> None:
         os.environ.pop(OPTIONS_ENV, None)
 
 
-def __getattr__(name: str):
-    if name == "_OPTIONS":  # the process-wide dict this module had before options were per run
-        return current_options()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def storage_options_for(url: str, options: dict | None = None) -> dict:
     """The options for ``url``: defaults for its protocol, then the longest matching prefix of
     ``options`` (default: :func:`current_options`)."""
