@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import yaml
@@ -90,6 +88,31 @@ def answer(body: dict, times_asked: int) -> str:
     from llm_answers import dims_of, scoring_answer
     if dims_of(system):  # the scoring filters
         return scoring_answer(body, times_asked)
+    if "Answer YES | NO" in user:  # extract_entity_relation_mapper: no more gleaning
+        return "NO"
+    if user.startswith("MANY entities were missed"):
+        return f'("entity"<|>沙僧{h % 3}<|>person<|>师弟)<|COMPLETE|>'
+    if '("relationship"' in user and "-Goal-" in user:  # extract_entity_relation_mapper's first turn
+        return (f'("entity"<|>李莲花<|>person<|>神医 {h % 100})##("entity"<|>方多病<|>person<|>少侠)##'
+                f'("relationship"<|>李莲花<|>方多病<|>朋友 {h % 7}<|>友情<|>{h % 10})<|COMPLETE|>')
+    if "情节描述" in system:  # extract_event_mapper: two events
+        return (f"### 情节1：\n- **情节描述**： 李莲花查看痕迹 {h % 100}\n- **相关人物**：李莲花，方多病\n"
+                f"### 情节2：\n- **情节描述**： 众人议论 {h % 89}\n- **相关人物**：方多病\n")
+    if "称呼方式" in system:  # extract_nickname_mapper
+        return f"### 称呼方式1\n- **说话人**：方多病\n- **被称呼人**：李莲花\n- **方多病对李莲花的昵称**：莲花{h % 5}\n"
+    if "代表性示例摘录" in system:  # extract_entity_attribute_mapper
+        m = re.search(r"## (\S+)：", system)
+        attr = m.group(1) if m else "人物性格"
+        return f"## {attr}：描述 {h % 100}\n### 代表性示例摘录1：\n```\n摘录 {h % 13}\n```\n"
+    if "文本摘录助手" in system:  # extract_support_text_mapper
+        return f"原文片段 {h % 1000}"
+    m = re.search(r"# (\S+)\n## (\S+)\n\.\.\.", system)
+    if m:  # entity_attribute_aggregator
+        return f"# {m.group(1)}\n## {m.group(2)}\n总结 {h % 1000}"
+    if "## 列表" in system:  # most_relevant_entities_aggregator
+        return f"## 分析\n分析 {h % 100}\n## 列表\n方多病, 笛飞声{h % 3}"
+    if "文档碎片" in system:  # nested_aggregator
+        return f"文档总结 {h % 1000}"
     for kw, label in (("情绪值", None), ("意图分析", "意图类别"), ("情感分析", "情感类别"), ("话题分析", "话题类别")):
         if kw in system:  # the dialog_* mappers
             if label is None:
@@ -137,6 +160,8 @@ CONFIG_ALL_CHAINS = {
     "qa": ("calibrate_qa_mapper", "calibrate_query_mapper", "calibrate_response_mapper", "pair_preference_mapper",
            "extract_keyword_mapper", "relation_identity_mapper", "llm_quality_score_filter",
            "llm_difficulty_score_filter"),
+    "extract": ("extract_event_mapper", "extract_support_text_mapper", "extract_nickname_mapper",
+                "extract_entity_relation_mapper"),
     "dialog": ("dialog_intent_detection_mapper", "dialog_sentiment_detection_mapper",
                "dialog_sentiment_intensity_mapper", "dialog_topic_detection_mapper"),
 }
@@ -151,24 +176,49 @@ CONFIG_ALL_OUT = {
     "llm_task_relevance_filter": "as written (task_desc and valid_dataset null) both refuse it: Data-Juicer 1.6.1 "
                                  "at run time, after asking for every row ('Validation feature not ready yet', "
                                  "all rows dropped), gristmill before the run ('give task_desc or valid_dataset')",
+    "extract_entity_attribute_mapper": "as written both refuse it before the run: config_all.yaml gives "
+                                       "'entity_attribute_key', a param the op no longer has (Data-Juicer 1.6.1's "
+                                       "preflight: unknown parameter; gristmill: unknown param, did you mean "
+                                       "'attribute_key')",
     "text_embd_similarity_filter": "asks an embeddings endpoint with valid_dataset: null (no reference set)",
 }
+for _n in ("entity_attribute_aggregator", "most_relevant_entities_aggregator", "nested_aggregator"):
+    CONFIG_ALL_OUT[_n] = ("Data-Juicer counts the group's tokens with the API model's tiktoken encoding, which "
+                          "tiktoken downloads at run time (no network here: 'Failed to initialize the processor')")
+CONFIG_ALL_OUT["meta_tags_aggregator"] = ("its meta_tag_key (query_sentiment_label) comes from "
+                                          "query_sentiment_detection_mapper, a local Hub model")
 
 
 def _demo(git, name: str) -> list[dict]:
     return [json.loads(ln) for ln in git("show", f"HEAD:demos/data/{name}").splitlines() if ln.strip()]
 
 
+def op_test_texts(git) -> list[str]:
+    """The Chinese drama and novel excerpts of Data-Juicer's own extract_* / relation_identity op tests
+    (``raw_text = \"\"\"...\"\"\"``), in file order, each once."""
+    out = []
+    for f in ("test_extract_event_mapper", "test_extract_nickname_mapper", "test_extract_entity_attribute_mapper",
+              "test_relation_identity_mapper"):
+        src = git("show", f"HEAD:tests/ops/mapper/{f}.py")
+        for t in re.findall(r'raw_text = """(.*?)"""', src, re.DOTALL):
+            if t not in out:
+                out.append(t)
+    return out
+
+
 def config_all_rows(kind: str, git, rows: int) -> list[dict]:
     """Rows from Data-Juicer's demo data. qa: the chatml demo's question / answer pairs and the
     human-preference demo's prompts and first answers (``text`` = the answer). dialog: the chatml demo's
-    dialogs (the last turn as query / response) and the human-preference prompts three by three as three-turn dialogs (``history`` the
-    earlier [query, response] pairs)."""
+    dialogs (the last turn as query / response) and the human-preference prompts three by three as
+    three-turn dialogs (``history`` the earlier [query, response] pairs). extract: the excerpts of
+    Data-Juicer's op tests (op_test_texts)."""
     chat = []  # each dialog's [user, assistant] turns
     for d in _demo(git, "demo-dataset-chatml.jsonl"):
         m = [x for x in d["messages"] if x["role"] in ("user", "assistant")]
         chat.append([[m[i]["content"], m[i + 1]["content"]] for i in range(0, len(m) - 1, 2)])
     pref = [(d["prompt"], d["answer1"]) for d in _demo(git, "demo-dataset-annotation-human-preference.jsonl")]
+    if kind == "extract":
+        return [{"text": t} for t in op_test_texts(git)][:rows]
     if kind == "qa":
         out = [{"text": t[0][1], "query": t[0][0], "response": t[0][1]} for t in chat] + \
               [{"text": r, "query": q, "response": r} for q, r in pref]
@@ -211,6 +261,9 @@ def compare_bodies(dj: list[dict], gm: list[dict]) -> str:
     if sorted(map(body_key, dj)) == sorted(map(body_key, gm)):
         return "yes (as a multiset)"
     a, b = set(map(body_key, dj)), set(map(body_key, gm))
+    if a == b:
+        return (f"yes, the same {len(a)} distinct messages (DJ sends an identical request once per row, "
+                "gristmill once: its request cache)")
     return f"no ({len(a - b)} only DJ, {len(b - a)} only ours)"
 
 
@@ -226,6 +279,21 @@ def rounded(x):
     if isinstance(x, dict):
         return {k: rounded(v) for k, v in x.items()}
     return x
+
+
+def sorted_graph(rows: list[dict]) -> list[dict]:
+    """Rows with meta.entity and meta.relation (extract_entity_relation_mapper) sorted."""
+    out = []
+    for r in rows:
+        m = r.get("__dj__meta__")
+        if isinstance(m, dict) and any(isinstance(m.get(k), list) for k in ("entity", "relation")):
+            m = dict(m)
+            for k in ("entity", "relation"):
+                if isinstance(m.get(k), list):
+                    m[k] = sorted(m[k], key=lambda x: json.dumps(x, sort_keys=True, ensure_ascii=False))
+            r = dict(r, __dj__meta__=m)
+        out.append(r)
+    return out
 
 
 def null_key_quirk(recipe: dict, rows: list[dict]) -> list[dict]:
@@ -330,7 +398,14 @@ def run_llm_recipes(a, work: Path, env_dj: dict, env_gm: dict, git, rewrite, run
                     dj_r, gm_r = rounded(dj_r), rounded(gm_r)
                     notes.append("scores equal to 12 digits, not in the last bit: see docs/llm.md")
                 verdict = compare_in_order(dj_r, gm_r, compare)
-                if verdict != "identical" and compare_in_order(dj_r, null_key_quirk(recipe, gm_r), compare) == "identical":
+                if verdict != "identical" and \
+                        compare_in_order(sorted_graph(dj_r), sorted_graph(gm_r), compare) == "identical":
+                    dj_r, gm_r = sorted_graph(dj_r), sorted_graph(gm_r)
+                    verdict = "identical as sets"
+                    notes.append("extract_entity_relation_mapper's entities and relations: Data-Juicer lists them "
+                                 "in list(set(...)) order, which changes with Python's hash seed; gristmill sorts")
+                if not verdict.startswith("identical") and null_key_quirk(recipe, gm_r) is not gm_r and \
+                        compare_in_order(dj_r, null_key_quirk(recipe, gm_r), compare) == "identical":
                     verdict = "identical but for DJ's meta key None"
                     notes.append("Data-Juicer 1.6.1, given intensities_key and analysis_key null as config_all.yaml "
                                  "writes them, stores both under the key None, the analyses overwriting the "
@@ -348,8 +423,8 @@ def run_llm_recipes(a, work: Path, env_dj: dict, env_gm: dict, git, rewrite, run
 
 def print_llm_table(results, excluded, markdown: bool) -> None:
     same = sum(r["verdict"].startswith("identical") and r["bodies_identical"].startswith("yes") for r in results)
-    print(f"{same} of {len(results)} LLM recipes send the same requests and export the same rows "
-          "(Data-Juicer 1.6.1 vs gristmill, one local OpenAI-compatible server)")
+    print(f"{same} of {len(results)} LLM recipes send the same messages and export the same rows, up to the "
+          "differences noted (Data-Juicer 1.6.1 vs gristmill, one local OpenAI-compatible server)")
     head = ["recipe", "LLM ops", "rows in", "rows DJ", "rows ours", "requests DJ", "requests ours",
             "bodies identical", "rows"]
     rows = [[r["recipe"].removeprefix("configs/"), ", ".join(r["ops"]), r["rows_in"], r["dj"]["rows"],
