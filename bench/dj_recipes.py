@@ -1,12 +1,13 @@
 """Data-Juicer's own recipes, unchanged, on real text: Data-Juicer 1.6.1 and gristmill, row by row.
 
-usage: python bench/dj_recipes.py [--only SUBSTR ...] [--rows N] [--work DIR] [--dj-bin PATH] [--markdown]
+usage: python bench/dj_recipes.py [--only SUBSTR ...] [--rows N] [--work DIR] [--dj-bin PATH] [--markdown] [--llm]
 
 Every text-only recipe of Data-Juicer's repository (``configs/data_juicer_recipes/**``, ``configs/demo/*``,
 ``configs/reproduced_*/*``, read from the mirror at --dj-repo) runs on both systems with only its data
 paths rewritten: ``dataset_path`` (or a ``dataset:`` block) points at a real input, ``export_path`` and
 ``work_dir`` at this run's directory, ``np`` at 1 (2 shared cores). Sandbox pipelines (no ``process``
-list) and recipes with image/video ops or LLM ops are left out and listed with the reason.
+list) and recipes with image/video ops or LLM ops are left out and listed with the reason; ``--llm`` runs the
+recipes with LLM ops instead, against one local OpenAI-compatible server (bench/_dj_llm_recipes.py).
 
 Inputs (written once under --work/inputs, ``id`` + the recipe's text key): the first N of the 697 Common Crawl
 documents of ``../shared/data`` for web recipes; N English documentation pages from /tmp/corpus (``make-corpus.sh``) for
