@@ -190,6 +190,7 @@ OPS = {
     'video_audio_ASR_mapper': 'gristmill.ops.video.model_audio',
     'video_audio_detect_age_gender_mapper': 'gristmill.ops.video.model_audio',
     'video_audio_speech_emotion_mapper': 'gristmill.ops.video.model_audio',
+    'video_captioning_from_audio_mapper': 'gristmill.ops.video.model_audio_caption',
     'video_captioning_from_vlm_mapper': 'gristmill.ops.llm.vlm',
     'video_deduplicator': 'gristmill.ops.video.dedup',
     'video_depth_estimation_mapper': 'gristmill.ops.video.model_depth',
