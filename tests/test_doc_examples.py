@@ -138,7 +138,9 @@ def complete(data: dict, fx: dict) -> tuple[dict, bool]:
             with gzip.open(urls, "wt") as f:
                 f.write("crawl-data/CC-MAIN-2024-22/segments/1/warc/example.warc.gz\n")
             as_written = False
-    if any("python_" in json.dumps(e) for e in raw.get("process") or []):
+    from gristmill.registry import get_op_class
+    names = [next(iter(e)) for e in raw.get("process") or [] if isinstance(e, dict) and e]
+    if any(get_op_class(n).is_script for n in names if isinstance(n, str)):  # an op that runs user code
         raw.setdefault("allow_scripts", True)
     raw["np"] = 1
     return raw, as_written

@@ -182,6 +182,19 @@ def _op_imports(cls) -> set[str]:
 # op → {module: why it is not declared}. Each reason says where the op really needs the module (a param that
 # its missing_libraries override checks) or why the scan sees an import the op never runs
 NOT_DECLARED = {
+    "image_tagging_mapper": {"transformers": "media.inference's model_threads only: the tagger is RAM or a TorchScript export"},
+    "video_tagging_from_frames_mapper": {
+        "transformers": "media.inference's model_threads only: the tagger is RAM or a TorchScript export"},
+    "video_tagging_from_frames_filter": {
+        "transformers": "media.inference's model_threads only: the tagger is RAM or a TorchScript export"},
+    "image_tagging_vlm_mapper": {"PIL": "the image's bytes are sent as they are: the scan follows image.model_caption "
+                                        "(only_special, a regex) and the media package",
+                                 "torch": "is_hf_model only: APIOp.missing_libraries adds it"},
+    "video_captioning_from_vlm_mapper": {"PIL": "video_input: frames only: missing_libraries adds it",
+                                         "av": "video_input: frames only: missing_libraries adds it",
+                                         "torch": "is_hf_model only: APIOp.missing_libraries adds it"},
+    "ngram_decontamination_filter": {"spacy": "word_tokenizer: spacy only: missing_libraries adds it"},
+    "pii_llm_suspect_mapper": {"spacy": "spacy_ner_model(s) only: missing_libraries adds it"},
     "image_deduplicator": {"scipy": "phash only: missing_libraries adds it by method",
                            "pywt": "whash only: missing_libraries adds it by method"},
     "image_near_deduplicator": {"scipy": "phash only: missing_libraries adds it by method",
@@ -205,8 +218,7 @@ NOT_DECLARED = {
     **{name: {m: "by embedding_model's kind: _embeddings.check refuses a missing one when the op is built"
               for m in ("wordllama", "model2vec", "torch", "transformers")}
        for name in ("text_embedding_mapper", "semantic_deduplicator")},
-    **{name: {"torch": "is_hf_model only: the pipeline's missing_libraries adds it (and transformers)",
-              "PIL": "is_hf_model only (images decoded for the local model): missing_libraries adds it"}
+    **{name: {"PIL": "is_hf_model only (images decoded for the local model): missing_libraries adds it"}
        for name in ("llm_ray_vllm_engine_pipeline", "vlm_ray_vllm_engine_pipeline")},
 }
 # a family of ops whose modules share one story: module prefix → {module: why}

@@ -244,6 +244,11 @@ class PiiLlmSuspectMapper(LLMRowMapper):
                                  f"nothing): pip install spacy && python -m spacy download {name}")
         self._init_api()
 
+    def missing_libraries(self) -> list[str]:
+        """spaCy only where a spaCy pipeline opens the gate (``spacy_ner_model(s)``)."""
+        from ...core import extras
+        return list(dict.fromkeys([*super().missing_libraries(), *extras.missing(("spacy",) if self.spacy_models else ())]))
+
     def input_fields(self) -> list[str]:
         mk = self.params.messages_key
         return [f"{k}?" for k in self.inspect_keys] + ([f"{mk}?"] if mk else [])

@@ -97,6 +97,11 @@ class NgramDecontaminationFilter(Filter):
         if self.params.word_tokenizer == "spacy" and checking():
             self._splitter()  # spaCy or the language missing fails the recipe at load
 
+    def missing_libraries(self) -> list[str]:
+        """``word_tokenizer: spacy`` needs spaCy; the default splits on whitespace."""
+        from ...core import extras
+        return extras.missing((*self.requires, *(("spacy",) if self.params.word_tokenizer == "spacy" else ())))
+
     def _norm(self) -> D.Norm:
         return D.Norm(**self.params.norm_config.model_dump())
 
