@@ -31,6 +31,25 @@ NOT_PATHS = {  # (op, param): why it names no file
     ("video_split_by_scene_mapper", "save_field"): "names a field",
     # declared by the per-row download change of issue 23 (ops/web/download_file.py); drop once it is
     ("download_file_mapper", "save_dir"): "declared in ops/web/download_file.py (issue 23, per-row checks)",
+    ("s3_download_file_mapper", "save_field"): "names a field",
+    ("agent_bad_case_signal_mapper", "min_medium_signals_for_watchlist"): "a count",
+    ("image_ohem_selector", "model_factory"): "a callable's name inside score_file (user code, allow_scripts)",
+    ("image_ohem_selector", "model_function"): "a callable's name inside score_file (user code, allow_scripts)",
+    ("image_ohem_selector", "model_kwargs"): "keyword arguments for model_factory",
+    ("image_tagging_vlm_mapper", "is_api_model"): "a switch",
+    ("ngram_decontamination_filter", "word_tokenizer"): "a choice (whitespace | spacy)",
+    ("pii_llm_suspect_mapper", "spacy_ner_model"): "a spaCy package name, or a directory the op checks with "
+                                                   "trust.check_read itself",
+    ("pii_llm_suspect_mapper", "spacy_ner_models"): "spaCy package names, or directories the op checks with "
+                                                    "trust.check_read itself",
+    ("text_tagging_by_prompt_mapper", "tag_list"): "the tags offered to the model",
+    ("text_tagging_by_prompt_mapper", "max_model_len"): "a length",
+    **{(op, p): why for op in ("in_context_influence_filter", "instruction_following_difficulty_filter")
+       for p, why in (("model_params", "keyword arguments for the model's loading"),
+                      ("query_template", "a prompt template"), ("response_template", "a prompt template"))},
+    **{(op, p): "keyword arguments for the model's loading"
+       for op in ("query_intent_detection_mapper", "query_sentiment_detection_mapper", "query_topic_detection_mapper")
+       for p in ("model_params", "zh_to_en_model_params")},
 }
 # the LLM ops' params (gristmill/ops/llm): prompts and names, no file; the one that can name a local model is
 # checked by the op itself when it is loaded in the worker
@@ -45,8 +64,13 @@ LLM_PARAMS = {
 }
 
 
+# ops outside ops/llm that ask an endpoint through the LLM client (same params, same story)
+LLM_CLIENT_OPS = ("gristmill.ops.agent.trace_quality", "gristmill.ops.text.embd_similarity")
+
+
 def _llm_explained(cls, p: str) -> bool:
-    return cls.__module__.startswith("gristmill.ops.llm.") and (p in LLM_PARAMS or p.endswith("_template"))
+    return (cls.__module__.startswith("gristmill.ops.llm.") or cls.__module__ in LLM_CLIENT_OPS) \
+        and (p in LLM_PARAMS or p.endswith("_template"))
 
 
 # the params of the audit's finding 1 and their kinds: a check that the sweep found them

@@ -238,6 +238,9 @@ class PiiLlmSuspectMapper(LLMRowMapper):
         self.gate = (p.gate_mode or "heuristic").strip().lower() == "heuristic"
         self.spacy_models = _spacy_names(p.spacy_ner_model, p.spacy_ner_models)
         for name in self.spacy_models:
+            if os.sep in name or os.path.isdir(name):  # a pipeline directory: a read the trust policy allows
+                from ...core import trust
+                trust.check_read(name, "spacy_ner_models")
             if not os.path.isdir(name) and (importlib.util.find_spec("spacy") is None
                                             or importlib.util.find_spec(name.replace("-", "_")) is None):
                 raise ValueError(f"{self.name}: spaCy pipeline {name!r} is not installed (gristmill downloads "
