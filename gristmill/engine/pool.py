@@ -36,7 +36,7 @@ import select
 import signal
 import sys
 import threading
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, InvalidStateError, ProcessPoolExecutor, wait
 from typing import Callable, Iterable, Iterator
 
 from .. import fs
@@ -190,6 +190,18 @@ def _forkserver(env: dict, modules: list[str]):
     return mp.get_context("forkserver")
 
 
+def _quiet_after_abort(args) -> None:
+    """Python 3.11's executor thread may still set BrokenProcessPool on a future that was cancelled while the
+    pool was being killed, and raises InvalidStateError (fixed in 3.12): after an abort, that is no error."""
+    if WorkerPool._any_aborted and args.exc_type is InvalidStateError:
+        return
+    _thread_hook(args)
+
+
+_thread_hook = threading.excepthook
+threading.excepthook = _quiet_after_abort
+
+
 class WorkerPool:
     """``np`` worker processes; ``map_unordered`` yields results as tasks finish. ``modules``: the op modules
     the workers will import (preloaded by the fork server)."""
@@ -205,6 +217,8 @@ class WorkerPool:
                                        initargs=(self.queue, os.getpid(),
                                                  trust.to_env(pol) if pol != trust.Policy() else None,
                                                  env, forked, fs.to_env()))
+
+    _any_aborted = False  # some pool of this process was killed (see _quiet_after_abort)
 
     def map_unordered(self, fn: Callable, items: Iterable, on_progress: Callable[[int, int], None],
                       limit: int | None = None) -> Iterator:
@@ -255,6 +269,7 @@ class WorkerPool:
     def close(self, abort: bool = False) -> None:
         """Shut down; ``abort`` kills the workers instead of waiting for running tasks (interrupts, errors)."""
         if abort:
+            WorkerPool._any_aborted = True
             procs = list((getattr(self._ex, "_processes", None) or {}).values())
             self._ex.shutdown(wait=False, cancel_futures=True)
             for p in procs:
