@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-import json
 import os
 import re
 from typing import Any, Literal
@@ -36,6 +35,7 @@ from pydantic import Field, PositiveInt
 
 from ...core import columns as C
 from ...registry import register
+from ..agent.trace_quality import json_object
 from ._api import APIModelParams, LLMRowMapper
 
 REDACTION_PLACEHOLDER = "[LLM_PII_SUSPECT_REDACTED]"
@@ -127,22 +127,6 @@ def messages_excerpt(messages: Any, max_messages: int, max_chars: int) -> str:
         if chunk:
             parts.append(f"[{msg.get('role') or ''}]{chunk[:500]}")
     return clip("\n".join(reversed(parts)), max_chars, "messages excerpt truncated")
-
-
-def parse_json_object(text: str) -> dict | None:
-    if not text or not isinstance(text, str):
-        return None
-    s = text.strip()
-    if s.startswith("```"):
-        s = re.sub(r"^```(?:json)?\s*", "", s, flags=re.IGNORECASE)
-        s = re.sub(r"\s*```\s*$", "", s)
-    start, end = s.find("{"), s.rfind("}")
-    if start < 0 or end <= start:
-        return None
-    try:
-        return json.loads(s[start:end + 1])
-    except json.JSONDecodeError:
-        return None
 
 
 def redact_substrings(text: str, snippets: list[str], placeholder: str) -> str:
@@ -325,7 +309,7 @@ class PiiLlmSuspectMapper(LLMRowMapper):
         elif not value:
             meta[p.result_key] = {"error": "empty_llm_response", "fields_inspected": used}
         else:
-            parsed = parse_json_object(value)
+            parsed = json_object(value)
             if parsed is None or not isinstance(parsed, dict):
                 meta[p.raw_key] = value[:8000]
                 meta[p.result_key] = {"error": "json_parse_failed", "fields_inspected": used}
