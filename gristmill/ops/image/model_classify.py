@@ -39,11 +39,11 @@ class Classifier:
         return np.concatenate(out) if out else np.zeros(0)
 
 
-class _ClassifierFilter(ImageRangeFilter):
-    requires = ("PIL", "torch", "transformers")
+class ModelRef:
+    """Mixin: the op's model param (named by ``model_param``) checked when the op is built (a local model
+    directory or a model-store entry) and declared to the store."""
+
     model_param = ""
-    stat = ""
-    version = 1
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -55,6 +55,12 @@ class _ClassifierFilter(ImageRangeFilter):
 
     def models(self) -> list[str]:
         return inf.store_names(self.ref)
+
+
+class _ClassifierFilter(ModelRef, ImageRangeFilter):
+    requires = ("PIL", "torch", "transformers")
+    stat = ""
+    version = 1
 
     def bound(self, name):
         return None if name is None else getattr(self.params, name)

@@ -22,9 +22,9 @@ from ...core import columns as C
 from ...core import trust
 from ...core.resources import Resources
 from ...media.frames import iter_key_frames, uniform_frames
-from ...media import inference as inf
 from ...registry import register
 from ..base import Filter
+from ..image.model_classify import ModelRef
 from ..image.model_clip import rgb
 from ._common import VideoParams, flatten, items_of, list_array
 
@@ -41,23 +41,11 @@ class _FrameParams(VideoParams):
     batch_size: int = Field(32, ge=1, description="Frames per model call (gristmill).")
 
 
-class _FramesModelFilter(Filter):
+class _FramesModelFilter(ModelRef, Filter):
     requires = ("av", "PIL", "torch", "transformers")
     resources = Resources(memory=2**30)
-    model_param = ""
     stat = ""
     version = 1
-
-    def __init__(self, **params):
-        super().__init__(**params)
-        inf.check_ref(self.ref, self.model_param)
-
-    @property
-    def ref(self) -> str:
-        return getattr(self.params, self.model_param)
-
-    def models(self) -> list[str]:
-        return inf.store_names(self.ref)
 
     def score_images(self, images: list) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
