@@ -118,15 +118,12 @@ def op_name(d: dict) -> str:
 
 
 class _Page:
-    """Collects sections, their table-of-contents entries, unique anchors and chart ids."""
+    """Collects sections, their table-of-contents entries and unique anchors."""
 
     def __init__(self):
         self.sections: list[str] = []
         self.toc: list[tuple[str, str, list]] = []
         self._ids: set[str] = set()
-        self._charts = 0
-        self._jobs: list[tuple] = []  # charts to draw: (placeholder, kind, draw, args, caption)
-        self._mark = f"\x00gm-chart-{os.urandom(6).hex()}-"
 
     def anchor(self, name: str) -> str:
         base = re.sub(r"[^a-z0-9]+", "-", str(name).lower()).strip("-") or "s"
@@ -137,40 +134,22 @@ class _Page:
         return a
 
     def chart(self, kind: str, draw, *args, caption: str = "") -> str:
-        self._charts += 1
-        mark = f"{self._mark}{self._charts}\x00"  # the figure goes here once drawn (see draw_charts)
-        self._jobs.append((mark, kind, draw, args, caption))
-        return mark
-
-    def draw_charts(self, text: str) -> str:
-        """``text`` with every chart drawn in place (a chart that fails says so in its place)."""
-        for mark, kind, draw, args, caption in self._jobs:
-            res = _draw_chart((draw, args))
-            if res[0] == "error":
-                fig = (f'<figure class="chart chart-error" data-chart="{esc(kind)}"><p class="warn">chart '
-                       f"unavailable: {esc(res[1])}: {clip(res[2], 300)}</p></figure>")
-            elif not res[1]:
-                fig = ""
-            else:
-                cap = f"<figcaption>{caption}</figcaption>" if caption else ""
-                fig = f'<figure class="chart" data-chart="{esc(kind)}">{res[1]}{cap}</figure>'
-            text = text.replace(mark, fig, 1)
-        self._jobs = []
-        return text
+        """The chart ``draw(*args)`` as a figure ("" when it has nothing to draw; a chart that fails says so
+        in its place, and the report is still written)."""
+        try:
+            svg = plots.render(draw, *args)
+        except Exception as e:  # noqa: BLE001 - a chart that cannot be drawn must not lose the report
+            return (f'<figure class="chart chart-error" data-chart="{esc(kind)}"><p class="warn">chart '
+                    f"unavailable: {esc(type(e).__name__)}: {clip(str(e), 300)}</p></figure>")
+        if not svg:
+            return ""
+        cap = f"<figcaption>{caption}</figcaption>" if caption else ""
+        return f'<figure class="chart" data-chart="{esc(kind)}">{svg}{cap}</figure>'
 
     def add(self, title: str, body: str, sub: list | None = None, anchor: str | None = None) -> None:
         a = anchor or self.anchor(title)
         self.toc.append((a, title, sub or []))
         self.sections.append(f'<section id="{a}"><h2>{esc(title)}</h2>{body}</section>')
-
-
-def _draw_chart(job) -> tuple:
-    """One chart: ("ok", svg) or ("error", exception type, message)."""
-    draw, args = job
-    try:
-        return ("ok", plots.render(draw, *args))
-    except Exception as e:  # noqa: BLE001 - a chart that cannot be drawn must not lose the report
-        return ("error", type(e).__name__, str(e))
 
 
 # ------------------------------------------------------------------------------------------- sections
@@ -614,7 +593,7 @@ def render_report(model: dict) -> str:
             item += '<ul class="sub">' + "".join(f'<li><a href="#{sa}">{esc(sn)}</a></li>' for sa, sn in sub) + "</ul>"
         toc.append(item + "</li>")
     nav = f'<nav class="toc"><h2>Contents</h2><ol>{"".join(toc)}</ol></nav>' if toc else ""
-    body = page.draw_charts("".join(page.sections)) or '<p class="meta">Nothing to report.</p>'
+    body = "".join(page.sections) or '<p class="meta">Nothing to report.</p>'
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
