@@ -52,7 +52,9 @@ def test_vlm_pipeline_over_an_endpoint(tmp_path, images):
             "api_key": "k", "cache_dir": str(tmp_path), "query_key": "q", "response_key": "a"})
         out = op.apply([{"q": "What is this?", "images": images[:2]}, {"q": "Nothing?", "images": []}])
         assert [r["a"] for r in out] == ["saw 2 image(s): What is this?", "saw 0 image(s): Nothing?"]
-        parts = srv.bodies[0]["messages"][0]["content"]
+        # the two requests run concurrently: take the first row's, whatever order they arrived in
+        parts = next(c for c in (b["messages"][0]["content"] for b in srv.bodies)
+                     if isinstance(c, list) and str(c[0].get("text", "")).startswith("What is this?"))
         assert parts[0] == {"type": "text", "text": "What is this?\n\n"}
         assert parts[1]["image_url"]["detail"] == "low" and parts[1]["image_url"]["url"].startswith("data:image/")
 
