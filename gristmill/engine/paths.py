@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import threading
 import shutil
 
 from .. import fs
@@ -72,7 +73,8 @@ def check_writable(directory: str, what: str) -> None:
     """Create ``directory`` and write a probe file in it; one-line error naming it if that fails."""
     try:
         os.makedirs(directory, exist_ok=True)
-        probe = os.path.join(directory, f"{TMP}{os.getpid()}-probe")
+        # pid and thread: runs on threads of one process may probe the same directory at once
+        probe = os.path.join(directory, f"{TMP}{os.getpid()}-{threading.get_ident()}-probe")
         with open(probe, "wb") as f:
             f.write(b"ok")
         os.unlink(probe)
