@@ -1,6 +1,6 @@
 """Scaling across workers (issue 25): the filter recipe and MinHash dedup at np 1 and np 2, side by side.
 
-usage: python bench/scaling.py [CORPUS_JSONL] [--shards 4] [--repeat 3] [--np 1 2] [--only filters|minhash]
+usage: python bench/scaling.py [CORPUS_JSONL] [--shards 4] [--repeat 3] [--np 1 2] [--only filters|minhash] [--warmup]
 
 The corpus (default /tmp/corpus/corpus.jsonl, else ../shared/data/cc-2019-30-sample.jsonl.gz) is cut into
 ``--shards`` files of equal size (whole lines) in a temp dir, as in the issue's profile. Each recipe runs
@@ -115,6 +115,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="rounds (each runs every np once; default 3)")
     ap.add_argument("--np", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--only", choices=sorted(RECIPES), action="append")
+    ap.add_argument("--warmup", action="store_true",
+                    help="one untimed run per recipe at the largest np first (kernels compiled, caches filled)")
     args = ap.parse_args()
     corpus = args.corpus or default_corpus()
     tmp = tempfile.mkdtemp(prefix="gm-scaling-")
@@ -125,6 +127,9 @@ def main() -> None:
               f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}", flush=True)
         for name in args.only or list(RECIPES):
             runs: dict[int, list[dict]] = {n: [] for n in args.np}
+            if args.warmup:
+                r = run(os.path.join(tmp, "data"), RECIPES[name], max(args.np), tmp, f"{name}-warmup")
+                print(f"  {name} warm-up np {max(args.np)}: wall {r['wall']:.2f} s (untimed)", flush=True)
             for i in range(args.repeat):
                 order = args.np if i % 2 == 0 else args.np[::-1]
                 for n in order:
@@ -137,12 +142,14 @@ def main() -> None:
             print(f"\n{name}: rows {base[0]['rows'][0]:,} → {base[0]['rows'][1]:,}; exports byte-identical across "
                   f"all runs: {'yes' if len(shas) == 1 else 'NO'}")
             print(f"  {'np':>3} {'wall s':>7} {'engine s':>8} {'before s':>8} {'after s':>7} {'CPU s':>7} "
-                  f"{'resolve s':>9} {'speedup wall':>12} {'speedup engine':>14}")
+                  f"{'resolve s':>9} {'speedup wall':>12} {'speedup engine':>14} {'efficiency wall/engine':>22}")
             for n in args.np:
                 rs = runs[n]
                 print(f"  {n:>3} {med(rs, 'wall'):7.2f} {med(rs, 'engine'):8.2f} {med(rs, 'before'):8.2f} "
                       f"{med(rs, 'after'):7.2f} {med(rs, 'cpu'):7.2f} {med(rs, 'resolve'):9.2f} "
-                      f"{med(base, 'wall') / med(rs, 'wall'):12.2f}x {med(base, 'engine') / med(rs, 'engine'):13.2f}x")
+                      f"{med(base, 'wall') / med(rs, 'wall'):12.2f}x {med(base, 'engine') / med(rs, 'engine'):13.2f}x "
+                      f"{med(base, 'wall') / med(rs, 'wall') / (n / args.np[0]):14.2f} / "
+                      f"{med(base, 'engine') / med(rs, 'engine') / (n / args.np[0]):.2f}")
             print(f"  summed op time (median s): {'op':32} " + " ".join(f"{'np ' + str(n):>7}" for n in args.np)
                   + f" {'ratio':>6}")
             for op in base[0]["ops"]:
