@@ -26,6 +26,7 @@ PATTERNS = {  # regex → what it is
     r"lid\.176\.bin": "fastText language-ID model",
     r"[A-Za-z0-9][\w.+-]*\.(?:fasttext\.bin|ftz)": "fastText classifier",  # fasttext_*_filter (classify)
     r"ram_plus_swin_large_14m\.pth": "Recognize Anything (RAM++) tagger",  # image/video tagging ops
+    r"[A-Za-z0-9][\w.+-]*\.(?:onnx|torchscript\.pt)": "ONNX or TorchScript export",  # flow, pose ops (video)
 }
 _TMP_PREFIX = ".gm-tmp-"
 _checking = contextvars.ContextVar("gristmill_models_checking", default=True)

@@ -203,6 +203,8 @@ OPS = {
     'video_hand_action_compute_mapper': 'gristmill.ops.video.hand_action_compute',
     'video_hand_motion_smooth_mapper': 'gristmill.ops.video.hand_motion_smooth',
     'video_motion_score_filter': 'gristmill.ops.video.motion',
+    'video_motion_score_ptlflow_filter': 'gristmill.ops.video.model_flow',
+    'video_motion_score_raft_filter': 'gristmill.ops.video.model_flow',
     'video_nsfw_filter': 'gristmill.ops.video.model_frames',
     'video_ocr_area_ratio_filter': 'gristmill.ops.video.model_ocr',
     'video_remove_watermark_mapper': 'gristmill.ops.video.remove_watermark',
