@@ -3,7 +3,8 @@
 - ``uniform_frames(value, n)``: n = 1 → the middle, n = 2 → first and last, more → evenly spaced over the
   duration (first and last included); each target time takes the next frame at or after it (one target
   per frame), and a target past the last frame takes the last frame (Data-Juicer's
-  ``extract_video_frames_uniformly``). ``n`` is capped at the stream's frame count.
+  ``extract_video_frames_uniformly``, with its exact fraction arithmetic and its grouping of the targets
+  by key frame: ``uniform_av_frames``). ``n`` is capped at the stream's frame count.
 - ``key_frames(value)``: every key frame (the decoder skips the others), or the first frame when the
   stream marks none (Data-Juicer's ``extract_key_frames``).
 
@@ -24,7 +25,8 @@ import numpy as np
 from .video import _fail, open_video, probe_duration
 
 
-def _targets(duration: float, n: int) -> list[float]:
+def uniform_targets(duration: Fraction, n: int) -> list[Fraction]:
+    """Data-Juicer's target times, exact: n = 1 the middle, else ``duration / (n - 1) * i`` for i < n."""
     if n <= 0:
         return []
     if n == 1:
@@ -33,32 +35,81 @@ def _targets(duration: float, n: int) -> list[float]:
     return [step * i for i in range(n)]
 
 
-def uniform_frames(value, n: int) -> list:
-    """``n`` frames (PIL RGB images) spread evenly over the video; see the module docstring."""
+def group_targets(targets: list, key_seconds: list[float]) -> list[list]:
+    """Data-Juicer's grouping of the target times by key frame: group ``g`` holds the targets before key frame
+    ``g + 1`` that no earlier group took (0.0 counts as a key frame). Each group is searched on its own
+    from its key frame, so a frame can be picked by two groups, and a group whose targets outrun the video
+    takes the last frame once."""
+    ks = list(key_seconds)
+    if 0.0 not in ks:
+        ks = [0.0] + ks
+    if len(ks) == 1:
+        return [list(targets)]
+    groups, cur, g, i = [], [], 0, 0
+    while i < len(targets):
+        if targets[i] < ks[g + 1]:
+            cur.append(targets[i])
+            i += 1
+        else:
+            groups.append(cur)
+            g, cur = g + 1, []
+            if g >= len(ks) - 1:
+                break
+    if cur:
+        groups.append(cur)
+    if i < len(targets):
+        groups.append(list(targets[i:]))
+    return groups
+
+
+def uniform_av_frames(value, n: int) -> list:
+    """The ``av.VideoFrame`` objects Data-Juicer's ``extract_video_frames_uniformly`` returns, in its order:
+    ``n`` (capped at the stream's frame count when it has one) target times from ``uniform_targets`` over the
+    stream's duration (the container's when the stream has none), grouped by the key frames (the key
+    packets' times, ``group_targets``); in each group every target takes the first frame at or after it, one
+    target per frame, and a group that runs out of frames takes the last frame once. Times are exact
+    fractions of the stream's time base, as Data-Juicer compares them. One demux pass (key packets) and one
+    decoding pass; only the picked frames are kept."""
     with open_video(value) as c:
         s = c.streams.video[0]
         if s.frames:
             n = min(n, s.frames)
-        if s.duration is not None:
-            duration = float(s.duration * s.time_base)
-        else:
-            duration = (c.duration or 0) / 1_000_000
-        targets = _targets(duration, n)
-        out, last, i = [], None, 0
+        tb = s.time_base
+        duration = Fraction(s.duration) * tb if s.duration is not None else Fraction(c.duration or 0, 1_000_000)
+        targets = uniform_targets(duration, n)
+        if not targets:
+            return []
         try:
+            keys = sorted(float(p.pts * tb) for p in c.demux(s) if p.is_keyframe and p.pts is not None)
+            groups = [[t / tb for t in g] for g in group_targets(targets, keys) if g]
+            c.seek(0)
+            picked = [[] for _ in groups]
+            last = None
             for f in c.decode(s):
-                if i >= len(targets):
-                    break
+                if f.pts is None:
+                    continue
                 last = f
-                t = float(f.pts * f.time_base) if f.pts is not None else 0.0
-                if t >= targets[i]:  # one target per frame, as Data-Juicer walks them
-                    out.append(f.to_image())
-                    i += 1
+                busy = False
+                for g, want in zip(picked, groups):
+                    if len(g) < len(want):
+                        busy = True
+                        if f.pts >= want[len(g)]:  # one target per frame in a group
+                            g.append(f)
+                if not busy:
+                    break
         except Exception as e:  # noqa: BLE001 - PyAV raises many error types for bad data
             raise _fail(value, e) from None
-        if i < len(targets) and last is not None:
-            out.append(last.to_image())  # targets past the last frame: the last frame, once
+        out = []
+        for g, want in zip(picked, groups):
+            out += g
+            if len(g) < len(want) and last is not None:
+                out.append(last)  # targets past the last frame: the last frame, once per group
         return out
+
+
+def uniform_frames(value, n: int) -> list:
+    """``n`` frames (PIL RGB images) spread evenly over the video (``uniform_av_frames``)."""
+    return [f.to_image() for f in uniform_av_frames(value, n)]
 
 
 def iter_key_frames(value):

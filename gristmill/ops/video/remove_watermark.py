@@ -24,7 +24,7 @@ from pydantic import Field, PositiveInt, model_validator
 
 from ...core import trust
 from ...media import VIDEO_KEY
-from ...media.video import open_video
+from ...media.frames import uniform_av_frames
 from ...media.video import produced_path
 from ...registry import register
 from ..base import Mapper, Params
@@ -42,32 +42,6 @@ def parse_roi(text, roi_type: str):
     if not m:
         return None
     return tuple(int(x) for x in m.groups()) if roi_type == "pixel" else tuple(min(1.0, float(x)) for x in m.groups())
-
-
-def uniform_bgr(value, n: int) -> list:
-    """Data-Juicer's ``extract_video_frames_uniformly`` with its exact arithmetic (the target times and the
-    frames' times as fractions of the stream's time base): n = 1 the middle frame, else n times evenly spaced
-    from the first to the end of the stream, each taking the first frame at or after it (one target per
-    frame), targets past the last frame the last frame, once. As BGR arrays."""
-    from fractions import Fraction
-    with open_video(value) as c:
-        s = c.streams.video[0]
-        if s.frames and s.frames < n:
-            n = s.frames
-        tb = s.time_base
-        duration = Fraction(s.duration) * tb if s.duration is not None else Fraction(c.duration or 0, 1_000_000)
-        targets = [duration / 2] if n == 1 else [duration / (n - 1) * i for i in range(n)]
-        out, last, i = [], None, 0
-        for f in c.decode(s):
-            if i >= len(targets):
-                break
-            last = f
-            if f.pts is not None and f.pts >= targets[i] / tb:
-                out.append(f.to_ndarray(format="bgr24"))
-                i += 1
-        if i < len(targets) and last is not None:
-            out.append(last.to_ndarray(format="bgr24"))
-        return out
 
 
 def _otsu(gray):
@@ -136,7 +110,7 @@ class VideoRemoveWatermarkMapper(Mapper):
     def mask(self, v, rois) -> np.ndarray:
         import cv2
         p = self.params
-        frames = uniform_bgr(v, p.frame_num)
+        frames = [f.to_ndarray(format="bgr24") for f in uniform_av_frames(v, p.frame_num)]
         if not frames:
             raise ValueError("no frame decoded")
         h, w = frames[0].shape[:2]
