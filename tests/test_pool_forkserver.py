@@ -33,6 +33,7 @@ def _map(monkeypatch, flag, start=None):
 def test_forked_workers_start_with_the_op_modules_loaded(monkeypatch):
     forked = _map(monkeypatch, "one")
     assert all(r["gopher"] and r["numba"] for r in forked)
+    assert "gristmill.engine.preload" not in sys.modules  # its loading happens in the server, not here
     spawned = _map(monkeypatch, "one", start="spawn")
     # a fork of the preloaded server has used almost no CPU of its own; a spawned worker has paid its imports
     assert max(r["cpu"] for r in forked) < min(r["cpu"] for r in spawned)

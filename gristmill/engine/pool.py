@@ -46,6 +46,9 @@ _QUEUE = None
 
 
 _SIGNALS = {signal.SIGINT, signal.SIGTERM}
+# the op modules the fork server preloads (engine/preload.py reads it there; importing that module here
+# would do its loading in this process)
+PRELOAD_VAR = "GRISTMILL_PRELOAD_OPS"
 
 # the thread-pool sizes of the libraries an op may use (Arrow's CPU pool follows OMP_NUM_THREADS)
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
@@ -164,7 +167,6 @@ def _forkserver(env: dict, modules: list[str]):
             or not hasattr(os, "pidfd_open")):
         return None
     from multiprocessing import forkserver
-    from .preload import PRELOAD_VAR
     server = getattr(forkserver, "_forkserver", None)
     if server is None or not hasattr(server, "_stop"):
         return None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-PRELOAD_VAR = "GRISTMILL_PRELOAD_OPS"
+from .pool import PRELOAD_VAR
 
 
 def _load() -> None:
