@@ -89,10 +89,14 @@ def run_sources(cfg: RunConfig, sources: list[SourceRun], ops: list,
             reports.append(eng.run(sops))
         parts = [p for r in reports for p in r["final_parts"]]
         owner = [k for k, r in enumerate(reports) for _ in r["final_parts"]]
+        from .remote_parts import current
+        remote = current()  # a URL work dir on Ray: the sources' parts are in the bucket, not here
         stat = []
-        for p in (f for ps in parts for f in ps):
+        for p in (f for ps in parts for f in ps) if remote is None else ():
             st = os.stat(p)
             stat.append((p, st.st_size, st.st_mtime_ns))
+        if remote is not None:
+            stat = remote.identity([f for ps in parts for f in ps])
         tcfg = replace(cfg, work_dir=os.path.join(work, "tail"), dataset_path=[s.name for s in sources],
                        id_prefix=None, add_suffix=False)
         log(f"shared: {len(ops)} ops over {len(parts)} shards of {len(sources)} sources")

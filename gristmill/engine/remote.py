@@ -155,7 +155,10 @@ class RemoteRun:
             files = self._export_files()
             base = os.path.join(self.export_stage, fs.basename(self.export_url)) if self.directory \
                 else self.export_stage
-            urls = staging.commit_export(files, base, self.export_url, self.directory, self.log)
+            if self.work is not None and self.work.composed:  # files composed in the bucket, the rest here
+                urls = remote_parts.commit_directory(files, base, self.export_url, self.work.composed, self.log)
+            else:
+                urls = staging.commit_export(files, base, self.export_url, self.directory, self.log)
             report["exported_files"] = urls
         return report
 
@@ -269,7 +272,13 @@ def run_sources_remote(cfg, sources: list, body, log=lambda m: None) -> dict:
                                             reader_params={k: here(v) for k, v in s.cfg.reader_params.items()}))
                      for s in sources]
     with remote:
-        return remote.finish(body(remote.local_cfg, local_sources))
+        if remote.work is None:
+            return remote.finish(body(remote.local_cfg, local_sources))
+        # on Ray, every source's tasks and the shared chain's read and write the bucket themselves; the
+        # shared chain's export is composed there (runner: remote_parts.export_hook)
+        remote.work.export_hook = lambda fragments, fp: remote.export(remote.local_cfg, fragments)
+        with remote_parts.active(remote.work):
+            return remote.finish(body(remote.local_cfg, local_sources))
 
 
 class TokenizeOutputs(RemoteRun):
@@ -277,7 +286,8 @@ class TokenizeOutputs(RemoteRun):
     staging, lock and marker-last commit; the output directory is committed by its manifest, written last.
     ``local_output``/``local_work`` are what the tokenizer writes to."""
 
-    def __init__(self, output: str, work_dir: str, inputs, log=lambda m: None):  # noqa: D107 - no super
+    def __init__(self, output: str, work_dir: str, inputs, log=lambda m: None,  # noqa: D107 - no super
+                 direct: bool = False):
         self.log, self.inputs = log, inputs
         self.work_url = fs.normalise(work_dir) if fs.is_url(work_dir) else None
         self.export_url = fs.normalise(output) if fs.is_url(output) else None
@@ -288,8 +298,20 @@ class TokenizeOutputs(RemoteRun):
             self.local_output = os.path.join(self.export_stage, fs.basename(self.export_url))
         else:
             self.local_output = output
-        self.mirror = staging.Mirror(self.work_url, self.local_work, log) if self.work_url else None
+        # on Ray with a URL work dir the workers write their token files to the bucket, and the outputs'
+        # big files are composed there from parts they write (tokenize.compose)
+        self.direct = bool(self.work_url) and direct
+        self.work, self.composed = None, False
+        self.mirror = None if not self.work_url else (
+            remote_parts.lazy_mirror(self.work_url, self.local_work, log) if self.direct
+            else staging.Mirror(self.work_url, self.local_work, log))
         self.lock = staging.RemoteLock(self.work_url) if self.work_url else None
+
+    def __enter__(self):
+        super().__enter__()
+        if self.work is not None and self.export_url:
+            self.work.outputs = (os.path.abspath(self.local_output), self.export_url)
+        return self
 
     def _reads_run_output(self, url: str, path: str) -> bool:
         """A multi-source run's per-source parts (``WORK/tail/…``, ``WORK/sources/…``), committed by the run

@@ -65,6 +65,8 @@ def is_data(rel: str) -> bool:
     """Work-dir keys the driver never downloads: a stage's shards and export fragments (``out/``), a
     resolve's scratch (shuffle spill files), a grouper's rows and next-stage shards."""
     parts = rel.split("/")
+    if "tokenize" in parts[:-1] and (parts[-1].endswith(".ids") or "parts" in parts[:-1]):
+        return True  # a tokenize shard's tokens, a composed output's parts
     for i, p in enumerate(parts[:-2]):
         if p == "stages":
             kind = parts[i + 2]
@@ -209,12 +211,16 @@ class RemoteTask:
             inner = _rewrite(self.inner, self.local, priv, found)
             item = getattr(inner, "item", None)
             found += _partition_files(item, priv)
+            sd = getattr(inner, "stage_dir", None)  # the directory the task writes to (a tokenize shard's)
+            if sd and (str(sd) + os.sep).startswith(priv + os.sep):
+                os.makedirs(sd, exist_ok=True)
             with fs.active(self.settings.get("options") or {}):
                 fetched = self._fetch(sorted(set(found)), priv)
                 result = run_one(inner, progress)
                 uploaded = self._commit(priv, fetched)
             out = _rewrite(result, priv, self.local)
             out["_uploaded"] = uploaded
+            out["_sizes"] = {r: os.path.getsize(os.path.join(priv, r)) for r in uploaded}
             return out
         finally:
             shutil.rmtree(root, ignore_errors=True)
@@ -274,18 +280,42 @@ class RemoteTask:
 class RemoteWork:
     """The driver's view of a URL work dir whose tasks run on workers against the bucket."""
 
+    export_hook = None  # ``(fragments, fingerprint) -> files | None``: the export of an engine of this run
+
     def __init__(self, local: str, url: str, mirror=None, log=lambda m: None):
         self.local = os.path.abspath(local).rstrip(os.sep)
         self.url = url.rstrip("/")
         self.mirror = mirror
         self.log = log
         self.present: set[str] = set()
+        self.sizes: dict[str, int] = {}  # of keys in the bucket only (listed at restore, or uploaded by a task)
+        self.composed: dict[str, dict] = {}  # output URL -> manifest entry, of files composed in the bucket
+        self.outputs: tuple[str, str] | None = None  # (local staging dir, URL) of an output directory
         self.settings = worker_settings()
 
     def rel(self, path) -> str | None:
         p = os.path.abspath(str(path))
         if p == self.local or p.startswith(self.local + os.sep):
             return p[len(self.local):].lstrip(os.sep).replace(os.sep, "/")
+        return None
+
+    def size(self, path) -> int | None:
+        """A work-dir file's size: here, or as the bucket listed it (None when neither has it)."""
+        if os.path.exists(path):
+            return os.path.getsize(path)
+        rel = self.rel(path)
+        return self.sizes.get(rel) if rel is not None and rel in self.present else None
+
+    def url_of(self, path) -> str | None:
+        """The URL of a work-dir path (or of a path in the output directory's staging copy)."""
+        rel = self.rel(path)
+        if rel is not None:
+            return fs.join(self.url, rel)
+        if self.outputs is not None:
+            local, url = self.outputs
+            p = os.path.abspath(str(path))
+            if p == local or p.startswith(local + os.sep):
+                return url.rstrip("/") + p[len(local):].replace(os.sep, "/")
         return None
 
     def exists(self, path) -> bool:
@@ -296,14 +326,49 @@ class RemoteWork:
         return rel is not None and rel in self.present
 
     def listed(self, rels) -> None:
+        """Keys the bucket has (a dict: with their sizes)."""
         self.present.update(rels)
+        if isinstance(rels, dict):
+            self.sizes.update({k: v for k, v in rels.items() if v is not None})
+
+    def identity(self, paths) -> list[tuple]:
+        """``(path, size, tag)`` of work-dir files (a fingerprint's input, e.g. a ``sources:`` recipe's
+        per-source parts): size and mtime where the driver has the file, else size and ETag from one
+        listing per directory of the bucket (the workers' outputs are never downloaded for this)."""
+        fsys, _ = fs.filesystem(self.url)
+        listed: dict[str, dict] = {}
+        out = []
+        for p in paths:
+            if os.path.exists(p):
+                st = os.stat(p)
+                out.append((p, st.st_size, st.st_mtime_ns))
+                continue
+            rel = self.rel(p)
+            if rel is None:
+                raise FileNotFoundError(p)
+            parent = posixpath.dirname(rel)
+            if parent not in listed:
+                _, base = fs.filesystem(fs.join(self.url, parent))
+                fsys.invalidate_cache(base)
+                listed[parent] = {posixpath.basename(k): v for k, v in
+                                  fsys.find(base, maxdepth=1, detail=True).items()}
+            info = listed[parent].get(posixpath.basename(rel))
+            if info is None:
+                raise FileNotFoundError(f"{fs.redact(fs.join(self.url, rel))}: not in the bucket")
+            tag = info.get("ETag") or info.get("etag") or info.get("generation") or info.get("md5Hash") or ""
+            out.append((p, int(info.get("size") or 0), str(tag)))
+        return out
 
     def before_submit(self) -> None:
         """What the driver wrote (removals, state of a resolve) is in the bucket before tasks read it."""
         if self.mirror is not None:
             self.mirror.sync()
 
-    def wrap(self, task) -> RemoteTask:
+    def wrap(self, task):
+        """The task as it runs on a worker: a :class:`RemoteTask`; a task that reads and writes the bucket by
+        URL itself (``bucket_direct``, e.g. a tokenize output part) only gets the run's storage settings."""
+        if getattr(task, "bucket_direct", False):
+            return Configured(task, self.settings)
         return RemoteTask(task, self.local, self.url, self.settings)
 
     def landed(self, record: dict, piece: bool = False) -> dict:
@@ -311,6 +376,7 @@ class RemoteWork:
         downloaded (a shard's marker, rejects, removed samples, profile; the files a resolve piece returns)."""
         uploaded = record.pop("_uploaded", [])
         self.present.update(uploaded)
+        self.sizes.update(record.pop("_sizes", {}))
         want = [r for r in uploaded if not is_data(r)]
         if piece:
             found: list[str] = []
@@ -505,7 +571,44 @@ def commit_composed(sources: list[str], export_url: str, log=lambda m: None, ext
     return got
 
 
-__all__ = ["Configured", "RemoteTask", "configured", "RemoteWork", "active", "commit_composed", "compose", "current", "is_data", "plan_parts"]
+def commit_directory(files: list[str], local_base: str, export_url: str, composed: dict[str, dict],
+                     log=lambda m: None) -> list[str]:
+    """A directory output (tokenize's) whose big files were composed in the bucket (``composed``: URL ->
+    ``{"name", "size", "etag", ...}``, the old manifest already removed before they were) and whose other
+    files are here: those uploaded, files of the previous output that this one lacks deleted, the manifest
+    (every file: SHA-256 for the uploaded ones, size and ETag for the composed ones) written last."""
+    from ..fs import staging
+    from ..fs.staging import _parallel
+    base_url = export_url.rstrip("/")
+    old = staging.read_manifest(export_url, True)
+    fs.remove(staging.manifest_url(export_url, True))
+    rels = sorted(os.path.relpath(f, local_base).replace(os.sep, "/") for f in files)
+
+    def put(rel):
+        import hashlib
+        h = hashlib.sha256()
+        p = os.path.join(local_base, rel)
+        with open(p, "rb") as f:
+            while b := f.read(8 << 20):
+                h.update(b)
+        fs.upload(p, fs.join(base_url, rel))
+        return {"name": rel, "size": os.path.getsize(p), "sha256": h.hexdigest()}
+    entries = _parallel([lambda r=r: put(r) for r in rels])
+    entries += [composed[u] for u in sorted(composed)]
+    entries.sort(key=lambda e: e["name"])
+    names = {e["name"] for e in entries}
+    for e in (old or {}).get("files", []):
+        if e["name"] not in names:
+            fs.remove(fs.join(base_url, e["name"]))
+    body = {"export": fs.redact(export_url), "files": entries, "committed": time.time(),
+            "composed": sorted(composed[u]["name"] for u in composed)}
+    fs.write_bytes(staging.manifest_url(export_url, True), json.dumps(body, indent=1).encode())
+    log(f"committed the output {fs.redact(export_url)} ({len(entries)} file(s), {len(composed)} composed in the "
+        "bucket, manifest written last)")
+    return [fs.join(base_url, e["name"]) for e in entries]
+
+
+__all__ = ["Configured", "RemoteTask", "configured", "RemoteWork", "active", "commit_composed", "commit_directory", "compose", "current", "is_data", "plan_parts"]
 
 
 def lazy_mirror(url: str, local: str, log=lambda m: None):
@@ -534,8 +637,8 @@ def lazy_mirror(url: str, local: str, log=lambda m: None):
             except (OSError, ValueError):
                 index = {}
             here = self._local_files()
-            self.remote_only = {r for r in remote if is_data(r)}
-            for rel in sorted(set(here) - (set(remote) - self.remote_only)):  # uncommitted, or data
+            self.remote_only = {r: int(remote[r].get("size") or 0) for r in remote if is_data(r)}
+            for rel in sorted(set(here) - (set(remote) - set(self.remote_only))):  # uncommitted, or data
                 os.unlink(os.path.join(self.local, rel))
             got = 0
             self.sent = {}
@@ -557,5 +660,5 @@ def lazy_mirror(url: str, local: str, log=lambda m: None):
             return got
 
     m = LazyMirror(url, local, log)
-    m.remote_only = set()
+    m.remote_only = {}
     return m

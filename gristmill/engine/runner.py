@@ -374,7 +374,8 @@ class StageEngine:
         return out_shards, c
 
     def _export(self, fragments: list[list[str]], fp: str) -> list[str]:
-        hook = getattr(self, "export_hook", None)  # engine.remote: fragments in a bucket, composed there
+        # engine.remote: fragments in a bucket, composed there (a sources: recipe's shared chain: its run's hook)
+        hook = getattr(self, "export_hook", None) or getattr(remote_parts.current(), "export_hook", None)
         if hook is not None:
             got = hook(fragments, fp)
             if got is not None:

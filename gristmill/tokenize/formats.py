@@ -94,6 +94,10 @@ class NpyWriter(Writer):
         self.f.seek(start + total)
         self.written = self.n_rows
 
+    def record(self, lengths) -> None:
+        """The rows are written elsewhere (composed in a bucket after this header: ``tokenize.compose``)."""
+        self.written = self.n_rows
+
     def close(self):
         self.f.close()
         assert self.written == self.n_rows, (self.written, self.n_rows)
@@ -189,6 +193,10 @@ class MegatronWriter(Writer):
         _fill(self.bin, copy_stream, self.dtype)
         self.lengths.append(np.asarray(lengths, np.int64))
 
+    def record(self, lengths) -> None:
+        """The pieces' tokens are written elsewhere (the .bin composed in a bucket: ``tokenize.compose``)."""
+        self.lengths.append(np.asarray(lengths, np.int64))
+
     def close(self):
         self.bin.close()
         lens = np.concatenate(self.lengths) if self.lengths else np.zeros(0, np.int64)
@@ -226,6 +234,10 @@ class DatatroveWriter(Writer):
     def fill_pieces(self, copy_stream, lengths) -> None:
         """All pieces at once (4-byte dtype): ``copy_stream(fd, offset)`` writes their tokens there."""
         _fill(self.ds, copy_stream, self.dtype)
+        self.record(lengths)
+
+    def record(self, lengths) -> None:
+        """The pieces' tokens (written here by ``fill_pieces``, or elsewhere: the .ds composed in a bucket)."""
         self.ends.append(self.pos + np.cumsum(lengths, dtype=np.int64))
         self.pos += int(np.sum(lengths))
 

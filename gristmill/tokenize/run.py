@@ -228,7 +228,8 @@ def _run_staged(cfg: TokenizeConfig, np: int, work_dir: str, progress: bool, eng
                 _fs.normalise(cfg.output).rstrip("/") + "/")):
             raise RunRefused(f"tokenize output ({_fs.redact(d)}): a format's output in object storage must sit "
                              f"under `output` ({_fs.redact(cfg.output)})")
-    remote = TokenizeOutputs(cfg.output, work_dir, cfg.source_paths(), log or (lambda m: None))
+    remote = TokenizeOutputs(cfg.output, work_dir, cfg.source_paths(), log or (lambda m: None),
+                             direct=engine == "ray")
     remote.check()
     formats = cfg.formats
     if formats is not None:
@@ -236,8 +237,14 @@ def _run_staged(cfg: TokenizeConfig, np: int, work_dir: str, progress: bool, eng
                    for f in formats]
     local_cfg = cfg.model_copy(update={"output": remote.local_output, "export_path": None, "formats": formats})
     with remote:
-        report = run_tokenize(local_cfg, np=np, work_dir=remote.local_work, progress=progress, engine=engine,
-                              address=address, log=log)
+        if remote.work is None:
+            report = run_tokenize(local_cfg, np=np, work_dir=remote.local_work, progress=progress, engine=engine,
+                                  address=address, log=log)
+            return remote.finish(report)
+        from ..engine import remote_parts
+        with remote_parts.active(remote.work):  # the workers read and write the bucket (tokenize.compose)
+            report = run_tokenize(local_cfg, np=np, work_dir=remote.local_work, progress=progress,
+                                  engine=engine, address=address, log=log)
         return remote.finish(report)
 
 
@@ -331,14 +338,18 @@ def _run_with(cfg, jobs, names, executor: Executor, np_engine: tuple[int, str], 
         else:  # the fast path disagreed with the reference: redo everything it tokenized
             redo = [j for j in jobs if (new.get(j.name) or results[j.name]).backend == "tiktoken"]
             new.update(_phase1(redo, settings, fps, backend, set(), cfg, executor, tok_dir, progress))
-    executor.release()
+    from ..engine.remote_parts import current
+    remote = current()  # Ray with a URL work dir: phase 2's parts are written by the workers (tokenize.compose)
+    if remote is None:
+        executor.release()
     backend_info["checked_shards"] = len(checked)
     results.update(new)
     t_tok = time.time() - t1
 
     # phase 2
     t2 = time.time()
-    out = _phase2(cfg, spec, names, results, tok_dir, pad_id, eos_id, bos_id, backend, progress)
+    out = _phase2(cfg, spec, names, results, tok_dir, pad_id, eos_id, bos_id, backend, progress,
+                  executor if remote is not None else None)
     t_write = time.time() - t2
 
     res_list = [results[j.name] for j in jobs]
@@ -409,9 +420,13 @@ class _TokenBar(Progress):
 
 
 def _phase2(cfg: TokenizeConfig, spec: TokenizerSpec, names, results, tok_dir, pad_id, eos_id, bos_id,
-            backend, progress) -> dict:
+            backend, progress, executor=None) -> dict:
     """Mix and pack once, then write every format of the section from that one plan (each format's
-    directory holds exactly what a run of that format alone writes)."""
+    directory holds exactly what a run of that format alone writes). With ``executor`` (Ray with a URL work
+    dir: the shards' tokens are in the bucket) a format's big file is composed there from parts the workers
+    write (``tokenize.compose``); the other formats need the tokens here, downloaded first."""
+    from ..engine.remote_parts import current
+    remote = current() if executor is not None else None
     store = TokenStore(tok_dir, names)
     try:
         sources = cfg.source_list()
@@ -428,9 +443,17 @@ def _phase2(cfg: TokenizeConfig, spec: TokenizerSpec, names, results, tok_dir, p
             src_base = np.concatenate([[0], np.cumsum([len(x) for x in store.lens])]).astype(np.int64)
             p_vstart = doc_starts[src_base[p_src] + b.doc[plan.piece_doc]] + plan.piece_off
         outputs = []
+        compose = None
+        if remote is not None:
+            from . import compose as compose
+            if not all(compose.composable(f, plan.mode) and remote.url_of(d) for f, d in cfg.format_list()):
+                remote.fetch([os.path.join(tok_dir, f"{n}.ids") for ns in names for n in ns])
         for fmt, out_dir in cfg.format_list():
+            composer = None
+            if compose is not None and compose.composable(fmt, plan.mode) and remote.url_of(out_dir):
+                composer = (compose, executor, remote)
             files, stats = _write_format(cfg, fmt, out_dir, spec, store, sources, names, results, b, plan, p_src,
-                                         p_vstart, pad_id, eos_id, bos_id, backend)
+                                         p_vstart, pad_id, eos_id, bos_id, backend, composer)
             outputs.append({"format": fmt, "output": out_dir, "files": files})
     finally:
         store.close()
@@ -446,7 +469,8 @@ def _phase2(cfg: TokenizeConfig, spec: TokenizerSpec, names, results, tok_dir, p
 
 
 def _write_format(cfg: TokenizeConfig, fmt: str, out_dir: str, spec: TokenizerSpec, store: TokenStore, sources,
-                  names, results, b, plan, p_src, p_vstart, pad_id, eos_id, bos_id, backend) -> tuple[list, dict]:
+                  names, results, b, plan, p_src, p_vstart, pad_id, eos_id, bos_id, backend,
+                  composer=None) -> tuple[list, dict]:
     """One format's files, packing sidecars, manifest and stats in ``out_dir``."""
     os.makedirs(out_dir, exist_ok=True)
     _remove_previous(out_dir)
@@ -457,7 +481,12 @@ def _write_format(cfg: TokenizeConfig, fmt: str, out_dir: str, spec: TokenizerSp
     writer = make_writer(fmt, out_dir, cfg.name, vocab, W, len(plan.row_start), pad_id, per_doc, meta,
                          cfg.rows_per_chunk)
     piece_start = plan.piece_start
-    if writer.kind == "stream" and hasattr(writer, "fill_pieces") and writer.dtype.itemsize == 4:
+    state = None
+    if composer is not None:  # the big file composed in the bucket from the workers' parts (tokenize.compose)
+        mod, executor, remote = composer
+        pad = len(plan.row_start) * W - int(plan.piece_len.sum()) if fmt == "npy" else 0
+        state = mod.compose_body(writer, store, p_src, p_vstart, plan.piece_len, pad, pad_id, executor, remote)
+    elif writer.kind == "stream" and hasattr(writer, "fill_pieces") and writer.dtype.itemsize == 4:
         writer.fill_pieces(lambda fd, off: store.copy_to(p_src, p_vstart, plan.piece_len, fd, off), plan.piece_len)
     elif writer.kind == "stream":
         _write_stream(writer, store, p_src, p_vstart, plan.piece_len)
@@ -468,6 +497,8 @@ def _write_format(cfg: TokenizeConfig, fmt: str, out_dir: str, spec: TokenizerSp
     else:
         _write_rows(writer, store, plan, p_src, p_vstart, piece_start, pad_id)
     files = writer.close()
+    if state is not None:
+        mod.finish_body(state, out_dir, remote, getattr(executor, "log", lambda m: None))
     # sidecars: the packing plan and document provenance
     save_npy(os.path.join(out_dir, f"{cfg.name}.pieces.npy"),
              np.stack([plan.piece_doc, plan.piece_off, plan.piece_len], axis=1).astype(np.int64))

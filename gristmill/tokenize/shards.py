@@ -262,7 +262,10 @@ def load_done(tok_dir: str, name: str, fingerprint: str) -> ShardResult | None:
     if d.pop("fingerprint", None) != fingerprint:
         return None
     ids = os.path.join(tok_dir, f"{name}.ids")
-    if not os.path.exists(ids) or os.path.getsize(ids) != 4 * d.get("tokens", -1):
+    from ..engine.remote_parts import current
+    remote = current()  # a URL work dir on Ray: the tokens are in the bucket (written by a worker), not here
+    size = remote.size(ids) if remote is not None else os.path.getsize(ids) if os.path.exists(ids) else None
+    if size is None or size != 4 * d.get("tokens", -1):
         return None
     return ShardResult(**d)
 

@@ -1,0 +1,199 @@
+"""Phase 2 on Ray with the work dir in object storage: a format's big file composed in the bucket from parts
+the workers write, so the driver moves metadata (document lengths, the packing plan), never tokens.
+
+Phase 1's workers wrote each shard's ``.ids`` (uint32 tokens) to the bucket; the driver has the ``.lens.npy``
+files only. For a format whose big file is the packed token stream in order (after a fixed header):
+
+- ``megatron``: ``<name>.bin`` (the pieces' tokens; the ``.idx`` is lengths and pointers: metadata);
+- ``datatrove``: ``<name>.ds`` (the same; ``.ds.index`` and ``.ds.metadata`` are metadata);
+- ``npy`` with ``pack: padded``: ``<name>.npy`` = its header, the stream, then pad tokens up to rows × width;
+
+the driver cuts the stream into parts of about :data:`PART_BYTES` output bytes (``GRISTMILL_TOKEN_PART_MB``)
+and runs one :class:`TokenPartTask` per part on the executor: it reads the token ranges of its pieces from the
+shards' ``.ids`` objects (ranged reads, neighbouring ranges merged), converts them to the format's dtype and
+writes the part under ``WORK/tokenize/parts/`` (a key named by its content's recipe: a rerun writes the same
+key with the same bytes). The driver writes the header (what the local writer wrote) beside them and composes
+the file at its output URL (``engine.remote_parts.compose``: S3 ``UploadPartCopy`` of parts of 5 MiB or
+more), then deletes the parts. The file's bytes are those the local writer gives. Every other file of the
+output (the ``.idx``, sidecars, manifest, stats) is written here and committed with it, manifest last
+(``remote_parts.commit_directory``). The row formats (``litgpt``, ``parquet``, ``npy`` in other pack modes)
+cut rows out of the stream with padding between them: their shards' tokens are downloaded to the driver and
+written there, as on one machine.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import fs as _fs
+
+PART_BYTES = 256 << 20
+MERGE_GAP = 64 << 10  # ranges of one .ids this close are read as one request
+READ_BATCH = 64 << 20  # bytes read per batch of ranged requests (a worker's buffer)
+
+
+def part_bytes() -> int:
+    try:
+        return max(4, int(float(os.environ.get("GRISTMILL_TOKEN_PART_MB", PART_BYTES / 2**20)) * 2**20))
+    except ValueError:
+        return PART_BYTES
+
+
+def composable(fmt: str, mode: str) -> bool:
+    """Whether the format's big file is a header plus the packed stream (composed from parts)."""
+    return fmt in ("megatron", "datatrove") or (fmt == "npy" and mode == "padded")
+
+
+@dataclass
+class TokenPartTask:
+    """One part of a composed output file: the tokens of ``ranges`` (``.ids`` URL, first token, tokens), in
+    order, as ``dtype``, then ``pad`` tokens of ``pad_id``; written to ``dest``. Reads and writes the bucket by
+    URL (``bucket_direct``: the executor gives it the run's storage settings only)."""
+    ranges: list
+    dtype: str
+    pad: int
+    pad_id: int
+    dest: str
+    index: int = 0
+
+    bucket_direct = True
+    stage_dir = None
+
+    def run(self, progress=None) -> dict:
+        dt = np.dtype(self.dtype)
+        fd, tmp = tempfile.mkstemp(prefix="gm-tokpart-", dir=os.environ.get("GRISTMILL_TASK_TMP") or None)
+        tokens = 0
+        try:
+            with os.fdopen(fd, "wb") as out:
+                for buf in read_ranges(self.ranges):
+                    arr = np.frombuffer(buf, "<u4")
+                    out.write(arr.astype(dt.newbyteorder("<"), copy=False).tobytes() if dt.itemsize != 4 else buf)
+                    tokens += len(arr)
+                    if progress is not None:
+                        progress(len(arr), 0)
+                if self.pad:
+                    out.write(np.full(self.pad, self.pad_id, dt.newbyteorder("<")).tobytes())
+            size = os.path.getsize(tmp)
+            _fs.upload(tmp, self.dest)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return {"index": self.index, "dest": self.dest, "size": size, "tokens": tokens}
+
+
+def read_ranges(ranges: list):
+    """The bytes of ``(url, first token, tokens)`` ranges in order, in batches of about READ_BATCH bytes;
+    ranges of one object that touch (or nearly) are read with one request, a batch's requests concurrently."""
+    merged: list[list] = []  # [url, start byte, end byte, [(offset in the read, bytes)]]
+    for url, first, count in ranges:
+        a, b = 4 * int(first), 4 * (int(first) + int(count))
+        last = merged[-1] if merged else None
+        if last is not None and last[0] == url and 0 <= a - last[2] <= MERGE_GAP and b - last[1] <= READ_BATCH:
+            last[3].append((a - last[1], b - a))
+            last[2] = b
+        else:
+            merged.append([url, a, b, [(0, b - a)]])
+    i = 0
+    while i < len(merged):
+        j, held = i, 0
+        while j < len(merged) and (j == i or held + merged[j][2] - merged[j][1] <= READ_BATCH):
+            held += merged[j][2] - merged[j][1]
+            j += 1
+        batch = merged[i:j]
+        fsys, _ = _fs.filesystem(batch[0][0])
+        paths = [_fs.filesystem(m[0])[1] for m in batch]
+        got = fsys.cat_ranges(paths, [m[1] for m in batch], [m[2] for m in batch])
+        out = bytearray()
+        for m, data in zip(batch, got):
+            if isinstance(data, BaseException):
+                raise data
+            if len(data) != m[2] - m[1]:
+                raise OSError(f"{_fs.redact(m[0])} is shorter than its marker says")
+            for off, n in m[3]:
+                out += data[off:off + n]
+        yield bytes(out)
+        i = j
+
+
+def plan_parts(segments, url_of, part_tokens: int) -> list[list[tuple]]:
+    """The stream's segments ``(shard name, first token, tokens)`` cut into parts of about ``part_tokens``
+    tokens (a segment split where a part ends); each part a list of ``(url, first, tokens)``."""
+    parts: list[list[tuple]] = []
+    cur: list[tuple] = []
+    held = 0
+    for name, first, count in segments:
+        url = url_of(name)
+        while count > 0:
+            take = min(count, part_tokens - held)
+            cur.append((url, first, take))
+            held += take
+            first += take
+            count -= take
+            if held >= part_tokens:
+                parts.append(cur)
+                cur, held = [], 0
+    if cur:
+        parts.append(cur)
+    return parts
+
+
+def compose_body(writer, store, p_src, p_vstart, p_len, pad: int, pad_id: int, executor, remote,
+                 log=lambda m: None) -> dict:
+    """Account for the pieces in ``writer`` (metadata only), run the part tasks, and return how to finish
+    the body once the writer has closed: ``finish_body(writer_files)``."""
+    from ..engine import remote_parts
+    writer.record(p_len)
+    body = writer.files[0]  # the final path of the writer's big file (its header is written there locally)
+    dest = remote.url_of(body)
+    ids_url: dict[str, str] = {}
+
+    def url_of(name):
+        u = ids_url.get(name)
+        if u is None:
+            u = ids_url[name] = remote.url_of(os.path.join(store.tok_dir, f"{name}.ids"))
+        return u
+    dt = np.dtype(writer.dtype)
+    parts = plan_parts(store.segments(p_src, p_vstart, p_len), url_of, max(1, part_bytes() // dt.itemsize))
+    if pad and not parts:
+        parts = [[]]
+    tag = hashlib.sha256(json.dumps([dest, dt.str, pad, pad_id, parts]).encode()).hexdigest()[:16]
+    prefix = _fs.join(remote.url, "tokenize", "parts", tag)
+    tasks = [TokenPartTask(p, dt.str, pad if k == len(parts) - 1 else 0, pad_id,
+                           _fs.join(prefix, f"{os.path.basename(body)}.part-{k:05d}"), k)
+             for k, p in enumerate(parts)]
+    got = {}
+    for rec in executor.run(tasks, lambda rows, nbytes: None):
+        got[rec["index"]] = rec
+    return {"body": body, "dest": dest, "prefix": prefix, "parts": [got[k]["dest"] for k in range(len(tasks))],
+            "bytes": sum(r["size"] for r in got.values()), "remote_parts": remote_parts}
+
+
+def finish_body(state: dict, out_dir: str, remote, log=lambda m: None) -> None:
+    """After the writer closed: its local big file (the header, or nothing) goes first, the parts after it,
+    composed at the output URL; the local file and the parts are deleted; the composed file is recorded for
+    the output's manifest (``RemoteWork.composed``)."""
+    rp = state["remote_parts"]
+    body = state["body"]
+    if not remote.composed:  # the output is uncommitted from the first composed file until its new manifest
+        from ..fs import staging
+        _fs.remove(staging.manifest_url(remote.outputs[1], True))
+    srcs = list(state["parts"])
+    head_url = None
+    if os.path.getsize(body):
+        head_url = _fs.join(state["prefix"], f"{os.path.basename(body)}.head")
+        _fs.upload(body, head_url)
+        srcs.insert(0, head_url)
+    got = rp.compose(srcs, state["dest"])
+    os.unlink(body)
+    for u in srcs:
+        _fs.remove(u)
+    name = os.path.relpath(body, remote.outputs[0]).replace(os.sep, "/")
+    remote.composed[state["dest"]] = {"name": name, "size": got["size"], "etag": got["etag"],
+                                      "composed_from": len(srcs)}
+    log(f"tokenize: {name} composed in the bucket from {len(state['parts'])} part(s) written by the workers "
+        f"({got['copied']:,} bytes copied server-side, {got['streamed']:,} streamed)")
