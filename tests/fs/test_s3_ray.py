@@ -50,9 +50,11 @@ def test_is_data_names_the_keys_the_driver_never_downloads():
     assert is_data("sources/en/stages/00-ab/out/shard-00001-000.arrow")
     assert is_data("stages/01-ab/resolve/scratch/minhash/src-00000/p_01.bin")
     assert is_data("stages/01-ab/grouped/shard-00000-000.arrow")
+    assert is_data("tokenize/tok/s000-000001.ids") and is_data("tokenize/parts/ab12/data.bin.part-00000")
     for meta in ("stages/01-ab/done/shard-00000.json", "stages/01-ab/rejects/shard-00000.jsonl",
                  "stages/01-ab/removed/shard-00000.jsonl", "stages/01-ab/resolve/removals/shard-00000.parquet",
-                 "stages/01-ab/resolve/done.json", "stages/01-ab/grouped/done.json", "manifest.json", "report.json"):
+                 "stages/01-ab/resolve/done.json", "stages/01-ab/grouped/done.json", "manifest.json", "report.json",
+                 "tokenize/tok/s000-000001.lens.npy", "tokenize/tok/s000-000001.done.json"):
         assert not is_data(meta), meta
 
 
@@ -79,6 +81,49 @@ def test_compose_copies_large_parts_in_the_bucket_and_streams_small_ones(s3):
     # no fragment at all: an empty object
     compose([], f"s3://{b}/out/empty.jsonl")
     assert s3.cat_file(f"{b}/out/empty.jsonl") == b""
+
+
+def test_token_parts_read_ranges_of_the_shards_and_compose_with_the_header(s3, tmp_path):
+    """A composed tokenize file: parts written by TokenPartTask from ranges of .ids objects (uint32 → the
+    format's dtype, merged neighbouring ranges, pad at the end), composed after a header; committed with the
+    directory's other files, the manifest naming both kinds (fast: no Ray)."""
+    import numpy as np
+
+    from gristmill.engine.remote_parts import commit_directory, compose
+    from gristmill.fs import staging
+    from gristmill.tokenize.compose import TokenPartTask, plan_parts, read_ranges
+    b = s3.bucket
+    rng = np.random.default_rng(0)
+    shards = {n: rng.integers(0, 60000, size=k, dtype=np.uint32) for n, k in (("a", 5000), ("b", 300), ("c", 9))}
+    for n, arr in shards.items():
+        s3.pipe(f"{b}/w/tok/{n}.ids", arr.astype("<u4").tobytes())
+    segs = [("a", 0, 10), ("a", 10, 5), ("a", 20, 4000), ("b", 7, 200), ("c", 0, 9), ("a", 4990, 10), ("b", 0, 1)]
+    want = np.concatenate([shards[n][f:f + k] for n, f, k in segs])
+    parts = plan_parts(segs, lambda n: f"s3://{b}/w/tok/{n}.ids", 1000)
+    assert [sum(k for _, _, k in p) for p in parts] == [1000, 1000, 1000, 1000, len(want) - 4000]
+    flat = [r for p in parts for r in p]
+    assert b"".join(read_ranges(flat)) == want.astype("<u4").tobytes()
+    out = []
+    for k, p in enumerate(parts):
+        rec = TokenPartTask(p, "<u2", 7 if k == len(parts) - 1 else 0, 3, f"s3://{b}/w/parts/p{k}", k).run()
+        out.append(rec["dest"])
+    s3.pipe(f"{b}/w/parts/head", b"HEADER")
+    compose([f"s3://{b}/w/parts/head", *out], f"s3://{b}/out/x.bin")
+    assert s3.cat_file(f"{b}/out/x.bin") == b"HEADER" + want.astype("<u2").tobytes() + np.full(7, 3, "<u2").tobytes()
+    # the directory commit: uploaded files with their SHA-256, the composed one with its size and ETag
+    local = os.path.join(str(tmp_path), "o")
+    os.makedirs(local)
+    with open(os.path.join(local, "x.idx"), "wb") as f:
+        f.write(b"idx")
+    s3.pipe(f"{b}/out/stale.bin", b"old")
+    s3.pipe(f"{b}/out/gristmill-manifest.json", json.dumps({"files": [{"name": "stale.bin"}]}).encode())
+    size = s3.size(f"{b}/out/x.bin")
+    urls = commit_directory([os.path.join(local, "x.idx")], local, f"s3://{b}/out",
+                            {f"s3://{b}/out/x.bin": {"name": "x.bin", "size": size, "etag": "e"}})
+    man = staging.read_manifest(f"s3://{b}/out", True)
+    assert [e["name"] for e in man["files"]] == ["x.bin", "x.idx"] and man["composed"] == ["x.bin"]
+    assert "sha256" in man["files"][1] and urls == [f"s3://{b}/out/x.bin", f"s3://{b}/out/x.idx"]
+    assert not s3.exists(f"{b}/out/stale.bin") and s3.cat_file(f"{b}/out/x.idx") == b"idx"
 
 
 # -- a real two-node Ray cluster against the S3 server -------------------------------------------------------
@@ -194,7 +239,7 @@ def test_ray_workers_read_and_write_s3_with_the_local_bytes(s3, s3_cluster, tmp_
         [(o["op"], o["rows_in"], o["rows_out"], o["removed"]) for o in local_rep["ops"]]
     assert not [k for k in s3.find(f"{b}/w") if "/scratch/" in k]  # the resolves' spill files are gone
     # the same recipe with its tokenize step: every shard and resolve is reused, then the tokens are written
-    # (tokenize itself reads the final parts through the driver's staging copy: docs/storage.md, Limits)
+    # (the tokenize shards read the final parts from the bucket and write their tokens there)
     tok_run = _cli("run", _recipe(tmp_path, "r", **remote, **extra_r), cwd=tmp_path)
     assert tok_run.returncode == 0, tok_run.stderr
     assert "stage 0: 6 of 6 shards already done, skipped" in tok_run.stderr, tok_run.stderr
@@ -277,3 +322,53 @@ def test_ray_on_s3_selectors_and_grouper_give_the_local_bytes(s3, s3_cluster, tm
     import pyarrow.parquet as pq
     assert pq.read_table(tmp_path / "g.parquet").num_rows >= 2
     assert json.loads(s3.cat_file(f"{b}/.g.parquet.gristmill-manifest.json"))["files"][0]["name"] == "g.parquet"
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_ray_on_s3_sources_recipe_and_its_token_files_composed_in_the_bucket(s3, s3_cluster, tmp_path,
+                                                                             monkeypatch):
+    """A `sources:` recipe with a `tokenize:` step, every path on s3://: the sources' and the shared chain's
+    tasks read and write the bucket, the export is composed there; the tokenize shards are written by the
+    workers and the Megatron .bin / datatrove .ds are composed from parts the workers wrote (small parts
+    here: several per file), with the local bytes; the driver's staging copy holds no stage data, and tokens
+    only because a row format (litgpt) is written there."""
+    tok = _tokenizer(tmp_path)
+    local_in, url_in = _inputs(s3, tmp_path, n=4)
+    b = s3.bucket
+    monkeypatch.setenv("GRISTMILL_TOKEN_PART_MB", "0.05")
+
+    def recipe(name, src, out, work, **kw):
+        return _recipe(tmp_path, name, [{"document_deduplicator": {}}], work_dir=work, export_path=f"{out}/mix.jsonl",
+                       sources=[{"name": "web", "path": [f"{src}part-0.jsonl", f"{src}part-1.jsonl"],
+                                 "process": [{"words_num_filter": {"min_num": 20}}]},
+                                {"name": "wiki", "path": [f"{src}part-2.jsonl", f"{src}part-3.jsonl"], "weight": 0.5}],
+                       tokenize={"tokenizer": tok, "output": f"{out}/tok", "seq_len": 64, "pack": "concat",
+                                 "formats": ["megatron", "datatrove", "litgpt"]}, **kw)
+    loc = _cli("run", recipe("l", local_in + "/", str(tmp_path / "L"), str(tmp_path / "lw")), cwd=tmp_path)
+    assert loc.returncode == 0, loc.stderr
+    rem = _cli("run", recipe("r", url_in, f"s3://{b}/o", f"s3://{b}/w", executor_type="ray",
+                             ray_address=s3_cluster.address), cwd=tmp_path)
+    assert rem.returncode == 0, rem.stderr
+    assert "export composed in the bucket" in rem.stderr, rem.stderr
+    assert s3.cat_file(f"{b}/o/mix.jsonl") == (tmp_path / "L/mix.jsonl").read_bytes()
+    for fmt, big in (("megatron", "data.bin"), ("datatrove", "data.ds")):
+        assert f"tokenize: {fmt}/{big} composed in the bucket from" in rem.stderr, rem.stderr
+    n_parts = [int(x.split(" from ")[1].split()[0]) for x in rem.stderr.splitlines() if "composed in the bucket from" in x
+               and "tokenize:" in x]
+    assert min(n_parts) >= 2  # the file really is several workers' parts
+    local_tok = tmp_path / "L" / "tok"
+    files = sorted(str(p.relative_to(local_tok)) for p in local_tok.rglob("*") if p.is_file() and p.name != "report.json")
+    assert any(f.startswith("litgpt/") for f in files)  # a row format: written in the driver, as on disk
+    for f in files:
+        assert s3.cat_file(f"{b}/o/tok/{f}") == (local_tok / f).read_bytes(), f
+    man = json.loads(s3.cat_file(f"{b}/o/tok/gristmill-manifest.json"))
+    assert man["composed"] == ["datatrove/data.ds", "megatron/data.bin"]
+    assert {e["name"] for e in man["files"]} >= {"megatron/data.bin", "megatron/data.idx", "datatrove/data.ds"}
+    assert not [k for k in s3.find(f"{b}/w") if "/tokenize/parts/" in k]  # the parts are gone once composed
+    assert [k for k in s3.find(f"{b}/w") if k.endswith(".ids")]  # the workers' token shards, in the bucket
+    # the driver's staging copy: no shard data, no export fragment; tokens only for the row format it wrote
+    assert _data_in_staging(tmp_path / "staging") == [] or \
+        all(r.endswith(".ids") for r in _data_in_staging(tmp_path / "staging"))
+    assert not [p for p in (tmp_path / "staging").rglob("*") if "/stages/" in str(p) and "/out/" in str(p)
+                and p.is_file()]
