@@ -22,8 +22,7 @@ from ...core.resources import Resources
 from ...media import media_values
 from ...registry import register
 from ..base import Mapper
-from ..video._research import ExportOp, draw_points, need, overlay, read_bgr, write_image
-from ..video.research_camera import DEVICE, _meta
+from ..video._research import DEVICE, ExportOp, meta_values, draw_points, need, overlay, read_bgr, write_image
 from ._common import ImageParams
 
 COCO_KEYPOINTS = ("nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder", "right_shoulder",
@@ -168,7 +167,7 @@ class ImageMMPoseMapper(ExportOp, Mapper):
 
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         p = self.params
-        done = _meta(batch, p.pose_key)
+        done = meta_values(batch, p.pose_key)
         out = [done[r] if done[r] is not None else [self.pose(v) for v in items]
                for r, items in enumerate(media_values(batch, p.image_key, p.image_bytes_key))]
         return C.with_meta(batch, {p.pose_key: pa.array(out)})
@@ -238,7 +237,7 @@ class ImageSAM3DBodyMapper(ExportOp, Mapper):
 
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         p = self.params
-        done = _meta(batch, p.tag_field_name)
+        done = meta_values(batch, p.tag_field_name)
         out = [done[r] if done[r] is not None else [self.people(v) for v in items]
                for r, items in enumerate(media_values(batch, p.image_key, p.image_bytes_key))]
         return C.with_meta(batch, {p.tag_field_name: pa.array(out)})

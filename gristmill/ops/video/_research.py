@@ -17,14 +17,34 @@ Outputs come back by name: an ONNX model's output names (when any is a documente
 ``Dict[str, Tensor]``'s keys, or the documented names in order for a tuple / a single tensor."""
 from __future__ import annotations
 
+import hashlib
 import os
 
 import numpy as np
+from pydantic import Field
 
 from ... import models as store
-from ...core import trust
+from ...core import columns as C
+from ...core import extras, trust
 from ...media import inference as inf
+from .._fields import _MISSING, _py_values
 from ._export import check_file, is_onnx, model_file, onnx_session, store_names
+
+DEVICE = Field("auto", description="Device of the export: 'auto' (CUDA when visible, else CPU), 'cpu', 'cuda:1'... "
+                                   "(gristmill).")
+
+
+def frame_key(frame) -> str:
+    return frame if isinstance(frame, str) else hashlib.sha256(bytes(frame)).hexdigest()
+
+
+def meta_values(batch, key: str) -> list:
+    return [None if v is _MISSING else v for v in _py_values(batch, f"{C.META}.{key}")]
+
+
+def field_values(batch, key: str) -> list:
+    return [None if v is _MISSING else v for v in _py_values(batch, key)]
+
 
 # Data-Juicer's checkpoints that need the research code (not an export): refused with this advice
 _CHECKPOINT = (".h5", ".ckpt", ".pth", ".pkl", ".safetensors", ".bin")
@@ -168,7 +188,7 @@ class ExportOp:
     store, each loaded once per worker on the op's ``device``."""
 
     export_params: tuple[str, ...] = ("model_path",)
-    requires = ("cv2", "onnxruntime", "torch")
+    requires = ("cv2",)  # onnxruntime or torch: missing_libraries, by each export's file name
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -178,6 +198,11 @@ class ExportOp:
     def export_ref(self, name: str) -> str | None:
         """The file or store name param ``name`` gives (an op whose param is a list overrides this)."""
         return getattr(self.params, name)
+
+    def missing_libraries(self) -> list[str]:
+        runtimes = {"onnxruntime" if (self.export_ref(n) or "").lower().endswith(".onnx") else "torch"
+                    for n in self.export_params}
+        return list(dict.fromkeys([*super().missing_libraries(), *extras.missing(tuple(sorted(runtimes)))]))
 
     def models(self) -> list[str]:
         return [n for p in self.export_params for n in store_names(self.export_ref(p) or "")]

@@ -14,7 +14,6 @@ Frames come from ``frame_field`` (per video, a list of JPEG paths or bytes: what
 model call per video (or per ``frame_batch_size`` frames)."""
 from __future__ import annotations
 
-import hashlib
 import math
 from typing import Optional
 
@@ -27,25 +26,8 @@ from ...core import trust
 from ...core.resources import Resources
 from ...media import VIDEO_KEY, media_values
 from ...registry import register
-from .._fields import _MISSING, _py_values
 from ..base import Mapper, Params
-from ._research import ExportOp, load_array, need, read_bgr, save_npy
-
-DEVICE = Field("auto", description="Device of the export: 'auto' (CUDA when visible, else CPU), 'cpu', 'cuda:1'... "
-                                   "(gristmill).")
-
-
-def _frame_key(frame) -> str:
-    return frame if isinstance(frame, str) else hashlib.sha256(bytes(frame)).hexdigest()
-
-
-def _meta(batch, key: str) -> list:
-    return [None if v is _MISSING else v for v in _py_values(batch, f"{C.META}.{key}")]
-
-
-def _field(batch, key: str) -> list:
-    return [None if v is _MISSING else v for v in _py_values(batch, key)]
-
+from ._research import DEVICE, ExportOp, field_values, frame_key, meta_values, load_array, need, read_bgr, save_npy
 
 class _FramesParams(Params):
     video_key: str = Field(VIDEO_KEY, description="Field holding each sample's list of videos.")
@@ -117,7 +99,7 @@ class VideoCameraCalibrationDeepcalibMapper(ExportOp, Mapper):
 
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         p = self.params
-        done, frames = _meta(batch, p.tag_field_name), _field(batch, p.frame_field)
+        done, frames = meta_values(batch, p.tag_field_name), field_values(batch, p.frame_field)
         out = []
         for r, videos in enumerate(media_values(batch, p.video_key)):
             if done[r] is not None:
@@ -212,13 +194,13 @@ class VideoCameraCalibrationMogeMapper(ExportOp, Mapper):
                 for key in ("points", "depth", "mask"):
                     if key in got:
                         arr = np.asarray(res[key][j])
-                        got[key].append(save_npy(p.save_dir, key, arr, self.name, key, _frame_key(frames[i + j]))
+                        got[key].append(save_npy(p.save_dir, key, arr, self.name, key, frame_key(frames[i + j]))
                                         if p.save_dir else arr.tolist())
         return {**tag, **got}
 
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         p = self.params
-        tags, frames = _meta(batch, p.tag_field_name), _field(batch, p.frame_field)
+        tags, frames = meta_values(batch, p.tag_field_name), field_values(batch, p.frame_field)
         out = []
         for r, videos in enumerate(media_values(batch, p.video_key)):
             if not videos or frames[r] is None:
@@ -268,7 +250,7 @@ class VideoCameraCalibrationDroidCalibMapper(ExportOp, Mapper):
     recipe compatibility."""
 
     export_params = ("weights_path",)
-    requires = ("av", "cv2", "onnxruntime", "torch")
+    requires = ("av", "cv2")
     inputs = ("{video_key}?",)
     outputs = ("meta.{tag_field_name}",)
     resources = Resources(memory=4 * 2**30)
@@ -332,7 +314,7 @@ class VideoCameraCalibrationDroidCalibMapper(ExportOp, Mapper):
 
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         p = self.params
-        done = _meta(batch, p.tag_field_name)
+        done = meta_values(batch, p.tag_field_name)
         out = [done[r] if done[r] else [{"intrinsics": self.video(v)} for v in videos]
                for r, videos in enumerate(media_values(batch, p.video_key))]
         return C.with_meta(batch, {p.tag_field_name: pa.array(out)})
@@ -430,7 +412,7 @@ class VideoCameraPoseMegaSaMMapper(ExportOp, Mapper):
         n = min(p.max_frames, t)
         disps = 1.0 / (np.stack(ds[:t]) + np.float32(1e-6))
         depth, c2w = np.float32(1.0 / disps[:n]), c2w[:n]
-        key = [_frame_key(f) for f in frames]
+        key = [frame_key(f) for f in frames]
         if p.save_dir:
             return {"depth": save_npy(p.save_dir, "megasam_depth", depth, self.name, key),
                     "intrinsics": pinhole(fx, fy, cx, cy),
@@ -439,8 +421,8 @@ class VideoCameraPoseMegaSaMMapper(ExportOp, Mapper):
 
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         p = self.params
-        done, frames = _meta(batch, p.tag_field_name), _field(batch, p.frame_field)
-        calibs = _meta(batch, p.camera_calibration_field)
+        done, frames = meta_values(batch, p.tag_field_name), field_values(batch, p.frame_field)
+        calibs = meta_values(batch, p.camera_calibration_field)
         out = []
         for r, videos in enumerate(media_values(batch, p.video_key)):
             if done[r] is not None or not videos:

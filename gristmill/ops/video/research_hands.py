@@ -21,8 +21,7 @@ from ...core.resources import Resources
 from ...media import VIDEO_KEY, media_values
 from ...registry import register
 from ..base import Mapper, Params
-from ._research import ExportOp, need, overlay, project, read_bgr, write_image, write_obj
-from .research_camera import DEVICE, _field, _meta
+from ._research import DEVICE, ExportOp, field_values, meta_values, need, overlay, project, read_bgr, write_image, write_obj
 
 CACHE = os.path.join(os.path.expanduser("~"), ".cache", "data_juicer", "assets")
 
@@ -68,7 +67,7 @@ class VideoHandReconstructionMapper(SampledFrames, ExportOp, Mapper):
     faces (needed for mesh files; without it the overlay draws vertices)."""
 
     export_params = ("wilor_model_path",)
-    requires = ("av", "cv2", "PIL", "onnxruntime", "torch")
+    requires = ("av", "cv2", "PIL")
     inputs = ("{video_key}?",)
     outputs = ("meta.{tag_field_name}",)
     resources = Resources(memory=4 * 2**30)
@@ -127,7 +126,7 @@ class VideoHandReconstructionMapper(SampledFrames, ExportOp, Mapper):
 
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         p = self.params
-        done = _meta(batch, p.tag_field_name)
+        done = meta_values(batch, p.tag_field_name)
         out = []
         for r, videos in enumerate(media_values(batch, p.video_key)):
             if done[r] is not None or not videos:
@@ -227,8 +226,8 @@ class VideoHandReconstructionHaworMapper(ExportOp, Mapper):
 
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         p = self.params
-        done, frames = _meta(batch, p.tag_field_name), _field(batch, p.frame_field)
-        calibs = _meta(batch, p.camera_calibration_field)
+        done, frames = meta_values(batch, p.tag_field_name), field_values(batch, p.frame_field)
+        calibs = meta_values(batch, p.camera_calibration_field)
         out = []
         for r, videos in enumerate(media_values(batch, p.video_key)):
             if done[r] is not None or not videos:

@@ -16,8 +16,7 @@ from ...core.resources import Resources
 from ...media import VIDEO_KEY, media_values
 from ...registry import register
 from ..base import Mapper, Params
-from ._research import ExportOp, need
-from .research_camera import DEVICE, _field, _meta
+from ._research import DEVICE, ExportOp, field_values, meta_values, need
 from .research_hands import CACHE, SampledFrames
 
 VGGT_SIZE = 518
@@ -117,7 +116,7 @@ class VggtMapper(SampledFrames, ExportOp, Mapper):
     ``(S, H, W)``, and with query points ``track`` ``(S, N, 2)``, ``vis`` ``(S, N)``, ``conf`` ``(S, N)``."""
 
     export_params = ("vggt_model_path",)
-    requires = ("av", "PIL", "onnxruntime", "torch")
+    requires = ("av", "cv2", "PIL")
     inputs = ("{video_key}?", "query_points?")
     outputs = ("meta.{tag_field_name}",)
     resources = Resources(memory=8 * 2**30)
@@ -176,7 +175,7 @@ class VggtMapper(SampledFrames, ExportOp, Mapper):
 
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         p = self.params
-        done, queries = _meta(batch, p.tag_field_name), _field(batch, "query_points")
+        done, queries = meta_values(batch, p.tag_field_name), field_values(batch, "query_points")
         out = []
         for r, videos in enumerate(media_values(batch, p.video_key)):
             if done[r] is not None or not videos:
