@@ -182,6 +182,84 @@ def undistort(tmp: Path) -> None:
                   f"byte-identical {same_bytes}/{n}; largest mean |pixel difference| of a frame {worst:.3f}")
 
 
+# -- video_clip_reassembly_mapper ------------------------------------------------------------------------
+
+REA_DJ = r"""
+from data_juicer.ops.mapper.video_clip_reassembly_mapper import VideoClipReassemblyMapper
+rows, params = json.load(open(sys.argv[1])), json.loads(sys.argv[2])
+op = VideoClipReassemblyMapper(**params)
+out = []
+t = time.perf_counter()
+for r in rows:
+    s = dict(r)
+    if "__meta__" in s:
+        s["__dj__meta__"] = s.pop("__meta__")
+    s = op.process_single(s)
+    if "__dj__meta__" in s:
+        s["__meta__"] = s.pop("__dj__meta__")
+    out.append(s)
+print(json.dumps({"out": out, "seconds": time.perf_counter() - t}))
+"""
+
+
+def _diff(a, b, path="") -> tuple[float, list[str]]:
+    """(largest |difference| of two numbers at the same place, places where anything else differs)."""
+    import math
+    if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None or isinstance(a, str) or isinstance(b, str):
+        return 0.0, ([] if a == b else [path])
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return (abs(a - b) if math.isfinite(a) and math.isfinite(b) else (0.0 if a == b else math.inf)), []
+    if isinstance(a, dict) and isinstance(b, dict):
+        if set(a) != set(b):
+            return 0.0, [f"{path} keys {sorted(set(a) ^ set(b))}"]
+        parts = [_diff(a[k], b[k], f"{path}.{k}") for k in a]
+    elif isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return 0.0, [f"{path} length {len(a)} != {len(b)}"]
+        parts = [_diff(x, y, f"{path}[{i}]") for i, (x, y) in enumerate(zip(a, b))]
+    else:
+        return 0.0, [f"{path} types {type(a).__name__} != {type(b).__name__}"]
+    return max([0.0] + [p[0] for p in parts]), [x for p in parts for x in p[1]]
+
+
+def reassembly(tmp: Path) -> None:
+    sys.path.insert(0, str(REPO / "tests" / "djops_rules2"))
+    import numpy as np
+    from djr2_clips import clip_sample, rigid
+    from gristmill.core import columns as C
+    from gristmill.registry import create_op
+    rows = [clip_sample(tmp / "clips", seed=0),
+            clip_sample(tmp / "clips", starts=(0, 12, 24, 36), n_frames=50, seed=1, video="w.mp4", left_in=(2,),
+                        worlds=[np.eye(4), rigid(0.2, 0.0, -0.1, [0.1, 0.1, 0.1]), np.eye(4),
+                                rigid(0.0, 0.3, 0.0, [0.0, -0.3, 0.5])]),
+            clip_sample(tmp / "clips", starts=(0, 14), seed=2, video="x.mp4"),  # drift beyond the nominal step
+            dict(clip_sample(tmp / "clips", starts=(0, 10), seed=3), videos=[]),  # no video: the first clip
+            {"text": "one clip", "video_frames": [["a.png"]], "__meta__": {"hand_action_tags": [{}]}},
+            {"text": "no meta", "video_frames": [["a.png"], ["b.png"]]}]
+    missing = clip_sample(tmp / "clips", starts=(0, 12), seed=4)
+    missing["video_frames"][1][0] = str(tmp / "clips" / "gone.png")  # unreadable first frame: nominal step
+    rows.append(missing)
+    (tmp / "rea_rows.json").write_text(json.dumps(rows))
+    print(f"video_clip_reassembly_mapper ({len(rows)} samples: 2-4 clips of 16 frames, worlds rotated and shifted "
+          f"per clip, drifted starts, a missing frame; one clip; no meta)")
+    for params in ({"split_duration": 2, "overlap_duration": 0.5, "fps": 8}, {},
+                   {"split_duration": 2, "overlap_duration": 0.25, "fps": 8}):
+        d = dj(REA_DJ, tmp / "rea_rows.json", json.dumps(params))
+        op = create_op("video_clip_reassembly_mapper", params)
+        t = time.perf_counter()
+        ours = C.to_pylist(op.apply(C.from_records(rows)))
+        dt = time.perf_counter() - t
+        worst, other = 0.0, []
+        for o, dd in zip(ours, d["out"]):
+            o = {k: v for k, v in o.items() if k in dd or v is not None}  # columns other rows added are null here
+            if isinstance(o.get("__meta__"), dict):
+                o["__meta__"] = {k: v for k, v in o["__meta__"].items() if v is not None or k in dd.get("__meta__", {})}
+            w, diffs = _diff(o, dd)
+            worst, other = max(worst, w), other + diffs
+        print(f"  {json.dumps(params):58s} largest |difference| of a merged number: {worst:.1e}; other "
+              f"differences: {len(other)} {other[:8]}; seconds gristmill {dt:.2f}, DJ {d['seconds']:.2f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=["undistort", "reassembly", "lerobot"], default=None)
@@ -189,6 +267,8 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         if args.only in (None, "undistort"):
             undistort(Path(d))
+        if args.only in (None, "reassembly"):
+            reassembly(Path(d))
 
 
 if __name__ == "__main__":
