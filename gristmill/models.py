@@ -26,6 +26,8 @@ PATTERNS = {  # regex → what it is
     r"lid\.176\.bin": "fastText language-ID model",
     r"[A-Za-z0-9][\w.+-]*\.(?:fasttext\.bin|ftz)": "fastText classifier",  # fasttext_*_filter (classify)
     r"ram_plus_swin_large_14m\.pth": "Recognize Anything (RAM++) tagger",  # image/video tagging ops
+    r"(?:yolo|FastSAM)[\w.+-]*\.(?:pt|onnx|torchscript)": "Ultralytics YOLO / FastSAM export (ONNX or TorchScript)",
+    r"[A-Za-z0-9][\w.+-]*\.onnx": "ONNX model (e.g. rembg's u2net.onnx)",  # image_remove_background_mapper
     r"[A-Za-z0-9][\w.+-]*\.(?:onnx|torchscript\.pt)": "ONNX or TorchScript export",  # flow, pose ops (video)
 }
 _TMP_PREFIX = ".gm-tmp-"

