@@ -260,6 +260,125 @@ def reassembly(tmp: Path) -> None:
               f"differences: {len(other)} {other[:8]}; seconds gristmill {dt:.2f}, DJ {d['seconds']:.2f}")
 
 
+# -- export_to_lerobot_mapper ---------------------------------------------------------------------------
+
+LER_DJ = r"""
+from data_juicer.ops.mapper.export_to_lerobot_mapper import ExportToLeRobotMapper
+rows, params = json.load(open(sys.argv[1])), json.loads(sys.argv[2])
+op = ExportToLeRobotMapper(**params)
+out = []
+t = time.perf_counter()
+for r in rows:
+    s = dict(r)
+    if "video_bytes" in s:
+        s["videos"] = [open(p, "rb").read() for p in s.pop("video_bytes")]
+    if "__meta__" in s:
+        s["__dj__meta__"] = s.pop("__meta__")
+    s = op.process_single(s)
+    out.append(s.get("__dj__meta__", {}).get("lerobot_export"))
+ExportToLeRobotMapper.finalize_dataset(params["output_dir"], params.get("fps", 10), params.get("robot_type",
+                                       "egodex_hand"), params.get("chunks_size", 1000))
+print(json.dumps({"out": out, "seconds": time.perf_counter() - t}))
+"""
+
+
+def lerobot_rows(tmp: Path) -> list[dict]:
+    sys.path.insert(0, str(REPO / "tests" / "djops_rules2"))
+    import cv2
+    import numpy as np
+    from djr2_clips import frame_images
+    rng = np.random.default_rng(7)
+    frames = []
+    (tmp / "lr_frames").mkdir(exist_ok=True)
+    for i, img in enumerate(frame_images(30, size=(64, 48))):
+        frames.append(str(tmp / "lr_frames" / f"f{i}.jpg"))
+        cv2.imwrite(frames[-1], img)
+    frames[7] = str(tmp / "lr_frames" / "missing.jpg")  # an unreadable frame inside a segment
+
+    def hand(n, kind="right", fids=None):
+        st = rng.normal(0, 0.3, (n, 8))
+        st[:, 6] = 0
+        return {"hand_type": kind, "states": st.tolist(), "actions": rng.normal(0, 0.1, (n, 7)).tolist(),
+                "valid_frame_ids": fids if fids is not None else list(range(0, 2 * n, 2))}
+    v1 = pan_video(tmp / "lr_a.mp4", "astronaut.jpg", 20, size=(64, 48))
+    v2 = pan_video(tmp / "lr_b.mp4", "garden.jpg", 12, size=(64, 48))
+
+    def seg(sid, start, end, caption, n=None, actions=True, kind="right"):
+        n = n if n is not None else end - start + 1
+        h = hand(n, kind, fids=list(range(start, start + n)))
+        h.update(segment_id=sid, start_frame=start, end_frame=end, caption=caption)
+        if not actions:
+            h["actions"] = h["actions"][:2]
+        return h
+    segs = [seg(0, 0, 9, {"action": "pick up the cup"}), seg(1, 5, 14, "open the drawer", actions=False),
+            seg(2, 10, 12, {"action": "N/A"}), seg(3, 15, 21, {"action": ""}, kind="left"),
+            seg(4, 20, 20, {"action": "too short"}), seg(5, 22, 29, {"action": "pick up the cup"})]
+    return [{"text": "stack the blocks", "videos": [v1, v2],
+             "__meta__": {"hand_action_tags": [{"right": hand(15), "left": hand(4, "left")},
+                                               {"states": hand(9)["states"], "actions": hand(9)["actions"]}],
+                          "atomic_action_segments": segs[:3]}, "video_frames": [frames]},
+            {"text": "", "videos": [v2], "__meta__": {"hand_action_tags": [{"left": hand(6, "left"),
+                                                                              "right": {"states": []}}],
+                                                      "atomic_action_segments": segs[3:]},
+             "video_frames": [frames]},
+            {"text": "short", "videos": [v1], "__meta__": {"hand_action_tags": [{"right": hand(1)}]}},
+            {"text": "none", "videos": [v1], "__meta__": {}}]
+
+
+def _dataset(root: Path) -> dict:
+    """An exported dataset, keyed by content (DJ's episode order is random: uuid4)."""
+    import pyarrow.parquet as pq
+    eps = {}
+    info = json.loads((root / "meta" / "info.json").read_text())
+    size = info["chunks_size"]
+    for line in (root / "meta" / "episodes.jsonl").read_text().splitlines():
+        e = json.loads(line)
+        t = pq.read_table(root / "data" / f"chunk-{e['episode_index'] // size:03d}"
+                          / f"episode_{e['episode_index']:06d}.parquet").to_pydict()
+        key = (e["task"], json.dumps(t["observation.state"][0]))
+        vid = root / "videos" / f"chunk-{e['episode_index'] // size:03d}" / "observation.images.image" / \
+            f"episode_{e['episode_index']:06d}.mp4"
+        tasks = {json.loads(x)["task_index"]: json.loads(x)["task"]
+                 for x in (root / "meta" / "tasks.jsonl").read_text().splitlines()}
+        eps[key] = {"length": e["length"], "task_by_index": tasks[t["task_index"][0]],
+                    "index_is_offset_plus_frame": len({i - f for i, f in zip(t["index"], t["frame_index"])}) == 1,
+                    **{k: t[k] for k in ("observation.state", "action", "timestamp", "frame_index", "next.done")},
+                    "video": vid.read_bytes() if vid.exists() else None}
+    return {"episodes": eps, "info": info, "modality": json.loads((root / "meta" / "modality.json").read_text()),
+            "staging_left": (root / "staging").exists()}
+
+
+def lerobot(tmp: Path) -> None:
+    from gristmill.core import columns as C
+    from gristmill.registry import create_op
+    rows = lerobot_rows(tmp)
+    bytes_row = dict(rows[1], video_bytes=rows[1]["videos"])  # the same sample with its video as bytes
+    (tmp / "lr_rows.json").write_text(json.dumps(rows + [bytes_row]))
+    print("export_to_lerobot_mapper (4 samples + one with video bytes: 2-video, per-hand and flat actions, short "
+          "hands; 6 atomic segments with dict/str/N-A/empty captions, missing actions, an unreadable frame)")
+    for params in ({}, {"segment_field": "atomic_action_segments", "fps": 8}, {"fps": 30, "chunks_size": 2,
+                                                                                "robot_type": "hand"}):
+        d_root, g_root = tmp / f"lr_dj{len(params)}", tmp / f"lr_gm{len(params)}"
+        d = dj(LER_DJ, tmp / "lr_rows.json", json.dumps(dict(params, output_dir=str(d_root))))
+        op = create_op("export_to_lerobot_mapper", dict(params, output_dir=str(g_root)))
+        t = time.perf_counter()
+        ours = C.to_pylist(op.apply(C.from_records(rows)))  # paths and bytes: two batches (one column type each)
+        ours += C.to_pylist(op.apply(C.from_records([dict(rows[1], videos=[Path(rows[1]["videos"][0]).read_bytes()])])))
+        op.finalize_dataset(str(g_root), params.get("fps", 10), params.get("robot_type", "egodex_hand"),
+                            params.get("chunks_size", 1000))
+        dt = time.perf_counter() - t
+        a, b = _dataset(g_root), _dataset(d_root)
+        same_eps = sum(1 for k in a["episodes"] if b["episodes"].get(k) == a["episodes"][k])
+        strip = lambda e: None if e is None else [{k: v for k, v in x.items() if k not in ("uuid", "parquet_path",  # noqa: E731
+                                                   "video_path")} | {"video": x["video_path"] is not None} for x in e]
+        same_meta = sum(strip((o.get("__meta__") or {}).get("lerobot_export")) == strip(dd)
+                        for o, dd in zip(ours, d["out"]))
+        print(f"  {json.dumps(params):70s} episodes equal (parquet rows, task, video bytes): {same_eps}/"
+              f"{len(b['episodes'])} (gristmill {len(a['episodes'])}); info.json equal: {a['info'] == b['info']}; "
+              f"modality.json equal: {a['modality'] == b['modality']}; meta.lerobot_export equal (but the "
+              f"names): {same_meta}/{len(ours)}; seconds gristmill {dt:.2f}, DJ {d['seconds']:.2f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=["undistort", "reassembly", "lerobot"], default=None)
@@ -269,6 +388,8 @@ def main():
             undistort(Path(d))
         if args.only in (None, "reassembly"):
             reassembly(Path(d))
+        if args.only in (None, "lerobot"):
+            lerobot(Path(d))
 
 
 if __name__ == "__main__":
