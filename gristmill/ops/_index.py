@@ -83,6 +83,7 @@ OPS = {
     'image_captioning_mapper': 'gristmill.ops.image.model_caption',
     'image_deduplicator': 'gristmill.ops.image.dedup',
     'image_detection_yolo_mapper': 'gristmill.ops.image.model_detect',
+    'image_diffusion_mapper': 'gristmill.ops.image.model_diffusion',
     'image_face_blur_mapper': 'gristmill.ops.image.face',
     'image_face_count_filter': 'gristmill.ops.image.face_count',
     'image_face_ratio_filter': 'gristmill.ops.image.face',
