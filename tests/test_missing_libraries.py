@@ -226,6 +226,10 @@ NOT_DECLARED = {
 }
 # a family of ops whose modules share one story: module prefix → {module: why}
 FAMILY_NOT_DECLARED = {
+    **{prefix: {"onnxruntime": "an .onnx export only: ExportOp.missing_libraries adds it by the model file",
+                "torch": "a TorchScript export only: ExportOp.missing_libraries adds it by the model file",
+                "transformers": "media.inference's model_threads only: the models are ONNX / TorchScript exports"}
+       for prefix in ("gristmill.ops.video.research_", "gristmill.ops.image.research_")},
     "gristmill.ops.llm.": {"httpx": "the LLM client uses httpx only behind a proxy and says so itself",
                            "transformers": "is_hf_model only: APIOp.missing_libraries adds it (and torch)"},
     "gristmill.ops.agent.trace_quality": {"httpx": "the LLM client uses httpx only behind a proxy and says so itself",
@@ -257,6 +261,7 @@ def test_every_optional_import_is_declared():
 
 # op → {module: how the op's code imports it} where no import statement of gristmill's shows it
 INDIRECT = {
+    "video_hand_reconstruction_mapper": {"PIL": "video_extract_frames_mapper's frames (PyAV's VideoFrame.to_image)"},
     "video_extract_frames_mapper": {"PIL": "PyAV's VideoFrame.to_image imports Pillow"},
     "video_ocr_area_ratio_filter": {"PIL": "PyAV's VideoFrame.to_image (media.frames.uniform_frames) imports Pillow"},
 }

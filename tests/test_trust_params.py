@@ -17,6 +17,13 @@ from gristmill.registry import OpError, all_ops, create_op
 PATHLIKE = re.compile(r"(^|_)(path|paths|dir|dirs|file|files)$|^hf_|model|tokenizer|^save_|template|blocklist|"
                       r"classifier|stopwords|lists?$")
 NOT_PATHS = {  # (op, param): why it names no file
+    **{(op, p): "accepted for Data-Juicer recipes and never opened: the model's export holds it"
+       for op, ps in (("image_sam_3d_body_mapper", ("mhr_path", "detector_path", "segmentor_path", "fov_path")),
+                      ("video_hand_reconstruction_hawor_mapper", ("hawor_config_path", "hawor_detector_path",
+                                                                  "mano_right_path", "mano_left_path")),
+                      ("video_hand_reconstruction_mapper", ("wilor_model_config", "detector_model_path",
+                                                            "mano_right_path")))
+       for p in ps},
     ("chat_template_mapper", "template"): "a built-in template name (chatml, llama3, custom, tokenizer)",
     ("chat_template_mapper", "template_name"): "the name of a template inside the tokenizer's config",
     ("extract_json_field_mapper", "path"): "a dotted path inside a row's JSON value",
