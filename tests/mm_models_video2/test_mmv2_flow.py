@@ -25,11 +25,8 @@ def np_flow(a, b):
     return np.stack([d * 3.0, (a * b).mean(0)])
 
 
-@pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    d = tmp_path_factory.mktemp("flow")
-    ts = d / "flow.torchscript.pt"
-    torch.jit.script(Flow()).save(str(ts))
+def build_flow_onnx(path):
+    """The same flow as ``Flow`` as an ONNX graph (two outputs: the last is the flow)."""
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper
     dims = ["B", 3, "H", "W"]
@@ -45,12 +42,20 @@ def files(tmp_path_factory):
         [helper.make_tensor_value_info("dm", TensorProto.FLOAT, None),
          helper.make_tensor_value_info("flow", TensorProto.FLOAT, None)],
         [helper.make_tensor("axes", TensorProto.INT64, [1], [1]), helper.make_tensor("three", TensorProto.FLOAT, [], [3.0])])
-    on = d / "flow.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), str(on))
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("flow")
+    ts = d / "flow.torchscript.pt"
+    torch.jit.script(Flow()).save(str(ts))
+    on = build_flow_onnx(d / "flow.onnx")
     rs = np.random.RandomState(0)
     frames = [np.clip(rs.randint(0, 256, (32, 48, 3)) * 0.3 + i * 40, 0, 255).astype(np.uint8) for i in range(3)]
     video = write_video(d / "v.mp4", frames, fps=10)
-    return {"ts": str(ts), "onnx": str(on), "video": video, "dir": d}
+    return {"ts": str(ts), "onnx": on, "video": video, "dir": d}
 
 
 def expected(video, to_input, relative=False):
