@@ -86,17 +86,22 @@ def _empty_hand(hand_type: str) -> dict:
             "joints_world": []}
 
 
-class _Hasher:
-    """MD5 of each frame's decoded pixels (None when it cannot be read), each file read once."""
+def frame_md5(path) -> str | None:
+    """MD5 of a frame image's decoded pixels (OpenCV's BGR array); None when it cannot be read."""
+    import cv2
+    img = cv2.imread(trust.check_read(path, "video_clip_reassembly_mapper: frame")) if isinstance(path, str) else None
+    return None if img is None else hashlib.md5(img.tobytes()).hexdigest()
 
-    def __init__(self, op_name: str):
-        self.cache, self.what = {}, f"{op_name}: frame"
+
+class _Hasher:
+    """``frame_md5`` of each frame, each file read once."""
+
+    def __init__(self):
+        self.cache = {}
 
     def __call__(self, path):
         if path not in self.cache:
-            import cv2
-            img = cv2.imread(trust.check_read(path, self.what)) if isinstance(path, str) else None
-            self.cache[path] = None if img is None else hashlib.md5(img.tobytes()).hexdigest()
+            self.cache[path] = frame_md5(path)
         return self.cache[path]
 
 
@@ -374,7 +379,7 @@ class VideoClipReassemblyMapper(Mapper):
                                               and isinstance(frames[0], list)):
             return None
         lengths = [len(f) for f in frames]
-        offsets = clip_offsets(frames, self.nominal_step(), _Hasher(self.name))
+        offsets = clip_offsets(frames, self.nominal_step(), _Hasher())
         new, new_meta = {}, {}
         merged = self._try("video_frames", merge_frames, frames, offsets)
         if merged is not _MISSING:

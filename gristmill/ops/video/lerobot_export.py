@@ -47,7 +47,6 @@ from ...media import VIDEO_KEY
 from ...registry import register
 from .._fields import _MISSING, _json_column, _py_values, _set_field
 from ..base import Mapper, Params
-from .ffmpeg_wrapped import require_ffmpeg
 
 log = logging.getLogger(__name__)
 DEFAULT_CHUNKS_SIZE = 1000
@@ -273,8 +272,10 @@ class ExportToLeRobotMapper(Mapper):
 
     def __init__(self, **params):
         super().__init__(**params)
-        if self.params.segment_field:
-            require_ffmpeg(self.name)  # segment videos are encoded from the frames
+        if self.params.segment_field and shutil.which("ffmpeg") is None:  # segment videos are encoded from frames
+            raise ValueError(f"{self.name} with segment_field runs the ffmpeg program, which is not on PATH: "
+                             "install it (apt-get install ffmpeg, brew install ffmpeg, or conda install -c "
+                             "conda-forge ffmpeg)")
 
     def _dirs(self):
         root = os.path.join(os.path.abspath(self.params.output_dir), "staging")

@@ -147,7 +147,7 @@ class VideoUndistortMapper(RunsFFmpeg, Mapper):
     """Undistort each video with its camera's omnidirectional calibration (intrinsics, xi, distortion,
     rectification) into new H.264 files; their paths go to ``undistorted_video``."""
 
-    requires = ("cv2",)
+    requires = ("cv2", "av")
     inputs = ("{video_key}",)
     outputs = ("{undistorted_video_field}",)
 
