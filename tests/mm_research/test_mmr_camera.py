@@ -31,7 +31,7 @@ def deepcalib_onnx(path):
          helper.make_tensor_value_info("distortion", TensorProto.FLOAT, None)],
         [helper.make_tensor("axes", TensorProto.INT64, [3], [1, 2, 3]),
          helper.make_tensor("half", TensorProto.FLOAT, [], [0.5])])
-    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=9), str(path))
     return str(path)
 
 

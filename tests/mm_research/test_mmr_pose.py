@@ -35,7 +35,7 @@ def simcc_onnx(path):
          helper.make_tensor_value_info("simcc_y", TensorProto.FLOAT, None)],
         [helper.make_tensor("axes", TensorProto.INT64, [1], [2]), helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0]),
          helper.make_tensor("bump", TensorProto.FLOAT, [6], [0, 0, 0, 0.7, 0, 0])])
-    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=9), str(path))
     return str(path)
 
 
