@@ -182,6 +182,8 @@ def _op_imports(cls) -> set[str]:
 # op → {module: why it is not declared}. Each reason says where the op really needs the module (a param that
 # its missing_libraries override checks) or why the scan sees an import the op never runs
 NOT_DECLARED = {
+    "imgdiff_difference_caption_generator_mapper": {
+        "onnxruntime": "model_detect's box constants only: the segmenter runs in the area generator"},
     "image_remove_background_mapper": {
         "torch": "media.inference's model_threads / is_local only: the model is an ONNX file run by rembg",
         "transformers": "media.inference's model_threads / is_local only: the model is an ONNX file run by rembg"},

@@ -103,6 +103,8 @@ OPS = {
     'image_text_matching_filter': 'gristmill.ops.image.model_matching',
     'image_text_similarity_filter': 'gristmill.ops.image.model_clip',
     'image_watermark_filter': 'gristmill.ops.image.model_classify',
+    'imgdiff_difference_area_generator_mapper': 'gristmill.ops.image.model_imgdiff',
+    'imgdiff_difference_caption_generator_mapper': 'gristmill.ops.image.model_imgdiff',
     'in_context_influence_filter': 'gristmill.ops.text.influence',
     'instruction_following_difficulty_filter': 'gristmill.ops.text.influence',
     'key_value_grouper': 'gristmill.ops.grouping',
