@@ -27,7 +27,7 @@ from ..core.accounting import OpCounts
 from ..core.names import closest
 from ..core import trust
 from ..io.base import ReadOptions, Shard
-from ..io.formats import read_shard
+from ..io.formats import read_shard, readers
 from ..io.pieces import presplit
 from ..io.planner import check_not_uri, common_root, plan_dataset
 from ..io.writers import (ShardWriter, assemble, atomic_rename, export_format, read_shard_parts, shard_names,
@@ -167,15 +167,21 @@ class StageEngine:
         misspelt field would silently empty the output)."""
         from dataclasses import replace
         key = opts.text_key
-        for item in read_shard(shard, replace(opts, text_optional=True)):
-            if isinstance(item, pa.RecordBatch) and item.num_rows:
-                if not opts.text_optional and key not in item.schema.names:
-                    fields = [n for n in item.schema.names if not n.startswith("__")]
-                    raise RunRefused(f"text_keys {key!r}: no such field in the first {item.num_rows:,} records "
-                                       f"of {shard.source} (fields: {', '.join(fields)}){closest(key, fields)}")
-                # the shard task adds the suffix column after reading (suffix_filter declares it)
-                check_inputs(ops, [*item.schema.names, *([SUFFIX] if self.cfg.add_suffix else [])])
-                return
+        loose = replace(opts, text_optional=True)
+        reader = readers()[shard.reader]
+        first = reader.first_fields(shard, loose) if hasattr(reader, "first_fields") else None
+        if first is None:
+            first = next(((b.schema.names, b.num_rows) for b in read_shard(shard, loose)
+                          if isinstance(b, pa.RecordBatch) and b.num_rows), None)
+        if first is None:
+            return
+        names, rows = first
+        if not opts.text_optional and key not in names:
+            fields = [n for n in names if not n.startswith("__")]
+            raise RunRefused(f"text_keys {key!r}: no such field in the first {rows:,} records "
+                               f"of {shard.source} (fields: {', '.join(fields)}){closest(key, fields)}")
+        # the shard task adds the suffix column after reading (suffix_filter declares it)
+        check_inputs(ops, [*names, *([SUFFIX] if self.cfg.add_suffix else [])])
 
     def _run(self, ops: list[Op], shards: list, opts: ReadOptions, t_start: float,
              executor: Executor, input_fp: str | None = None) -> dict:
