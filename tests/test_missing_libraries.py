@@ -225,6 +225,18 @@ NOT_DECLARED = {
        for name in ("text_embedding_mapper", "semantic_deduplicator")},
     **{name: {"PIL": "is_hf_model only (images decoded for the local model): missing_libraries adds it"}
        for name in ("llm_ray_vllm_engine_pipeline", "vlm_ray_vllm_engine_pipeline")},
+    **{name: {"av": "media.video's as_file only (bytes to a temporary file): OpenCV decodes",
+              "onnxruntime": "an .onnx export only: missing_libraries adds it by the model file",
+              "torch": "a TorchScript export only: missing_libraries adds it by the model file",
+              "transformers": "media.inference's model_threads only: the models are ONNX / TorchScript exports"}
+       for name in ("video_human_tracks_extraction_mapper", "video_human_tracks_face_demographic_mapper")},
+    "video_active_speaker_detect_mapper": {
+        "onnxruntime": "an .onnx export only: missing_libraries adds it by the model file",
+        "torch": "a TorchScript export only: missing_libraries adds it by the model file",
+        "transformers": "media.inference's model_threads only: the model is an ONNX / TorchScript export"},
+    **{name: {"av": "media.video's as_file only (bytes to a temporary file): OpenCV decodes",
+              "onnxruntime": "human_tracks' shared _tracks module (its exports), unused by the captioning ops"}
+       for name in ("video_captioning_from_human_tracks_mapper", "video_captioning_face_attribute_emotion_mapper")},
 }
 # a family of ops whose modules share one story: module prefix → {module: why}
 FAMILY_NOT_DECLARED = {

@@ -17,6 +17,12 @@ from gristmill.registry import OpError, all_ops, create_op
 PATHLIKE = re.compile(r"(^|_)(path|paths|dir|dirs|file|files)$|^hf_|model|tokenizer|^save_|template|blocklist|"
                       r"classifier|stopwords|lists?$")
 NOT_PATHS = {  # (op, param): why it names no file
+    ("video_human_tracks_extraction_mapper", "tag_field_name_human_track_path"): "the name of a meta field",
+    ("video_active_speaker_detect_mapper", "temp_save_path"): "Data-Juicer's scratch directory, accepted and unused",
+    ("video_captioning_from_human_tracks_mapper", "temp_video_path"): "Data-Juicer's scratch directory, accepted and "
+                                                                      "unused",
+    ("video_captioning_face_attribute_emotion_mapper", "cropping_face_video_temp_path"): "Data-Juicer's scratch "
+                                                                                         "directory, accepted and unused",
     **{(op, p): "accepted for Data-Juicer recipes and never opened: the model's export holds it"
        for op, ps in (("image_sam_3d_body_mapper", ("mhr_path", "detector_path", "segmentor_path", "fov_path")),
                       ("video_hand_reconstruction_hawor_mapper", ("hawor_config_path", "hawor_detector_path",
