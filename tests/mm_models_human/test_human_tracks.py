@@ -128,3 +128,34 @@ def test_refuses_checkpoints_it_cannot_run(tmp_path):
         op.resource("detectors", op._models)
     with pytest.raises(Exception, match="no model file"):
         create_op("video_active_speaker_detect_mapper", {})
+
+
+def constant_onnx(path, box):
+    """An ONNX detector whose output is one fixed box ``(1, 5)`` whatever the frame (input ``image (1, 3, H, W)``)."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    out = helper.make_tensor("b", TensorProto.FLOAT, [1, 5], [float(x) for x in box])
+    g = helper.make_graph([helper.make_node("Constant", [], ["boxes"], value=out)], "det",
+                          [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, None, None])],
+                          [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, 5])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return str(path)
+
+
+def test_onnx_exports(media, tmp_path):
+    pytest.importorskip("onnxruntime")
+    op = create_op("video_human_tracks_extraction_mapper", {
+        "face_track_bbox_path": str(tmp_path / "tracks"), "device": "cpu",
+        "face_detect_S3FD_model_path": constant_onnx(tmp_path / "f.onnx", [30, 12, 44, 26, 0.99]),
+        "YOLOv8_human_model_path": constant_onnx(tmp_path / "p.onnx", [22, 8, 52, 62, 0.9])})
+    assert op.missing_libraries() == []
+    meta = op.apply([{"videos": [media["short"], media["one"]]}])[0]["__meta__"]
+    assert meta["number_people_in_video"] == [0, 1]
+    t = pickle.load(open(meta["human_track_data_path"][1][0]["bbox_path"], "rb"))
+    assert t["xy_bbox"] == [[30.0, 12.0, 44.0, 26.0]] * 50 and t["xy_human_bbox"]["x1"][2:-2] == [22.0] * 46
+    low = create_op("video_human_tracks_extraction_mapper", {  # scores of 0.9 or less are not faces (S3FD's 0.9)
+        "face_track_bbox_path": str(tmp_path / "t2"),
+        "face_detect_S3FD_model_path": constant_onnx(tmp_path / "f2.onnx", [30, 12, 44, 26, 0.9])})
+    assert low.apply([{"videos": [media["one"]]}])[0]["__meta__"]["human_track_data_path"] == [[]]
