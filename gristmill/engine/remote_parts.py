@@ -427,7 +427,8 @@ class RemoteWork:
 
     def cleanup_scratch(self) -> int:
         """Resolve scratch in the bucket (spill files written by workers) of resolves that are done, or
-        that will be redone: the driver's local ``rmtree`` does not reach keys it never had."""
+        that will be redone, and the output parts of a killed tokenize run: the driver's local ``rmtree``
+        does not reach keys it never had."""
         try:
             keys = fs.find(self.url)
         except FileNotFoundError:
@@ -436,7 +437,11 @@ class RemoteWork:
         gone = 0
         for rel in rels:
             parts = rel.split("/")
-            if "stages" in parts:
+            if parts[:2] == ["tokenize", "parts"]:  # a killed tokenize run's output parts (tokenize.compose)
+                fs.remove(fs.join(self.url, rel))
+                self.present.discard(rel)
+                gone += 1
+            elif "stages" in parts:
                 i = parts.index("stages")
                 if len(parts) > i + 4 and parts[i + 2] in ("resolve", "grouped") and parts[i + 3] == "scratch":
                     fs.remove(fs.join(self.url, rel))
