@@ -237,6 +237,20 @@ NOT_DECLARED = {
     **{name: {"av": "media.video's as_file only (bytes to a temporary file): OpenCV decodes",
               "onnxruntime": "human_tracks' shared _tracks module (its exports), unused by the captioning ops"}
        for name in ("video_captioning_from_human_tracks_mapper", "video_captioning_face_attribute_emotion_mapper")},
+    **{name: {"PIL": "frame_field only (frame headers): missing_libraries adds it",
+              "av": "media.video's as_file only (bytes to a temporary file): OpenCV decodes",
+              "onnxruntime": "an .onnx flow_model only: missing_libraries adds it by the export file",
+              "torch": "a TorchScript flow_model only: missing_libraries adds it by the export file",
+              "transformers": "media.inference's model_threads / pick_device only: the flow model is an export"}
+       for name in ("video_motion_score_raft_filter", "video_motion_score_ptlflow_filter")},
+    "video_captioning_from_summarizer_mapper": {
+        m: "its captioning / tagging sub-ops' (sampled frames): missing_libraries adds theirs" for m in ("PIL", "av")},
+    "video_object_segmenting_mapper": {
+        "onnxruntime": "video._export's onnx_session (shared with the flow and pose ops), unused: its models are "
+                       "transformers' (or ultralytics')"},
+    "video_whole_body_pose_estimation_mapper": {
+        m: "media.inference's model_threads / pick_device only: DWPose's models are ONNX files on onnxruntime"
+        for m in ("torch", "transformers")},
 }
 # a family of ops whose modules share one story: module prefix → {module: why}
 FAMILY_NOT_DECLARED = {

@@ -17,6 +17,8 @@ from gristmill.registry import OpError, all_ops, create_op
 PATHLIKE = re.compile(r"(^|_)(path|paths|dir|dirs|file|files)$|^hf_|model|tokenizer|^save_|template|blocklist|"
                       r"classifier|stopwords|lists?$")
 NOT_PATHS = {  # (op, param): why it names no file
+    ("video_motion_score_ptlflow_filter", "model_name"): "a ptlflow model name: only names the default export file",
+    ("video_motion_score_ptlflow_filter", "get_model_args"): "ptlflow's model args, baked into an export: unused",
     ("video_human_tracks_extraction_mapper", "tag_field_name_human_track_path"): "the name of a meta field",
     ("video_active_speaker_detect_mapper", "temp_save_path"): "Data-Juicer's scratch directory, accepted and unused",
     ("video_captioning_from_human_tracks_mapper", "temp_video_path"): "Data-Juicer's scratch directory, accepted and "
