@@ -72,6 +72,7 @@ EXAMPLES: dict[str, dict] = {
     "fasttext_quality_filter": {"model_path": "quality.fasttext.bin", "alpha": 3, "seed": 42},
     "text_classifier_filter": {"hf_model": "HuggingFaceFW/fineweb-edu-classifier", "min_score": 3,
                                "stats_prefix": "edu_"},
+    "sdxl_prompt2prompt_mapper": {"text_key_second": "caption2", "num_inference_steps": 30},
     "text_pair_similarity_filter": {"hf_clip": "openai/clip-vit-base-patch32", "text_key_second": "target",
                                     "min_score": 0.5},
     "text_embd_similarity_filter": {"api_or_hf_model": "text-embedding-v4", "min_score": 0.3,

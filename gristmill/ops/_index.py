@@ -171,6 +171,7 @@ OPS = {
     'replace_content_mapper': 'gristmill.ops.text.replace_content',
     's3_download_file_mapper': 'gristmill.ops.web.s3_files',
     's3_upload_file_mapper': 'gristmill.ops.web.s3_files',
+    'sdxl_prompt2prompt_mapper': 'gristmill.ops.image.model_p2p',
     'semantic_deduplicator': 'gristmill.ops.dedup.semantic',
     'sentence_augmentation_mapper': 'gristmill.ops.text.sentence_augmentation',
     'sentence_span_deduplicator': 'gristmill.ops.dedup.lines',
