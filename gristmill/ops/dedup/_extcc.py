@@ -194,8 +194,9 @@ class ExternalRoots:
             return roots[0], members[0]
         return np.concatenate(roots), np.concatenate(members)
 
-    def kept(self) -> "KeptMask":
-        return KeptMask(self)
+    def kept(self, base: int = 0) -> "KeptMask":
+        """Which rows are their own root; ``base``: the mask of rows base.. (numbered from 0)."""
+        return KeptMask(self, base)
 
     # -- the cluster-file pass's kept-id exchange ---------------------------------------------------
     def id_requests(self, k: int) -> Iterator[np.ndarray]:
@@ -229,13 +230,14 @@ class ExternalRoots:
 class KeptMask:
     """``roots == arange(n)`` one slice at a time (what ``save_kept`` indexes)."""
 
-    def __init__(self, roots: ExternalRoots):
-        self.roots = roots
+    def __init__(self, roots: ExternalRoots, base: int = 0):
+        self.roots, self.base = roots, base
 
     def __getitem__(self, s: slice) -> np.ndarray:
-        g0, g1, _ = s.indices(self.roots.n)
+        g0, g1, _ = s.indices(self.roots.n - self.base)
         if g1 <= g0:
             return np.zeros(0, bool)
+        g0, g1 = g0 + self.base, g1 + self.base
         root, _ = self.roots.rows(g0, g1)
         return root == np.arange(g0, g1, dtype=np.int64)
 
@@ -280,9 +282,12 @@ def assign(pair_files, n: int, directory, width: int, chunk: int) -> ExternalRoo
     return res
 
 
-def components(pair_files, n: int, directory, width: int, chunk: int) -> ExternalRoots:
+def components(pair_files, n: int, directory, width: int, chunk: int, shift: tuple[int, int] | None = None
+               ) -> ExternalRoots:
     """Roots of the clusters the (a, b) pairs of ``pair_files`` form over rows 0..n-1 (every cluster's
-    root its first row, as ``merge_forests`` gives), computed range by range on disk."""
+    root its first row, as ``merge_forests`` gives), computed range by range on disk. ``shift = (at, by)``:
+    the files' rows from ``at`` on are rows ``+ by`` here (an incremental dedup's new rows, moved to start
+    a range of their own after the reference rows)."""
     out = Path(directory)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -291,6 +296,9 @@ def components(pair_files, n: int, directory, width: int, chunk: int) -> Externa
     for path in pair_files:
         with open(path, "rb") as f:
             while (rec := np.fromfile(f, dtype=EDGE, count=chunk)).size:
+                if shift is not None:
+                    for f_ in EDGE.names:
+                        rec[f_] += np.where(rec[f_] >= shift[0], shift[1], 0)
                 hi, lo = np.maximum(rec["a"], rec["b"]), np.minimum(rec["a"], rec["b"])
                 d = hi != lo
                 edges.add(_pairs(hi[d], lo[d]))

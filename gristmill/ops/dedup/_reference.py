@@ -153,6 +153,79 @@ def merge_with_reference(paths, n_ref: int, n: int) -> tuple[np.ndarray, np.ndar
     return np.where(is_ref, np.arange(n, dtype=np.int64), r - m), earlier
 
 
+def merge_bounded(paths, n_ref: int, n: int, spill_dir, references: list[str], reason: str):
+    """``merge_with_reference`` within the driver's memory budget (``_extcc.budget``): ``(roots, earlier)``
+    for ``_resolve.emit``. While the new rows plus the reference rows the forests name fit the budget, the
+    in-memory merge's arrays (``earlier`` as ``emit`` takes it); past it, on-disk roots over the reference
+    rows followed by the new rows, these moved up to the start of a range (``_extcc.components``), and an
+    ``_resolve.Earlier``: the same clusters (a cluster's root is its first reference row when it has one),
+    so the same removals, clusters file and kept rows, one range of rows in memory at a time."""
+    from . import _extcc as X
+    from ._resolve import Earlier
+
+    b = X.budget()
+    width, chunk = X.range_rows(b), X.chunk_pairs(b)
+    ends = 0  # an upper bound of the matched reference rows the in-memory union-find would hold
+    for path in paths:
+        with open(path, "rb") as f:
+            while (rec := np.fromfile(f, dtype=X.EDGE, count=chunk)).size:
+                ends += int(np.count_nonzero(rec["a"] < n_ref) + np.count_nonzero(rec["b"] < n_ref))
+    if n + ends <= width:
+        roots, rows = merge_with_reference(paths, n_ref, n)
+        return roots, (rows, reference_ids(references, rows[rows >= 0]), reason)
+    base = -(-n_ref // width) * width
+    ext = X.components(paths, base + n, spill_dir, width, chunk, shift=(n_ref, base - n_ref))
+    ids = ReferenceIds(references)
+    return ext, Earlier(base, n_ref, ids.answer, reason)
+
+
+class ReferenceIds:
+    """The ids of reference rows (numbered across the files, in order), read one row group at a time."""
+
+    def __init__(self, paths: list[str]):
+        self.paths = paths
+        starts, where = [], []
+        base = 0
+        for i, path in enumerate(paths):
+            md = pq.read_metadata(_source(path))
+            for g in range(md.num_row_groups):
+                starts.append(base)
+                where.append((i, g))
+                base += md.row_group(g).num_rows
+        self.starts = np.asarray(starts + [base], np.int64)
+        self.where = where
+
+    def take(self, rows: np.ndarray) -> pa.Array:
+        """The ids of ``rows`` (sorted, unique)."""
+        parts = []
+        files: dict[int, pq.ParquetFile] = {}
+        grp = np.searchsorted(self.starts, rows, side="right") - 1
+        cuts = np.flatnonzero(np.diff(grp)) + 1
+        for a, e in zip([0, *cuts.tolist()], [*cuts.tolist(), rows.size]):
+            if a == e:
+                continue
+            i, g = self.where[int(grp[a])]
+            if i not in files:
+                files[i] = pq.ParquetFile(_source(self.paths[i]))
+            ids = files[i].read_row_group(g, columns=["id"]).column(0)
+            parts.append(ids.take(pa.array(rows[a:e] - self.starts[grp[a]])).combine_chunks())
+        return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+
+    def answer(self, ext, k: int, first: int) -> None:
+        """Hand the ids of range k's reference rows that ranges ``first``.. of ``ext`` ask for to them
+        (``_resolve.Earlier.answer``): at most the range's rows held."""
+        wanted = np.empty(0, np.int64)
+        for q in ext.id_requests(k):
+            wanted = np.union1d(wanted, q["t"][q["r"] >= first])
+        if not wanted.size:
+            return
+        ids = self.take(wanted)
+        for q in ext.id_requests(k):
+            for r in np.unique(q["r"][q["r"] >= first]).tolist():
+                t = q["t"][q["r"] == r]
+                ext.put_ids(r, k, t, ids.take(pa.array(np.searchsorted(wanted, t))))
+
+
 def reference_ids(paths: list[str], rows: np.ndarray) -> dict[int, str]:
     """The ids of the given reference rows (numbered across the files), read one row group at a time."""
     want = np.unique(rows)

@@ -8,8 +8,9 @@ every cluster with more than one row (cluster, id, kept_id, kept), and every rem
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -55,11 +56,12 @@ def emit(ctx, roots: np.ndarray, reason: str, earlier: tuple | None = None) -> d
     numbered ``-1 - row`` in the clusters file, which lists only this dataset's rows.
 
     ``roots`` may be an ``ExternalRoots`` (a merge over the driver's memory budget): the same removals and
-    the same file, from one range of roots at a time (``_emit_ranges``)."""
+    the same file, from one range of roots at a time (``_emit_ranges``); an incremental dedup's then come
+    with an ``Earlier`` (the reference rows are the roots' first rows) instead of the tuple."""
     if isinstance(roots, ExternalRoots):
-        if earlier is not None:
-            raise ValueError("an incremental dedup's resolve holds its roots in memory")
-        return _emit_ranges(ctx, roots, reason)
+        if earlier is not None and not isinstance(earlier, Earlier):
+            raise TypeError("on-disk roots take an Earlier for the reference rows")
+        return _emit_ranges(ctx, roots, reason, earlier)
     n = roots.size
     sizes = np.bincount(roots, minlength=n)
     remaining = sizes.copy()
@@ -109,6 +111,18 @@ def emit(ctx, roots: np.ndarray, reason: str, earlier: tuple | None = None) -> d
     return res if earlier is None else {**res, "removed_by_earlier": by_earlier}
 
 
+class Earlier(NamedTuple):
+    """An incremental dedup's reference rows in on-disk roots (``_reference.merge_bounded``): they are rows
+    0..n_ref-1 there, and the dataset's row g is row ``base + g`` (``base``: the first row of a range).
+    ``answer(ext, k, first)`` hands the ids of range k's reference rows to the dataset's ranges (``first``
+    on) that ask for them (``ext.id_requests(k)``, ``ext.put_ids``). Rows whose root is a reference row are
+    removed with ``reason``, as the in-memory emit's ``earlier`` rows are."""
+    base: int
+    n_ref: int
+    answer: Callable
+    reason: str
+
+
 class _ClusterRows:
     """What both emits do with a batch's rows: their clusters-file records, written in large row groups (not
     one per input batch), and the removal of every member that is not its cluster's root."""
@@ -151,27 +165,35 @@ def _remove_earlier(ctx, shard: int, offset: int, batch: pa.RecordBatch, ref: np
                             pa.array(np.zeros(idx.size, bool))], schema=CLUSTER_SCHEMA)
 
 
-def kept_mask(roots):
-    """Rows kept (their own root): an array, or for ``ExternalRoots`` a mask read one slice at a time."""
+def kept_mask(roots, base: int = 0):
+    """Rows kept (their own root): an array, or for ``ExternalRoots`` a mask read one slice at a time
+    (``base``: the roots' row of the dataset's first row)."""
     if isinstance(roots, ExternalRoots):
-        return roots.kept()
+        return roots.kept(base)
     return roots == np.arange(roots.size, dtype=roots.dtype)
 
 
-def _emit_ranges(ctx, ext: ExternalRoots, reason: str) -> dict:
+def _emit_ranges(ctx, ext: ExternalRoots, reason: str, ref: Earlier | None = None) -> dict:
     """``emit`` over on-disk roots (every cluster's root its first row): the same ``ctx.remove`` calls
     and the same clusters file, batch for batch. The kept ids it holds, as sorted row numbers and an Arrow
     string array (no per-row Python objects): those of the kept rows of ranges not yet finished, and per
     started range the earlier kept rows it needs (``ext.id_requests``, answered when a range is finished);
-    never one per open cluster of the whole dataset."""
+    never one per open cluster of the whole dataset. ``ref``: an incremental dedup's reference rows come
+    first (their ranges' ids are handed out before the scan starts)."""
     if not ext.first_roots:
+        if ref is not None:
+            raise ValueError("reference rows need first-row roots")
         return _emit_assigned(ctx, ext, reason)
+    base = ref.base if ref else 0
     path = clusters_path(ctx)
     tmp = path.with_name(path.name + ".tmp")
-    clusters = 0
+    clusters = by_earlier = 0
     here = _Ids()  # kept rows of ranges not yet finished, in row order
     earlier: dict[int, _Ids] = {}  # per started range: kept rows of finished ranges it needs
-    started = finished = 0  # ranges [0, started) started, [0, finished) finished
+    # ranges [0, started) started, [0, finished) finished: the reference's all are, before the first batch
+    started = finished = ext.range_of(base)
+    for k in range(finished if ref else 0):
+        ref.answer(ext, k, finished)
 
     def finish(k: int) -> None:
         lo, hi = ext.bounds(k)
@@ -189,11 +211,23 @@ def _emit_ranges(ctx, ext: ExternalRoots, reason: str) -> dict:
     with pq.ParquetWriter(tmp, CLUSTER_SCHEMA) as w:
         out = _ClusterRows(ctx, w, reason)
         for shard, offset, g0, batch in scan(ctx, [C.ID]):
+            g0 += base  # rows of the roots from here on
             g1 = g0 + batch.num_rows
             while started <= ext.range_of(g1 - 1):
                 earlier[started] = _Ids.of(*ext.get_ids(started))
                 started += 1
             r, member = ext.rows(g0, g1)
+            if ref is not None and member.any():
+                gone = member & (r < ref.n_ref)
+                if gone.any():  # kept out by an earlier run's row: removed for it, as _remove_earlier does
+                    idx = np.flatnonzero(gone)
+                    kept = _kept_ids(r[idx], g0 + idx, finished * ext.width, ext.width, here, earlier)
+                    cluster = -1 - r[idx]
+                    ctx.remove(shard, offset + idx, ref.reason, {"cluster": cluster, "kept_id": kept})
+                    out.add(pa.record_batch([pa.array(cluster), _ids(batch).take(pa.array(idx)), kept,
+                                             pa.array(np.zeros(idx.size, bool))], schema=CLUSTER_SCHEMA))
+                    by_earlier += idx.size
+                    member = member & ~gone
             if member.any():
                 ids = _ids(batch)
                 idx = np.flatnonzero(member)
@@ -202,13 +236,15 @@ def _emit_ranges(ctx, ext: ExternalRoots, reason: str) -> dict:
                 here.append(g_m[is_root], ids.take(pa.array(idx[is_root])))
                 clusters += int(is_root.sum())
                 kept = _kept_ids(r_m, g_m, finished * ext.width, ext.width, here, earlier)
-                out.members(shard, offset, idx, r_m, ids.take(pa.array(idx)), kept, is_root)
+                out.members(shard, offset, idx, r_m - base, ids.take(pa.array(idx)), kept, is_root)
             while finished < ext.ranges and ext.bounds(finished)[1] <= g1:
                 finish(finished)
                 finished += 1
         out.flush()
     tmp.replace(path)
-    return {"rows": ext.n, "removed": out.removed, "clusters": clusters, "clusters_file": str(path)}
+    res = {"rows": ext.n - base, "removed": out.removed + by_earlier, "clusters": clusters,
+           "clusters_file": str(path)}
+    return res if ref is None else {**res, "removed_by_earlier": by_earlier}
 
 
 def _overlaps(ext: ExternalRoots, g0: int, g1: int) -> Iterator[tuple[int, int, int]]:

@@ -196,7 +196,10 @@ class DocumentMinhashDeduplicator(Deduplicator):
         else:
             out = str(ctx.scratch_dir / f"minhash-forest-{self.position}")
             forests = S.map_partitions(ctx, bucket_forest, shuffle, out, n_ref)
-            if n_ref:
+            if n_ref and default_keep:  # over the driver's memory budget, roots on disk (_extcc)
+                roots, earlier = REF.merge_bounded(forests, n_ref, n, ctx.scratch_dir / f"minhash-cc-{self.position}",
+                                                   self.references, EARLIER_REASON)
+            elif n_ref:
                 roots, rows = REF.merge_with_reference(forests, n_ref, n)
                 earlier = (rows, REF.reference_ids(self.references, rows[rows >= 0]), EARLIER_REASON)
             elif default_keep:
@@ -208,9 +211,12 @@ class DocumentMinhashDeduplicator(Deduplicator):
                 roots = self.keep_rule(ctx, np.asarray(roots, np.int64), n)
         self.last_stats = R.emit(ctx, roots, "minhash duplicate", earlier)
         if self.save_path:
-            keep = R.kept_mask(roots)
-            if earlier is not None:
-                keep &= earlier[0] < 0
+            if isinstance(earlier, R.Earlier):  # a row kept out by a reference row is not its own root
+                keep = R.kept_mask(roots, earlier.base)
+            else:
+                keep = R.kept_mask(roots)
+                if earlier is not None:
+                    keep &= earlier[0] < 0
             self.last_stats.update(REF.save_kept(ctx, self, keep, self.save_path))
 
     def keep_rule(self, ctx, roots: np.ndarray, n: int) -> np.ndarray:
