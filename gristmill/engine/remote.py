@@ -150,7 +150,7 @@ class RemoteRun:
         if self.work is not None:
             self.work.cleanup_scratch()
         if self.composed:
-            report["exported_files"] = [self.export_url]
+            report["exported_files"] = list(self.composed)
         elif self.export_url:
             files = self._export_files()
             base = os.path.join(self.export_stage, fs.basename(self.export_url)) if self.directory \
@@ -164,19 +164,32 @@ class RemoteRun:
 
     def export(self, local_cfg, fragments: list[list[str]]) -> list[str] | None:
         """The export of a run whose workers wrote their fragments to the bucket: a one-file JSONL export
-        (any compression: its fragments are whole members/frames) is composed in the bucket from them and
-        committed by its manifest; any other export (Parquet, HF arrow, several files, a local export)
-        needs its fragments rewritten, so they are downloaded here and assembled as before (None)."""
+        (any compression: its fragments are whole members/frames) is composed in the bucket from them, and a
+        sharded uncompressed one from byte ranges of them (cut where the local writer cuts), committed by its
+        manifest; any other export (Parquet, HF arrow, compressed shards, a local export) needs its
+        fragments rewritten, so they are downloaded here and assembled as before (None)."""
+        from ..io.writers import shard_names
         from .media_op import export_media_mode
         flat = [p for parts in fragments for p in parts]
-        fmt, _ = export_format(local_cfg.export_path)
-        if (self.export_url and fmt == "jsonl" and local_cfg.export_shard_size <= 0
+        fmt, comp = export_format(local_cfg.export_path)
+        shard = local_cfg.export_shard_size
+        if (self.export_url and fmt == "jsonl" and (shard <= 0 or not comp)
                 and export_media_mode(local_cfg) not in ("link", "copy")):
             self.mirror.sync()
             srcs = [fs.join(self.work_url, self.work.rel(p)) for p in flat]
-            remote_parts.commit_composed(srcs, self.export_url, self.log)
-            self.composed = True
-            return [self.export_url]
+            if shard <= 0:
+                remote_parts.commit_composed(srcs, self.export_url, self.log)
+                self.composed = [self.export_url]
+                return [self.export_url]
+            fsys = fs.filesystem(self.work_url)[0]
+            fsys.invalidate_cache()
+            sizes = [self.work.size(p) for p in flat]
+            sizes = [int(n) if n is not None else int(fsys.size(fs.filesystem(u)[1])) for n, u in zip(sizes, srcs)]
+            pieces = remote_parts.plan_jsonl_shards(srcs, sizes, shard)
+            urls = shard_names(self.export_url, len(pieces))
+            remote_parts.commit_composed([], self.export_url, self.log, files=list(zip(urls, pieces)))
+            self.composed = urls
+            return urls
         self.work.fetch(flat)
         return None
 

@@ -490,30 +490,35 @@ def plan_parts(sizes: list[int], min_part: int = MIN_PART, max_copy: int = MAX_C
     return parts
 
 
-def compose(sources: list[str], dest: str, log=lambda m: None) -> dict:
-    """Write ``dest`` as the concatenation of the ``sources`` objects (all URLs of one store). S3: one
-    multipart upload, large ranges copied server-side (``UploadPartCopy``), small ones streamed in parts
-    of at least 5 MiB; the object appears whole at completion. Other stores: streamed through this process.
+def compose(sources: list, dest: str, log=lambda m: None) -> dict:
+    """Write ``dest`` as the concatenation of the ``sources`` (all of one store: object URLs, or ``(url,
+    start, end)`` byte ranges of objects). S3: one multipart upload, large ranges copied server-side
+    (``UploadPartCopy``), small ones streamed in parts of at least 5 MiB; the object appears whole at
+    completion. Other stores: streamed through this process.
     Returns ``{"size", "etag", "copied", "streamed"}`` (bytes copied in the store / streamed here)."""
     fsys, dpath = fs.filesystem(dest)
     fsys.invalidate_cache()
-    sizes = [int(fsys.size(fs.filesystem(s)[1])) for s in sources]
+    spans = [(s, 0, None) if isinstance(s, str) else tuple(s) for s in sources]
+    paths = [fs.filesystem(u)[1] for u, _, _ in spans]
+    sizes = [int(fsys.size(p)) - a if b is None else b - a for p, (_, a, b) in zip(paths, spans)]
+    bases = [a for _, a, _ in spans]
     if fs.protocol(dest) in ("s3", "s3a"):
-        return _compose_s3(fsys, [fs.filesystem(s)[1] for s in sources], sizes, dpath, log)
+        return _compose_s3(fsys, paths, sizes, dpath, log, bases)
     streamed = 0
     with fsys.open(dpath, "wb") as out:
-        for s in sources:
-            with fs.open_input(s) as f:
-                while chunk := f.read(8 << 20):
-                    out.write(chunk)
-                    streamed += len(chunk)
+        for p, size, base in zip(paths, sizes, bases):
+            for a in range(base, base + size, 8 << 20):
+                chunk = fsys.cat_file(p, start=a, end=min(a + (8 << 20), base + size))
+                out.write(chunk)
+                streamed += len(chunk)
     info = fsys.info(dpath)
     return {"size": int(info.get("size") or streamed), "etag": str(info.get("ETag") or ""), "copied": 0,
             "streamed": streamed}
 
 
-def _compose_s3(fsys, srcs: list[str], sizes: list[int], dpath: str, log) -> dict:
+def _compose_s3(fsys, srcs: list[str], sizes: list[int], dpath: str, log, bases: list[int] | None = None) -> dict:
     from ..fs.staging import _parallel
+    bases = bases or [0] * len(srcs)
     bucket, key = dpath.split("/", 1)
     parts = plan_parts(sizes)
     if len(parts) > MAX_PARTS:
@@ -531,12 +536,13 @@ def _compose_s3(fsys, srcs: list[str], sizes: list[int], dpath: str, log) -> dic
             _, i, a, b = pieces[0]
             sb, sk = srcs[i].split("/", 1)
             r = fsys.call_s3("upload_part_copy", Bucket=bucket, Key=key, UploadId=up, PartNumber=n,
-                             CopySource={"Bucket": sb, "Key": sk}, CopySourceRange=f"bytes={a}-{b - 1}")
+                             CopySource={"Bucket": sb, "Key": sk},
+                             CopySourceRange=f"bytes={a + bases[i]}-{b + bases[i] - 1}")
             copied += b - a
             return {"PartNumber": n, "ETag": r["CopyPartResult"]["ETag"]}
         # the part's small pieces in one concurrent batch of ranged reads (not one request after another)
-        got = fsys.cat_ranges([srcs[i] for _, i, _, _ in pieces], [a for _, _, a, _ in pieces],
-                              [b for _, _, _, b in pieces])
+        got = fsys.cat_ranges([srcs[i] for _, i, _, _ in pieces], [a + bases[i] for _, i, a, _ in pieces],
+                              [b + bases[i] for _, i, _, b in pieces])
         for g in got:
             if isinstance(g, BaseException):
                 raise g
@@ -562,24 +568,72 @@ def dest_url(bucket: str, key: str) -> str:
     return f"s3://{bucket}/{key}"
 
 
-def commit_composed(sources: list[str], export_url: str, log=lambda m: None, extra: dict | None = None) -> dict:
-    """A one-file export composed from committed fragments, committed like ``staging.commit_export``: the
-    old manifest removed first, the object composed (whole at completion), files of the previous export
-    that this one lacks deleted, the manifest (name, size, ETag, the parts it was composed of) last."""
+def commit_composed(sources: list, export_url: str, log=lambda m: None, extra: dict | None = None,
+                    files: list[tuple[str, list]] | None = None) -> dict:
+    """An export composed from committed fragments, committed like ``staging.commit_export``: the old
+    manifest removed first, the object(s) composed (each whole at completion), files of the previous export
+    that this one lacks deleted, the manifest (names, sizes, ETags, the parts composed) last. ``files``:
+    several files (a sharded export), each ``(url, its sources)``; else ``export_url`` from ``sources``."""
     from ..fs import staging
+    files = files if files is not None else [(export_url, sources)]
     old = staging.read_manifest(export_url, False)
     fs.remove(staging.manifest_url(export_url, False))
-    got = compose(sources, export_url, log)
-    name = fs.basename(export_url)
+    entries, got = [], {}
+    for url, srcs in files:
+        got = compose(srcs, url, log)
+        entries.append({"name": fs.basename(url), "size": got["size"], "etag": got["etag"]})
+    names = {e["name"] for e in entries}
     for e in (old or {}).get("files", []):
-        if e["name"] != name:
+        if e["name"] not in names:
             fs.remove(fs.join(posixpath.dirname(export_url), e["name"]))
-    body = {"export": fs.redact(export_url), "files": [{"name": name, "size": got["size"], "etag": got["etag"]}],
-            "composed_from": len(sources), "committed": time.time(), **(extra or {})}
+    n = sum(len(srcs) for _, srcs in files)
+    body = {"export": fs.redact(export_url), "files": entries, "composed_from": n, "committed": time.time(),
+            **(extra or {})}
     fs.write_bytes(staging.manifest_url(export_url, False), json.dumps(body, indent=1).encode())
-    log(f"committed the export to {fs.redact(export_url)} (composed from {len(sources)} fragment(s), manifest "
-        "written last)")
+    log(f"committed the export to {fs.redact(export_url)} ({len(entries)} file(s) composed from {n} "
+        "range(s) of the fragments, manifest written last)")
     return got
+
+
+def plan_jsonl_shards(sources: list[str], sizes: list[int], shard_size: int, read_size: int | None = None,
+                      window: int = 64 << 10) -> list[list[tuple]]:
+    """The files of an uncompressed sharded JSONL export (``export_shard_size``) as byte ranges ``(url,
+    start, end)`` of the fragments: exactly the cuts ``io.writers._split_jsonl`` makes reading the same
+    fragments in ``read_size`` chunks (a file ends after the line that crosses ``shard_size``, looked for
+    from the chunk it crosses in). Each cut reads the bucket from the limit to the next newline only."""
+    from ..io.streams import READ_SIZE
+    r = read_size or READ_SIZE
+    fsys = fs.filesystem(sources[0])[0] if sources else None
+
+    def newline(i: int, a: int, b: int) -> int:
+        pos = a
+        while pos < b:
+            data = fsys.cat_file(fs.filesystem(sources[i])[1], start=pos, end=min(pos + window, b))
+            k = data.find(b"\n")
+            if k >= 0:
+                return pos + k
+            pos += len(data)
+        return -1
+    pieces: list[list[tuple]] = []
+    cur = None
+    written = 0
+    for i, size in enumerate(sizes):
+        for c0 in range(0, size, r):
+            c1 = min(c0 + r, size)
+            pos = c0
+            while pos < c1:
+                if cur is None:
+                    cur, written = [], 0
+                    pieces.append(cur)
+                room = shard_size - written
+                cut = newline(i, pos + max(room - 1, 0), c1) if c1 - pos > room else -1
+                if cut < 0:
+                    cur.append((sources[i], pos, c1))
+                    written += c1 - pos
+                    break
+                cur.append((sources[i], pos, cut + 1))
+                cur, pos = None, cut + 1
+    return pieces or [[]]
 
 
 def commit_directory(files: list[str], local_base: str, export_url: str, composed: dict[str, dict],
@@ -619,7 +673,7 @@ def commit_directory(files: list[str], local_base: str, export_url: str, compose
     return [fs.join(base_url, e["name"]) for e in entries]
 
 
-__all__ = ["Configured", "RemoteTask", "configured", "RemoteWork", "active", "commit_composed", "commit_directory", "compose", "current", "is_data", "plan_parts"]
+__all__ = ["Configured", "RemoteTask", "configured", "RemoteWork", "active", "commit_composed", "commit_directory", "compose", "plan_jsonl_shards", "current", "is_data", "plan_parts"]
 
 
 def lazy_mirror(url: str, local: str, log=lambda m: None):

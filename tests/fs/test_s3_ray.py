@@ -126,6 +126,42 @@ def test_token_parts_read_ranges_of_the_shards_and_compose_with_the_header(s3, t
     assert not s3.exists(f"{b}/out/stale.bin") and s3.cat_file(f"{b}/out/x.idx") == b"idx"
 
 
+@pytest.mark.parametrize("read_size", [4 << 20, 50])
+def test_sharded_jsonl_export_composed_from_ranges_cuts_where_the_local_writer_cuts(s3, tmp_path, monkeypatch,
+                                                                                  read_size):
+    """An uncompressed sharded export composed from byte ranges of the fragments has the files (names and
+    bytes) of io.writers.assemble over the same fragments, for limits inside a line, at a fragment's end, on
+    a read chunk's edge (read_size 50: many chunks per fragment), below one line and above everything."""
+    from gristmill.engine.remote_parts import commit_composed, plan_jsonl_shards
+    from gristmill.fs import staging
+    from gristmill.io import streams
+    from gristmill.io.writers import assemble, shard_names
+    monkeypatch.setattr(streams, "READ_SIZE", read_size)
+    b = s3.bucket
+    frags = [b"".join(b'{"id": %d, "t": "%s"}\n' % (i * 10 + j, b"x" * ((i * 7 + j * 3) % 23)) for j in range(n))
+             for i, n in enumerate((3, 1, 0, 5, 2))]
+    local = []
+    for i, body in enumerate(frags):
+        local.append(str(tmp_path / f"f{i}.jsonl"))
+        open(local[-1], "wb").write(body)
+        s3.pipe(f"{b}/w/f{i}.jsonl", body)
+    urls = [f"s3://{b}/w/f{i}.jsonl" for i in range(len(frags))]
+    total = sum(map(len, frags))
+    for limit in (1, 40, len(frags[0]), len(frags[0]) + len(frags[1]), 50, 100, total + 1):
+        out = tmp_path / f"L{limit}" / "c.jsonl"
+        out.parent.mkdir()
+        want = assemble([local], str(out), limit)
+        pieces = plan_jsonl_shards(urls, [len(f) for f in frags], limit)
+        dest = f"s3://{b}/o{limit}/c.jsonl"
+        names = shard_names(dest, len(pieces))
+        assert [os.path.basename(n) for n in names] == [os.path.basename(w) for w in want], limit
+        commit_composed([], dest, files=list(zip(names, pieces)))
+        for n, w in zip(names, want):
+            assert s3.cat_file(n[len("s3://"):]) == open(w, "rb").read(), (limit, n)
+        man = staging.read_manifest(dest, False)
+        assert [e["name"] for e in man["files"]] == [os.path.basename(n) for n in names]
+
+
 # -- a real two-node Ray cluster against the S3 server -------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -329,7 +365,7 @@ def test_ray_on_s3_selectors_and_grouper_give_the_local_bytes(s3, s3_cluster, tm
 def test_ray_on_s3_sources_recipe_and_its_token_files_composed_in_the_bucket(s3, s3_cluster, tmp_path,
                                                                              monkeypatch):
     """A `sources:` recipe with a `tokenize:` step, every path on s3://: the sources' and the shared chain's
-    tasks read and write the bucket, the export is composed there; the tokenize shards are written by the
+    tasks read and write the bucket, the sharded export is composed there from ranges of the fragments; the tokenize shards are written by the
     workers and the Megatron .bin / datatrove .ds are composed from parts the workers wrote (small parts
     here: several per file), with the local bytes; the driver's staging copy holds no stage data, and tokens
     only because a row format (litgpt) is written there."""
@@ -340,6 +376,7 @@ def test_ray_on_s3_sources_recipe_and_its_token_files_composed_in_the_bucket(s3,
 
     def recipe(name, src, out, work, **kw):
         return _recipe(tmp_path, name, [{"document_deduplicator": {}}], work_dir=work, export_path=f"{out}/mix.jsonl",
+                       export_shard_size=150_000,
                        sources=[{"name": "web", "path": [f"{src}part-0.jsonl", f"{src}part-1.jsonl"],
                                  "process": [{"words_num_filter": {"min_num": 20}}]},
                                 {"name": "wiki", "path": [f"{src}part-2.jsonl", f"{src}part-3.jsonl"], "weight": 0.5}],
@@ -350,8 +387,12 @@ def test_ray_on_s3_sources_recipe_and_its_token_files_composed_in_the_bucket(s3,
     rem = _cli("run", recipe("r", url_in, f"s3://{b}/o", f"s3://{b}/w", executor_type="ray",
                              ray_address=s3_cluster.address), cwd=tmp_path)
     assert rem.returncode == 0, rem.stderr
-    assert "export composed in the bucket" in rem.stderr, rem.stderr
-    assert s3.cat_file(f"{b}/o/mix.jsonl") == (tmp_path / "L/mix.jsonl").read_bytes()
+    # the sharded (uncompressed) export: composed in the bucket from ranges of the fragments, the local files
+    shards = sorted(p.name for p in (tmp_path / "L").iterdir() if p.name.startswith("mix-"))
+    assert len(shards) >= 2 and "file(s) composed from" in rem.stderr, rem.stderr
+    assert sorted(k.rsplit("/", 1)[1] for k in s3.ls(f"{b}/o") if k.rsplit("/", 1)[1].startswith("mix-")) == shards
+    for n in shards:
+        assert s3.cat_file(f"{b}/o/{n}") == (tmp_path / "L" / n).read_bytes(), n
     for fmt, big in (("megatron", "data.bin"), ("datatrove", "data.ds")):
         assert f"tokenize: {fmt}/{big} composed in the bucket from" in rem.stderr, rem.stderr
     n_parts = [int(x.split(" from ")[1].split()[0]) for x in rem.stderr.splitlines() if "composed in the bucket from" in x
