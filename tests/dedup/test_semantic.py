@@ -133,9 +133,9 @@ def test_kmeans_is_seeded_and_task_grouping_changes_nothing(tmp_path):
     for tasks in (1, 2, 5):
         ranges = S.task_ranges(sizes, tasks)
         assert ranges[0][0] == 0 and ranges[-1][1] == 5 and all(p[1] == q[0] for p, q in zip(ranges, ranges[1:]))
-        parts = [np.load(S.dedup_clusters((str(tmp_path / "e.npy"), str(tmp_path / "m.npy"), str(tmp_path / "o.npy"),
-                                           lo, hi, 0.9, str(tmp_path / f"t{tasks}-{lo}.npz"))))
-                 for lo, hi in ranges]
+        parts = [np.concatenate([np.empty(0, S.PAIR), *S.read_pairs(S.dedup_clusters((
+            str(tmp_path / "e.npy"), str(tmp_path / "m.npy"), str(tmp_path / "o.npy"), lo, hi, 0.9,
+            str(tmp_path / f"t{tasks}-{lo}.bin"))), 3)]) for lo, hi in ranges]
         got[tasks] = sorted(zip(*(np.concatenate([p[k] for p in parts]).tolist() for k in ("gone", "kept", "cluster"))))
     assert got[1] == got[2] == got[5] and got[1]
 
@@ -227,6 +227,20 @@ def test_a_tiny_memory_budget_gives_the_same_results(articles, tmp_path, monkeyp
     assert pairs.metadata.num_row_groups == 3
     assert [(p["id"], p["kept_id"], p["similarity"]) for p in pairs.read().to_pylist()] == \
         [(r["id"], r["kept_id"], r["similarity"]) for r in res.removed]
+
+
+def test_centroids_in_blocks_give_the_one_product_labels(monkeypatch):
+    """Past ``CENTROIDS`` centroids, rows are assigned against one block of centroids at a time (the
+    products do not grow with k): the labels of one product over all of them, the first centroid on ties."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(300, 6)).astype(np.float32)
+    cent = rng.normal(size=(23, 6))
+    cent[17] = cent[4]  # a tie: the earlier centroid, in another block, wins
+    whole = np.argmax(x.astype(np.float64) @ cent.T, axis=1)
+    assert (whole == 4).any() and not (whole == 17).any()
+    monkeypatch.setattr(S, "CHUNK", 64)
+    monkeypatch.setattr(S, "CENTROIDS", 5)
+    assert S._best(x, cent).tolist() == whole.tolist()
 
 
 def test_store_and_cluster_sort_against_in_memory_references(tmp_path, monkeypatch):

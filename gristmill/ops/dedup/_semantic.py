@@ -8,6 +8,7 @@ workers and the grouping of clusters into tasks never change the result.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -15,15 +16,33 @@ import numpy as np
 from ._semantic_store import open_emb
 
 CHUNK = 8192  # rows per matrix product when assigning rows to centroids
+CENTROIDS = 8192  # centroids per matrix product: at most CHUNK x CENTROIDS x 8 B (512 MiB), whatever k is
+# a task's removed-row records: (gone row, kept row, similarity, cluster)
+PAIR = np.dtype([("gone", np.int64), ("kept", np.int64), ("sim", np.float32), ("cluster", np.int64)])
 
 
 def _best(x, cent: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Index of the most similar centroid of every row (first on ties), in chunks of ``CHUNK`` rows (fixed:
-    BLAS may round a product differently for another number of rows). ``x``: an array or a ``ValidRows``;
+    BLAS may round a product differently for another number of rows), against ``CENTROIDS`` centroids at a
+    time (up to that many: one product, as always; more: the best of each block, an earlier block winning
+    ties), so the products never grow with the number of clusters. ``x``: an array or a ``ValidRows``;
     ``out``: where the labels go (e.g. a memory-mapped file)."""
     out = np.empty(x.shape[0], np.int64) if out is None else out
+    k = cent.shape[0]
     for i in range(0, x.shape[0], CHUNK):
-        out[i:i + CHUNK] = np.argmax(x[i:i + CHUNK].astype(np.float64) @ cent.T, axis=1)
+        xi = x[i:i + CHUNK].astype(np.float64)
+        if k <= CENTROIDS:
+            out[i:i + CHUNK] = np.argmax(xi @ cent.T, axis=1)
+            continue
+        best = np.full(xi.shape[0], -np.inf)
+        arg = np.zeros(xi.shape[0], np.int64)
+        for c in range(0, k, CENTROIDS):
+            p = xi @ cent[c:c + CENTROIDS].T
+            a = np.argmax(p, axis=1)
+            v = p[np.arange(a.size), a]
+            better = v > best
+            arg[better], best[better] = a[better] + c, v[better]
+        out[i:i + CHUNK] = arg
     return out
 
 
@@ -134,27 +153,33 @@ def greedy(xc: np.ndarray, threshold: float, block: int = 512) -> tuple[np.ndarr
 
 def dedup_clusters(item) -> str:
     """A resolve task: clusters ``lo..hi`` of the member lists (the embeddings: a ``.npy`` path or an
-    ``EmbeddingStore.emb_spec``); writes (gone row, kept row, similarity,
-    cluster) of the rows that go to ``out`` (.npz) and returns its path."""
+    ``EmbeddingStore.emb_spec``, the offsets memory-mapped); appends the ``PAIR`` records (gone row, kept
+    row, similarity, cluster) of the rows that go to ``out`` cluster by cluster (one cluster held at a
+    time), which appears when complete (a retried task replaces it); returns its path (``read_pairs``)."""
     emb, members_path, offsets_path, lo, hi, threshold, out = item
     x = open_emb(emb)  # memory-mapped: only this cluster's rows are read
     members = np.load(members_path, mmap_mode="r")
-    off = np.load(offsets_path)
-    gone, kept, sims, clus = [], [], [], []
-    for c in range(lo, hi):
-        rows = np.asarray(members[off[c]:off[c + 1]])
-        if rows.size < 2:
-            continue
-        kept_of, sim = greedy(np.asarray(x[rows], np.float32), threshold)
-        g = np.flatnonzero(kept_of >= 0)
-        gone.append(rows[g])
-        kept.append(rows[kept_of[g]])
-        sims.append(sim[g])
-        clus.append(np.full(g.size, c, np.int64))
-    cat = (lambda a, t: np.concatenate(a) if a else np.empty(0, t))
-    np.savez(out, gone=cat(gone, np.int64), kept=cat(kept, np.int64), sim=cat(sims, np.float32),
-             cluster=cat(clus, np.int64))
+    off = np.load(offsets_path, mmap_mode="r")
+    tmp = f"{out}.tmp"
+    with open(tmp, "wb") as f:
+        for c in range(lo, hi):
+            rows = np.asarray(members[off[c]:off[c + 1]])
+            if rows.size < 2:
+                continue
+            kept_of, sim = greedy(np.asarray(x[rows], np.float32), threshold)
+            g = np.flatnonzero(kept_of >= 0)
+            rec = np.empty(g.size, PAIR)
+            rec["gone"], rec["kept"], rec["sim"], rec["cluster"] = rows[g], rows[kept_of[g]], sim[g], c
+            f.write(rec.tobytes())
+    os.replace(tmp, out)
     return str(Path(out))
+
+
+def read_pairs(path: str, chunk: int):
+    """A task's ``PAIR`` records, ``chunk`` at a time, in the order written."""
+    with open(path, "rb") as f:
+        while (rec := np.fromfile(f, PAIR, count=chunk)).size:
+            yield rec
 
 
 def task_ranges(sizes: np.ndarray, tasks: int) -> list[tuple[int, int]]:
