@@ -61,7 +61,8 @@ def test_human_track_recipe(tmp_path):
     rows = create_op("video_captioning_from_human_tracks_mapper", cap).apply(rows)
     rows = create_op("video_captioning_face_attribute_emotion_mapper", cap).apply(rows)
     m = rows[0]["__meta__"]
-    assert rows[1]["__meta__"]["track_video_caption"] == [] and rows[1]["__meta__"]["video_facetrack_attribute_emotion"] == []
+    assert rows[1]["__meta__"]["track_video_caption"] == []
+    assert rows[1]["__meta__"]["video_facetrack_attribute_emotion"] == []
 
     # the person clip: every frame (height_max + 2, wide_max + 2); 50 frames at 25 fps: frames 0 and 25 at 1 fps
     from gristmill.ops.video import _tracks as T

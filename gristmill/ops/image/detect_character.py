@@ -23,7 +23,8 @@ image-text matching (gristmill's ``image_text_matching_filter`` model):
 
 The detector (``yoloe_path``; Data-Juicer: YOLOE through ultralytics, which needs torchvision): a transformers
 zero-shot object detector (a local directory or a repo id in the model store: OWL-ViT or OWLv2, as
-``phrase_grounding_recall_filter``), boxes above ``conf_threshold`` (gristmill; YOLOE's default 0.25); or a file (a path, or a model-store name such as ``NAME.torchscript.pt``): a TorchScript export
+``phrase_grounding_recall_filter``), boxes above ``conf_threshold`` (gristmill; YOLOE's default 0.25); or a file
+(a path, or a model-store name such as ``NAME.torchscript.pt``): a TorchScript export
 ``forward(image: float32 (1, 3, H, W) RGB 0..255, classes: List[str]) -> (N, 6)`` boxes ``x1, y1, x2, y2, score,
 class index`` (its own threshold), or, when the ``ultralytics`` package is installed, a YOLOE checkpoint run as
 Data-Juicer runs it. The highest-scoring box of each name is taken, its corners rounded."""
@@ -259,8 +260,10 @@ class DetectCharacterLocationsMapper(_AskMixin, Mapper):
             default_factory=dict, description="image_text_matching_filter params over Data-Juicer's fixed ones "
                                               "(hf_blip: Salesforce/blip-itm-base-coco).")
         yoloe_path: str = trust.path_param("model", "yoloe-11l-seg.pt", description="Open-vocabulary detector: a "
-                                           "transformers zero-shot detector (directory or store name), a "
-                                           "TorchScript export, or a YOLOE checkpoint with ultralytics installed.")
+                                           "transformers zero-shot detector (OWL-ViT, OWLv2: directory or store "
+                                           "name), a TorchScript export with forward(image: float32 (1, 3, H, W) RGB "
+                                           "0..255, classes: List[str]) -> (N, 6) boxes x1, y1, x2, y2, score, class "
+                                           "index, or a YOLOE checkpoint with ultralytics installed.")
         iou_threshold: float = Field(0.7, description="Detector and VLM boxes overlapping above this IoU agree.")
         matching_score_threshold: float = Field(0.4, description="A crop matches its name above this BLIP score.")
         conf_threshold: float = Field(0.25, description="Least score of a transformers detector's box (gristmill).")

@@ -103,8 +103,10 @@ class ExportModel:
             opts = ort.SessionOptions()
             if inf.model_threads():
                 opts.intra_op_num_threads = inf.model_threads()
-            dev = inf.pick_device(device) if device != "auto" else "cpu"
-            prov = ["CUDAExecutionProvider", "CPUExecutionProvider"] if dev.startswith("cuda") else \
+            cuda = "CUDAExecutionProvider" in ort.get_available_providers() and (
+                device == "auto" or device.startswith("cuda"))
+            idx = int(device.split(":")[1]) if device.startswith("cuda:") else 0
+            prov = [("CUDAExecutionProvider", {"device_id": idx}), "CPUExecutionProvider"] if cuda else \
                 ["CPUExecutionProvider"]
             self.session = ort.InferenceSession(path, opts, providers=prov)
             self.inputs = [i.name for i in self.session.get_inputs()]

@@ -144,8 +144,10 @@ class VideoActiveSpeakerDetectMapper(Mapper):
         temp_save_path: str = Field("./temp_path", description="Data-Juicer's scratch directory; accepted, unused "
                                                           "(gristmill crops in memory).")
         Light_ASD_model_path: str = trust.path_param(
-            "model", DJ_ASD, description="Active-speaker model: an ONNX file or TorchScript export (interface in "
-                                         "the op's docs).")
+            "model", DJ_ASD, description="Active-speaker model (Light-ASD in one module): an ONNX file or "
+                                         "TorchScript export (a path or a store name) with forward(audio: float32 "
+                                         "(1, 4T, 13) MFCCs, video: float32 (1, T, 112, 112) grey 0..255) -> (T,) "
+                                         "scores.")
         active_threshold: int = Field(15, description="A track speaks when its longest run of positive scores "
                                                       "exceeds this many frames.")
         active_speaker_flag: str = Field("active_speaker_flag", description="Meta field the flags go to.")
@@ -212,7 +214,8 @@ class VideoActiveSpeakerDetectMapper(Mapper):
                     pcm = np.zeros(0) if y is None else np.round(np.clip(y, -1, 1) * 32767)
                     scores = []
                     for t in tracks:
-                        seg = pcm[int(t["frame"][0] / T.TRACK_FPS * RATE):int((t["frame"][-1] + 1) / T.TRACK_FPS * RATE)]
+                        a, b = t["frame"][0] / T.TRACK_FPS, (t["frame"][-1] + 1) / T.TRACK_FPS
+                        seg = pcm[int(a * RATE):int(b * RATE)]
                         scores.append([-5.0] if len(seg) == 0 else score_track(model, mfcc(seg), face_clip(frames, t)))
                 else:
                     scores = [[-10000.0]] * len(tracks)

@@ -82,8 +82,9 @@ def require_tracks(op, meta_tracks) -> None:
 
 
 class _Params(VideoParams):
-    device: str = Field("auto", description="Torch device of TorchScript exports: 'auto' (CUDA when a GPU is "
-                                            "visible, else CPU), 'cpu', 'cuda:1'... (gristmill).")
+    device: str = Field("auto", description="Device of the models: 'auto' (CUDA when a GPU is visible, else CPU), "
+                                            "'cpu', 'cuda:1'... (ONNX exports: CUDA when onnxruntime has it) "
+                                            "(gristmill).")
 
 
 @register("video_human_tracks_extraction_mapper")
@@ -102,16 +103,19 @@ class VideoHumanTracksExtractionMapper(Mapper):
         face_track_bbox_path: str = trust.path_param("write", "./HumanVBenchRecipe/dj_human_track",
                                                      description="Directory the track files are written to.")
         YOLOv8_human_model_path: str = trust.path_param(
-            "model", DJ_YOLO, description="Person detector: an ONNX file or TorchScript export (interface in the "
-                                          "op's docs); Data-Juicer's default path with no file there: OpenCV's "
-                                          "HOG people detector.")
+            "model", DJ_YOLO, description="Person detector: an ONNX file or TorchScript export (a path or a store "
+                                          "name) with forward(image: float32 (1, 3, H, W) RGB 0..255) -> (N, 4|5) "
+                                          "boxes x1, y1, x2, y2[, score] in pixels; Data-Juicer's default path with "
+                                          "no file there: OpenCV's HOG people detector.")
         face_detect_S3FD_model_path: str = trust.path_param(
-            "model", DJ_S3FD, description="Face detector: an ONNX file or TorchScript export (interface in the "
-                                          "op's docs); Data-Juicer's default path with no file there: OpenCV's "
-                                          "frontal-face Haar cascade.")
+            "model", DJ_S3FD, description="Face detector: an ONNX file or TorchScript export (a path or a store "
+                                          "name), the person detector's interface, boxes scoring above 0.9 kept; "
+                                          "Data-Juicer's default path with no file there: OpenCV's frontal-face "
+                                          "Haar cascade.")
         face_embedding_model: str | None = trust.path_param(
             "model", None, description="Face embedding export used when merging tracks (Data-Juicer: DeepFace's "
-                                       "Facenet); none: merge on box overlap alone (gristmill).")
+                                       "Facenet): forward(faces: float32 (N, 3, 160, 160) RGB 0..1) -> (N, D), "
+                                       "cosine distance; none: merge on box overlap alone (gristmill).")
         tag_field_name_human_track_path: str = Field(TRACKS, description="Meta field of the track files.")
         tag_field_name_people_num: str = Field(PEOPLE, description="Meta field of the people counts.")
 
@@ -231,9 +235,11 @@ class VideoHumanTracksFaceDemographicMapper(Mapper):
                                                           "over 75 frames: len // 15).")
         tag_field_name: str = Field(DEMOGRAPHIC, description="Meta field the attributes go to.")
         face_attribute_model: str | None = trust.path_param(
-            "model", None, description="Age/gender/race model: an ONNX file or TorchScript export (interface in "
-                                       "the op's docs; required: Data-Juicer's DeepFace models are not run) "
-                                       "(gristmill).")
+            "model", None, description="Age/gender/race model (required; Data-Juicer's DeepFace models are not "
+                                       "run): an ONNX file or TorchScript export (a path or a store name) with "
+                                       "forward(faces: float32 (N, 3, 224, 224) RGB 0..1) -> (age (N,), gender "
+                                       "(N, 2) [Woman, Man], race (N, 6) [asian, indian, black, white, middle "
+                                       "eastern, latino hispanic]) (gristmill).")
 
     def __init__(self, **params):
         super().__init__(**params)
