@@ -15,7 +15,7 @@ from gristmill.registry import OpError, create_op
 from mm_models_util import apply, build_blip, byte_chars, write_video
 
 V, E = "<__dj__video>", "<|__dj__eoc|>"
-TOK = 5
+TOK = 3
 
 
 def build_blip2(d: Path, seed: int = 0) -> Path:
