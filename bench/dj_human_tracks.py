@@ -113,8 +113,8 @@ def ours_tracking(c: dict) -> dict:
     n, merged = T.merge_tracks(found, np.zeros((len(faces), 8, 8, 3), np.uint8))
     return {"tracks": [{"frame": t["frame"].tolist(), "bbox": t["bbox"].tolist()} for t in tracks],
             "found": [{"human": r["human_bbox"], "proc": r["proc_track"]} for r in found],
-            "found_frames": [r["track"]["frame"].tolist() for r in found], "people": n, "merged": [{"frame": np.asarray(t["track"]["frame"]).tolist(), "human": t["human_bbox"]}
-                                    for t in merged]}
+            "found_frames": [r["track"]["frame"].tolist() for r in found], "people": n,
+            "merged": [{"frame": np.asarray(t["track"]["frame"]).tolist(), "human": t["human_bbox"]} for t in merged]}
 
 
 def close(a, b) -> bool:
