@@ -159,3 +159,15 @@ def test_onnx_exports(media, tmp_path):
         "face_track_bbox_path": str(tmp_path / "t2"),
         "face_detect_S3FD_model_path": constant_onnx(tmp_path / "f2.onnx", [30, 12, 44, 26, 0.9])})
     assert low.apply([{"videos": [media["one"]]}])[0]["__meta__"]["human_track_data_path"] == [[]]
+
+
+def test_builtin_detectors_at_data_juicers_default_paths(media, tmp_path):
+    from gristmill.ops.video._tracks import Detector
+    op = create_op("video_human_tracks_extraction_mapper", {"face_track_bbox_path": str(tmp_path)})
+    assert op.models() == [] and op.missing_libraries() == []  # OpenCV's Haar cascade and HOG detector
+    face, person = Detector("face", None, "cpu"), Detector("person", None, "cpu")
+    frame = np.zeros((128, 64, 3), np.uint8)
+    assert face(frame).shape == (0, 5) and person(frame).shape[1:] == (5,)
+    # colour squares are no faces to a Haar cascade: no track, nobody counted
+    assert op.apply([{"videos": [media["one"]]}])[0]["__meta__"] == {"human_track_data_path": [[]],
+                                                                     "number_people_in_video": [0]}
