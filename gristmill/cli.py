@@ -505,6 +505,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     from .engine.interrupt import Interrupted, signals_raise
+    from .engine.timeline import mark
+    mark("cli main")
     try:
         with signals_raise():  # from the start: an interrupt during imports is one line too
             args = build_parser().parse_args(argv)
@@ -521,6 +523,8 @@ def entry() -> None:
     logging's flush, the fork servers' reaping) as at a normal exit; only the object-by-object teardown is
     skipped. An exception leaves the normal way, with its traceback."""
     rc = main()
+    from .engine.timeline import mark
+    mark("main returned")
     import atexit
     import threading
     threading._shutdown()  # what a normal exit does first: wait for non-daemon threads

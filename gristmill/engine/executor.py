@@ -9,6 +9,7 @@ import contextlib
 import contextvars
 import functools
 import importlib
+import os
 import threading
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Protocol
@@ -18,6 +19,7 @@ from ..ops._numba_cache import announce_compiles
 from .paths import naming
 from .pool import WorkerPool, report_progress
 from .shard_task import Task, run_task
+from .timeline import mark
 
 
 class Executor(Protocol):
@@ -89,8 +91,12 @@ def run_one(task: Task, progress=None) -> dict:
     download (``web.download.DownloadTask``). A kernel compiled while it runs (a first run) is said on stderr."""
     announce_compiles()  # the task's ops are imported by now (numba with them, if they use it)
     own = getattr(task, "run", None)
+    what = {"stage_dir": os.path.basename(task.stage_dir or ""), "shard": getattr(getattr(task, "shard", None), "index", None)}
+    mark("task start", **what)
     with naming(task.stage_dir) if task.stage_dir else contextlib.nullcontext():
-        return own(progress) if own is not None else run_task(task, progress)
+        out = own(progress) if own is not None else run_task(task, progress)
+    mark("task end", **what)
+    return out
 
 
 def warm_worker(modules: list[str] | None, _=None) -> None:
@@ -183,6 +189,7 @@ class LocalExecutor(BackgroundRelease):
         if self._ready is not None:  # one map at a time on a pool (each drains the progress queue)
             self._ready.wait()
             self._ready = None
+            mark("workers warm")
 
     def at_once(self, tasks: list) -> int:
         """How many of these tasks (one stage's) run at once: ``np``, capped by the stage's declared

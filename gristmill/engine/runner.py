@@ -45,6 +45,7 @@ from .plan import Stage, build_stages, check_inputs, fingerprint
 from .progress import Progress
 from .report import _listing, write_report
 from .resolve_context import StageResolveContext
+from .timeline import mark
 from .resume import input_fingerprint, invalidation, load_manifest, save_manifest
 from .shard_task import MIX_POS, READ_POS, SUFFIX, Task, load_marker
 
@@ -79,11 +80,14 @@ class StageEngine:
         t_start = time.perf_counter()
         check_not_uri(cfg.export_path, "export_path", output=True)
         check_not_uri(cfg.work_dir, "work_dir", output=True)
+        mark("engine run")
         shards = plan_dataset(cfg.dataset_path, self._read_opts(""), cfg.input_format)
         opts = self._read_opts(common_root(shards), text_optional=bool(ops) and ops[0].creates_text)
         executor = self._early_executor(ops, len(shards))  # workers start while the input is checked
         try:
+            mark("input planned")
             self._preflight(shards, opts, ops)
+            mark("preflight done")
             return self._start(ops, shards, opts, t_start, presplit_inputs=True, executor=executor)
         except BaseException:
             if executor is not None:
@@ -242,7 +246,9 @@ class StageEngine:
                         t.removals = os.path.join(rem_dir, f"shard-{i:05d}.parquet")
                         t.state = state
                     tasks.append(t)
+                mark("stage start", stage=stage.index, tasks=len(tasks))
                 results = self._run_tasks(stage, tasks, executor)
+                mark("stage tasks done", stage=stage.index)
                 stage_results.append(results)
                 for r in results:
                     for k, v in r["counts"].items():
@@ -268,18 +274,22 @@ class StageEngine:
             executor.close(abort=True)
             raise
         t_export = time.perf_counter()
+        mark("stages done")
         try:
             exported = []
             if cfg.export_path:
                 exported = self._export([r["parts"] for r in stage_results[-1]], fp)
             save_manifest(self.work, manifest)
+            mark("exported")
             timings = {"before_engine": round(t_engine - t_start, 3), "engine": round(t_export - t_engine, 3),
                        "export": round(time.perf_counter() - t_export, 3)}
             report = write_report(cfg, self.work, ops, read_counts, mix_counts, counts, stage_results, stages,
                                   exported, time.perf_counter() - t_start, len(shards), self._outputs, timings)
+            mark("report written")
         finally:
             executor.release()  # the workers exit on a thread; close() waits for them
             executor.close()
+            mark("executor closed")
         report["final_parts"] = [r["parts"] for r in stage_results[-1]]
         self.stage_results, self.stages = stage_results, stages  # per shard: a multi-source run splits them by source
         return report
