@@ -112,3 +112,33 @@ def test_detection_transformers_directory(image, tmp_path):
     want = np.stack([(b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2, b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]], 1)
     assert len(want) == 5 and np.allclose(got[BBOX][0], want, atol=1e-4)
     assert got[LABEL][0] == res["labels"].numpy()[order].astype(float).tolist()
+
+
+def test_segment_transformers_directory(image, tmp_path):
+    import torch
+    import transformers as T
+    torch.manual_seed(0)
+    swin = T.SwinConfig(image_size=64, patch_size=4, embed_dim=16, depths=[1, 1, 1, 1], num_heads=[1, 1, 1, 1],
+                        window_size=4, out_features=["stage1", "stage2", "stage3", "stage4"])
+    cfg = T.Mask2FormerConfig(backbone_config=swin, use_pretrained_backbone=False, feature_size=32,
+                              mask_feature_dim=32, hidden_dim=32, encoder_feedforward_dim=32, dim_feedforward=32,
+                              num_queries=5, decoder_layers=2, encoder_layers=1, num_attention_heads=2, num_labels=2,
+                              common_stride=4)
+    T.Mask2FormerForUniversalSegmentation(cfg).save_pretrained(tmp_path / "m2f")
+    T.Mask2FormerImageProcessor(size={"height": 64, "width": 64}).save_pretrained(tmp_path / "m2f")
+    op = create_op("image_segment_mapper", {"model_path": str(tmp_path / "m2f"), "conf": 0.0, "iou": 1.0,
+                                            "device": "cpu"})
+    got = op.apply([{"images": [image[0]]}])[0]["__meta__"][BBOX][0]
+    model = T.Mask2FormerForUniversalSegmentation.from_pretrained(tmp_path / "m2f").eval()
+    proc = T.Mask2FormerImageProcessor.from_pretrained(tmp_path / "m2f")
+    with torch.no_grad():
+        res = proc.post_process_instance_segmentation(
+            model(**proc(images=[Image.open(image[0]).convert("RGB")], return_tensors="pt")), threshold=0.0,
+            target_sizes=[(48, 64)])[0]
+    seg = res["segmentation"].numpy()
+    want = []
+    for info in sorted(res["segments_info"], key=lambda i: -i["score"]):
+        ys, xs = np.nonzero(seg == info["id"])
+        want.append([(xs.min() + xs.max() + 1) / 2, (ys.min() + ys.max() + 1) / 2, xs.max() + 1 - xs.min(),
+                     ys.max() + 1 - ys.min()])
+    assert want and got == want  # the boxes of the instance masks, by falling score
