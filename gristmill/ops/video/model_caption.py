@@ -27,10 +27,12 @@ and ``rewrite`` makes the text ``<__dj__video>caption`` per video joined by spac
 random candidate, ``similar_one_simhash`` the one whose SimHash is closest to the chunk's text, ``all``
 ``caption_num`` samples. Originals stay first unless ``keep_original_sample`` is false; a sample without videos
 (or frames) yields no new sample. New ids are ``<id>#caption`` (``#caption<i>`` with ``all``). Sampling is
-seeded (``seed``, per video), so reruns give the same captions; Data-Juicer leaves it unseeded.
+seeded (``seed``, per video; ``random_any``'s pick per sample, from its text and videos), so reruns and any
+batch size or worker count give the same captions; Data-Juicer leaves it unseeded.
 """
 from __future__ import annotations
 
+import zlib
 from typing import Literal
 
 import numpy as np
@@ -188,7 +190,6 @@ class _VideoCaptioner(Mapper):
                 cache[key] = self.candidates(self.frames(unit), prompt)
             return cache[key]
 
-        rng = np.random.default_rng(p.seed)
         n_new = p.caption_num if p.keep_candidate_mode == "all" else 1
         parent, new_text, new_caps, suffix = [], [], [], []
         for r, units in enumerate(self._units(batch)):
@@ -196,6 +197,8 @@ class _VideoCaptioner(Mapper):
                 parent.append(r), new_text.append(None), new_caps.append(None), suffix.append(None)
             if units is None:
                 continue
+            # random_any's draws: seeded by the sample's own text and media, not by its place in the batch
+            rng = np.random.default_rng([p.seed, zlib.crc32(repr((texts[r], units)).encode())])
             tags = ["#caption" if p.keep_candidate_mode != "all" else f"#caption{j}" for j in range(n_new)]
             if p.legacy_split_by_text_token:
                 outs, offset = [""] * n_new, 0
