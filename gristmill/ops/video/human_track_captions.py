@@ -14,7 +14,8 @@ A video without tracks gets ``[]``. Data-Juicer loads ``video_describe_model_pat
 (fewer frames: n - 1 fps) and lets VideoLLaMA3's processor read it at 1 fps, at most 180 frames. gristmill
 keeps the clip in memory and samples it the same way (every frame at ``k`` seconds of that frame rate; at most
 180, evenly spread), then asks a transformers image-text-to-text model (a local directory or a repo id in the
-model store; VideoLLaMA3 itself with ``trust_remote_code``, or any model whose processor has a chat template):
+model store, whose processor has a chat template and takes ``images`` or ``videos``: Qwen2-VL, Qwen2.5-VL,
+LLaVA-OneVision, LLaVA...; VideoLLaMA3's remote-code processor is called differently and is not supported):
 a system turn "You are a helpful assistant.", then a user turn with the video and the query, the generation
 prompt; the frames go as one video when the processor takes videos (Qwen2-VL, LLaVA-OneVision...), else as
 images. Greedy decoding, ``max_new_tokens`` (1024, Data-Juicer's); the answer is the generated text (the prompt
