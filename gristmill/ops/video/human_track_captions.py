@@ -17,7 +17,8 @@ keeps the clip in memory and samples it the same way (every frame at ``k`` secon
 model store, whose processor has a chat template and takes ``images`` or ``videos``: Qwen2-VL, Qwen2.5-VL,
 LLaVA-OneVision, LLaVA...; VideoLLaMA3's remote-code processor is called differently and is not supported):
 a system turn "You are a helpful assistant.", then a user turn with the video and the query, the generation
-prompt; the frames go as one video when the processor takes videos (Qwen2-VL, LLaVA-OneVision...), else as
+prompt; the frames go as one video when the processor has a video processor (transformers' need torchvision,
+which gristmill does not install), else as
 images. Greedy decoding, ``max_new_tokens`` (1024, Data-Juicer's); the answer is the generated text (the prompt
 not included), stripped. ``temp_video_path`` / ``cropping_face_video_temp_path`` are accepted and unused."""
 from __future__ import annotations
