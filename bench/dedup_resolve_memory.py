@@ -11,6 +11,17 @@ and checks that the clusters files are byte-identical.
 
     python bench/dedup_resolve_memory.py                      # 20 M pairs over 50 M rows
     python bench/dedup_resolve_memory.py --rows 100000000 --pairs 40000000 --budget 512M
+
+``--what incremental``: the incremental MinHash dedup (``reference_signatures_path``): ``--rows`` new rows
+after ``--ref-rows`` reference rows (their ids in a Parquet file, as a signature file holds them), half the
+pairs from a new row to a reference row anywhere, half to a new row close by; ``merge_with_reference`` +
+``emit`` with the earlier rows in memory vs ``merge_bounded`` on disk. ``--what semantic``: a
+``semantic_deduplicator`` resolve over ``--rows`` synthetic 16-d embeddings (groups of four near copies) with
+``--clusters`` k-means clusters: the products against every centroid at once (``CENTROIDS`` unbounded, the
+resolve before) vs 8,192 centroids at a time, the removed rows read a block at a time.
+
+    python bench/dedup_resolve_memory.py --what incremental --rows 4000000 --ref-rows 4000000 --pairs 2000000 --budget 32M
+    python bench/dedup_resolve_memory.py --what semantic --rows 400000 --clusters 30000
 """
 from __future__ import annotations
 
@@ -27,16 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-CHILD = r"""
-import json, os, resource, sys, time
-from pathlib import Path
-import numpy as np, pyarrow as pa, pyarrow.compute as pc
-from gristmill.core import columns as C
-from gristmill.ops.dedup import _resolve as R, _shuffle as S
-
-work, n, mode = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-paths = sorted(str(p) for p in (work / "forests").glob("p_*.bin"))
-
+CTX = r"""
 class Ctx:
     def __init__(self):
         self.scratch_dir = work / f"scratch-{mode}"
@@ -53,6 +55,19 @@ class Ctx:
     def remove(self, shard, rows, reason, extra=None):
         self.removed += len(rows)
 
+"""
+
+CHILD = r"""
+import json, os, resource, sys, time
+from pathlib import Path
+import numpy as np, pyarrow as pa, pyarrow.compute as pc
+from gristmill.core import columns as C
+from gristmill.ops.dedup import _resolve as R, _shuffle as S
+
+work, n, mode = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+paths = sorted(str(p) for p in (work / "forests").glob("p_*.bin"))
+
+""" + CTX + r"""
 def rss():
     return int(next(l for l in open("/proc/self/status") if l.startswith("VmRSS")).split()[1]) * 1024
 
@@ -67,6 +82,121 @@ peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps({"mode": mode, "base": base, "peak": peak, "merge_s": t1 - t0, "emit_s": t2 - t1,
                   "removed": ctx.removed, "clusters": stats["clusters"], "file": stats["clusters_file"]}))
 """
+
+INCREMENTAL = r"""
+import json, os, resource, sys, time
+from pathlib import Path
+import numpy as np, pyarrow as pa, pyarrow.compute as pc
+from gristmill.core import columns as C
+from gristmill.ops.dedup import _resolve as R, _reference as REF
+
+work, n, mode, n_ref = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+paths = sorted(str(p) for p in (work / "forests").glob("p_*.bin"))
+refs = [str(work / "ref.parquet")]
+""" + CTX + r"""
+def rss():
+    return int(next(l for l in open("/proc/self/status") if l.startswith("VmRSS")).split()[1]) * 1024
+
+base = rss()
+ctx = Ctx()
+t0 = time.perf_counter()
+if mode == "memory":
+    roots, rows = REF.merge_with_reference(paths, n_ref, n)
+    earlier = (rows, REF.reference_ids(refs, rows[rows >= 0]), "earlier")
+else:
+    roots, earlier = REF.merge_bounded(paths, n_ref, n, ctx.scratch_dir / "cc", refs, "earlier")
+    assert isinstance(earlier, R.Earlier), "the budget did not force the merge on disk"
+t1 = time.perf_counter()
+stats = R.emit(ctx, roots, "minhash duplicate", earlier)
+t2 = time.perf_counter()
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"mode": mode, "base": base, "peak": peak, "merge_s": t1 - t0, "emit_s": t2 - t1,
+                  "removed": ctx.removed, "clusters": stats["clusters"], "file": stats["clusters_file"]}))
+"""
+
+SEMANTIC = r"""
+import json, os, resource, sys, time
+from pathlib import Path
+import numpy as np, pyarrow as pa, pyarrow.compute as pc
+from gristmill import models
+from gristmill.core import columns as C
+from gristmill.ops.dedup import _semantic as S
+from gristmill.ops.dedup.semantic import SemanticDeduplicator, PAIRS_FILE
+
+work, n, mode, k = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+with models.unchecked():
+    op = SemanticDeduplicator(embedding_key="emb", num_clusters=k, kmeans_sample=k, kmeans_iterations=1,
+                              threshold=0.95)
+if mode == "memory":
+    S.CENTROIDS = 1 << 62  # one product against every centroid: the resolve before
+
+class Ctx:
+    def __init__(self):
+        self.scratch_dir = work / f"scratch-{mode}"
+        self.output_dir = work / f"out-{mode}"
+        self.removed = 0
+    def iter_columns(self, columns):
+        shards, batch = 16, 1 << 14
+        per = -(-n // shards)
+        for s in range(shards):
+            for off in range(0, min(per, n - s * per), batch):
+                g0 = s * per + off
+                g1 = min(g0 + batch, (s + 1) * per, n)
+                g = np.arange(g0, g1)
+                v = np.empty((g.size, 16))
+                for i, grp in enumerate((g // 4).tolist()):  # groups of four near copies
+                    v[i] = np.random.default_rng(grp).normal(size=16)
+                v += np.random.default_rng(g0 + 10**9).normal(scale=0.05, size=v.shape)
+                v /= np.linalg.norm(v, axis=1, keepdims=True)
+                col = pa.FixedSizeListArray.from_arrays(pa.array(v.astype(np.float32).ravel()), 16)
+                yield s, off, pa.record_batch([pc.cast(pa.array(g), pa.string()), col], names=[C.ID, op.column])
+    def map(self, fn, items):
+        return [fn(x) for x in items]
+    def remove(self, shard, rows, reason, extra=None):
+        self.removed += len(rows)
+
+def rss():
+    return int(next(l for l in open("/proc/self/status") if l.startswith("VmRSS")).split()[1]) * 1024
+
+base = rss()
+ctx = Ctx()
+t0 = time.perf_counter()
+op.resolve(ctx)
+t1 = time.perf_counter()
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"mode": mode, "base": base, "peak": peak, "merge_s": t1 - t0, "emit_s": 0.0,
+                  "removed": ctx.removed, "clusters": op.last_stats["clusters"],
+                  "file": str(ctx.output_dir / PAIRS_FILE)}))
+"""
+
+
+def make_reference(path: Path, rows: int) -> None:
+    """A reference's ids ("r0".."r{rows-1}") in row groups of 65,536 rows, as a signature file has them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sch = pa.schema([("id", pa.string())])
+    with pq.ParquetWriter(path, sch) as w:
+        for a in range(0, rows, 1 << 16):
+            ids = pa.array([f"r{i}" for i in range(a, min(rows, a + (1 << 16)))], pa.string())
+            w.write_table(pa.table([ids], schema=sch), row_group_size=1 << 16)
+
+
+def make_incremental_forests(out: Path, n_ref: int, rows: int, pairs: int, seed: int = 1) -> None:
+    """Pairs over reference rows 0..n_ref-1 then new rows: from a new row, half to a reference row anywhere,
+    half to a new row up to 63 rows before it."""
+    rng = np.random.default_rng(seed)
+    out.mkdir(parents=True, exist_ok=True)
+    per = -(-pairs // 64)
+    for p in range(64):
+        m = min(per, pairs - p * per)
+        a = n_ref + rng.integers(1, rows, m)
+        ref = rng.random(m) < 0.5
+        b = np.where(ref, rng.integers(0, n_ref, m), np.maximum(a - rng.integers(1, 64, m), n_ref))
+        keep = a != b
+        rec = np.empty(int(keep.sum()), [("a", "<i8"), ("b", "<i8")])
+        rec["a"], rec["b"] = a[keep], b[keep]
+        rec.tofile(out / f"p_{p:02d}.bin")
 
 
 def make_forests(out: Path, rows: int, pairs: int, seed: int = 1) -> None:
@@ -85,14 +215,15 @@ def make_forests(out: Path, rows: int, pairs: int, seed: int = 1) -> None:
         rec.tofile(out / f"p_{p:02d}.bin")
 
 
-def run(work: Path, rows: int, mode: str, budget: str) -> dict:
+def run(work: Path, rows: int, mode: str, budget: str, what: str = "minhash", extra: int = 0) -> dict:
     env = dict(os.environ)
     env.pop("GRISTMILL_RESOLVE_MEMORY", None)
     if mode == "ranges":
         env["GRISTMILL_RESOLVE_MEMORY"] = budget
     t = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", CHILD, str(work), str(rows), mode], env=env, capture_output=True,
-                       text=True)
+    code = {"minhash": CHILD, "incremental": INCREMENTAL, "semantic": SEMANTIC}[what]
+    p = subprocess.run([sys.executable, "-c", code, str(work), str(rows), mode, str(extra)], env=env,
+                       capture_output=True, text=True)
     if p.returncode:
         sys.exit(f"{mode} failed:\n{p.stderr[-3000:]}")
     r = json.loads(p.stdout.strip().splitlines()[-1])
@@ -108,27 +239,43 @@ def main() -> None:
     ap.add_argument("--budget", default="256M", help="GRISTMILL_RESOLVE_MEMORY of the range-by-range run")
     ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
     ap.add_argument("--ranges-only", action="store_true", help="skip today's in-memory resolve (large --rows)")
+    ap.add_argument("--what", choices=["minhash", "incremental", "semantic"], default="minhash",
+                    help="which resolve: MinHash's merge, the incremental MinHash dedup's, semantic dedup's")
+    ap.add_argument("--ref-rows", type=int, default=4_000_000, help="--what incremental: reference rows")
+    ap.add_argument("--clusters", type=int, default=30_000, help="--what semantic: k-means clusters")
     args = ap.parse_args()
+    extra = {"minhash": 0, "incremental": args.ref_rows, "semantic": args.clusters}[args.what]
     with tempfile.TemporaryDirectory(dir=args.work) as d:
         work = Path(d)
         t = time.perf_counter()
-        make_forests(work / "forests", args.rows, args.pairs)
-        print(f"{args.pairs:,} pairs over {args.rows:,} rows in 64 forest files "
-              f"({sum(f.stat().st_size for f in (work / 'forests').iterdir()) / 1e6:.0f} MB, "
-              f"{time.perf_counter() - t:.1f} s)")
-        res = ([] if args.ranges_only else [run(work, args.rows, "memory", args.budget)]) + \
-            [run(work, args.rows, "ranges", args.budget)]
+        if args.what == "semantic":
+            print(f"semantic resolve: {args.rows:,} rows of 16-d embeddings, {args.clusters:,} clusters")
+        else:
+            if args.what == "incremental":
+                make_reference(work / "ref.parquet", args.ref_rows)
+                make_incremental_forests(work / "forests", args.ref_rows, args.rows, args.pairs)
+            else:
+                make_forests(work / "forests", args.rows, args.pairs)
+            print(f"{args.pairs:,} pairs over {args.rows:,} rows"
+                  f"{f' after {args.ref_rows:,} reference rows' if args.what == 'incremental' else ''} in 64 forest "
+                  f"files ({sum(f.stat().st_size for f in (work / 'forests').iterdir()) / 1e6:.0f} MB, "
+                  f"{time.perf_counter() - t:.1f} s)")
+        res = ([] if args.ranges_only else [run(work, args.rows, "memory", args.budget, args.what, extra)]) + \
+            [run(work, args.rows, "ranges", args.budget, args.what, extra)]
         print(f"{'resolve':<34}{'peak RSS':>10}{'above start':>13}{'B/row':>7}{'merge s':>9}{'emit s':>8}"
-              f"{'removed':>12}{'clusters':>11}  clusters file")
+              f"{'removed':>12}{'clusters':>11}  output file")
         for r in res:
-            name = "in memory (today)" if r["mode"] == "memory" else f"range by range ({args.budget} budget)"
+            if args.what == "semantic":
+                name = "all centroids at once (before)" if r["mode"] == "memory" else "8,192 centroids at a time"
+            else:
+                name = "in memory (today)" if r["mode"] == "memory" else f"range by range ({args.budget} budget)"
             extra = r["peak"] - r["base"]
             print(f"{name:<34}{r['peak'] / 2**20:>8.0f}Mi{extra / 2**20:>11.0f}Mi{extra / args.rows:>7.1f}"
                   f"{r['merge_s']:>9.1f}{r['emit_s']:>8.1f}{r['removed']:>12,}{r['clusters']:>11,}  {r['sha']}")
         if args.ranges_only:
             return
         same = res[0]["sha"] == res[1]["sha"] and res[0]["removed"] == res[1]["removed"]
-        print(f"same clusters file and removals: {same}; driver memory above start: "
+        print(f"same output file and removals: {same}; driver memory above start: "
               f"{(res[1]['peak'] - res[1]['base']) / max(1, res[0]['peak'] - res[0]['base']):.2f}x today's")
         if not same:
             sys.exit(1)

@@ -42,6 +42,7 @@ def _best(x, cent: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
             v = p[np.arange(a.size), a]
             better = v > best
             arg[better], best[better] = a[better] + c, v[better]
+            del p  # before the next block's product: one held at a time
         out[i:i + CHUNK] = arg
     return out
 
