@@ -14,6 +14,7 @@ import yaml
 
 from gm_testutil import REPO, check_accounting
 
+pytestmark = pytest.mark.slow  # a CLI run, then two VLM ops
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 sys.path[:0] = [str(Path(__file__).parent.parent / "mm_models"), str(Path(__file__).parent.parent / "text_models")]
