@@ -177,11 +177,9 @@ def finish_body(state: dict, out_dir: str, remote, log=lambda m: None) -> None:
     """After the writer closed: its local big file (the header, or nothing) goes first, the parts after it,
     composed at the output URL; the local file and the parts are deleted; the composed file is recorded for
     the output's manifest (``RemoteWork.composed``)."""
-    rp = state["remote_parts"]
+    from ..engine import remote_parts as rp
     body = state["body"]
-    if not remote.composed:  # the output is uncommitted from the first composed file until its new manifest
-        from ..fs import staging
-        _fs.remove(staging.manifest_url(remote.outputs[1], True))
+    uncommit(remote)
     srcs = list(state["parts"])
     head_url = None
     if os.path.getsize(body):
@@ -197,3 +195,152 @@ def finish_body(state: dict, out_dir: str, remote, log=lambda m: None) -> None:
                                       "composed_from": len(srcs)}
     log(f"tokenize: {name} composed in the bucket from {len(state['parts'])} part(s) written by the workers "
         f"({got['copied']:,} bytes copied server-side, {got['streamed']:,} streamed)")
+
+
+# -- row formats: rows cut out of the stream, padded ---------------------------------------------------------
+
+def row_composable(fmt: str) -> bool:
+    """Row formats whose files the workers write from the stream: ``npy`` in any pack mode (its rows
+    composed after the header), ``litgpt`` (each chunk file written whole by a worker)."""
+    return fmt in ("npy", "litgpt")
+
+
+@dataclass
+class TokenRowsTask:
+    """Rows of a row format, built as ``tokenize.run._write_rows`` builds them, written to object URLs: each
+    item ``(dest, header, ranges, starts, lens, fill)`` is ``header`` + the rows (``lens[k]`` tokens from
+    ``starts[k]`` of the ranges' tokens, the rest ``pad_id``; ``padded``: the tokens fill the rows back to
+    back) + ``fill`` rows of ``pad_id``."""
+    items: list
+    width: int
+    pad_id: int
+    dtype: str
+    padded: bool
+    index: int = 0
+
+    bucket_direct = True
+    stage_dir = None
+
+    def run(self, progress=None) -> dict:
+        dt = np.dtype(self.dtype).newbyteorder("<")
+        out = []
+        for dest, header, ranges, starts, lens, fill in self.items:
+            buf = np.frombuffer(b"".join(read_ranges(ranges)), "<u4") if ranges else np.zeros(0, np.uint32)
+            rows = rows_from(buf, np.asarray(starts, np.int64), np.asarray(lens, np.int64), self.width, self.pad_id,
+                             dt, self.padded)
+            body = header + rows.tobytes() + np.full((fill, self.width), self.pad_id, dt).tobytes()
+            _fs.write_bytes(dest, body)
+            out.append({"dest": dest, "size": len(body)})
+            if progress is not None:
+                progress(len(buf), 0)
+        return {"index": self.index, "written": out}
+
+
+def rows_from(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray, width: int, pad_id: int, dtype,
+              padded: bool) -> np.ndarray:
+    """``tokenize.run._write_rows``'s rows of one range of the stream, vectorised."""
+    rows = np.full((len(starts), width), pad_id, dtype=dtype)
+    if padded:
+        rows.reshape(-1)[: len(buf)] = buf
+        return rows
+    total = int(lens.sum())
+    if total:
+        r = np.repeat(np.arange(len(lens)), lens)
+        first = np.concatenate([[0], np.cumsum(lens)[:-1]])
+        c = np.arange(total) - np.repeat(first, lens)
+        rows[r, c] = buf[np.repeat(starts, lens) + c]
+    return rows
+
+
+def _row_ranges(plan, p_src, p_vstart, store, url_of, r0: int, r1: int):
+    """(ranges, starts, lens) of rows ``r0 .. r1``: the stream range they cover as ``.ids`` ranges, and each
+    row's start and length within it (as ``_write_rows`` cuts them)."""
+    piece_start = plan.piece_start
+    p_end = piece_start + plan.piece_len
+    a = int(plan.row_start[r0])
+    z = int(plan.row_start[r1 - 1] + plan.row_len[r1 - 1])
+    i0 = int(np.searchsorted(p_end, a, side="right"))
+    i1 = int(np.searchsorted(piece_start, z, side="left"))
+    s = np.maximum(piece_start[i0:i1], a)
+    e = np.minimum(p_end[i0:i1], z)
+    vs = p_vstart[i0:i1] + (s - piece_start[i0:i1])
+    ranges = [(url_of(n), int(f), int(k)) for n, f, k in store.segments(p_src[i0:i1], vs, e - s)]
+    return ranges, (plan.row_start[r0:r1] - a).tolist(), plan.row_len[r0:r1].tolist()
+
+
+def uncommit(remote) -> None:
+    """The output is uncommitted from the first file written to it until its new manifest."""
+    if not getattr(remote, "_output_uncommitted", False):
+        from ..fs import staging
+        _fs.remove(staging.manifest_url(remote.outputs[1], True))
+        remote._output_uncommitted = True
+
+
+def _ids_urls(store, remote):
+    cache: dict[str, str] = {}
+
+    def url_of(name):
+        u = cache.get(name)
+        if u is None:
+            u = cache[name] = remote.url_of(os.path.join(store.tok_dir, f"{name}.ids"))
+        return u
+    return url_of
+
+
+def compose_rows(fmt: str, writer, store, plan, p_src, p_vstart, executor, remote, log=lambda m: None) -> dict | list:
+    """A row format on the workers. ``npy``: the rows in parts after the header (returns the state for
+    :func:`finish_body`); ``litgpt``: every chunk file written whole by a worker at its output URL (returns
+    the file names, recorded for the output's manifest)."""
+    import struct
+
+    from .formats import DTYPE_CODES, LITPKDS_MAGIC
+    url_of = _ids_urls(store, remote)
+    W, n_rows = writer.width, len(plan.row_start)
+    dt = np.dtype(writer.dtype)
+    padded = plan.mode == "padded"
+    per_task = max(1, part_bytes() // (W * dt.itemsize))
+    tasks: list[TokenRowsTask] = []
+    if fmt == "npy":
+        writer.record(None)
+        body = writer.files[0]
+        dest = remote.url_of(body)
+        spans = [(r, min(r + per_task, n_rows)) for r in range(0, n_rows, per_task)]
+        tag = hashlib.sha256(json.dumps([dest, dt.str, W, plan.mode, n_rows, len(plan.piece_len),
+                                         int(plan.piece_len.sum()), spans]).encode()).hexdigest()[:16]
+        prefix = _fs.join(remote.url, "tokenize", "parts", tag)
+        dests = [_fs.join(prefix, f"{os.path.basename(body)}.part-{k:05d}") for k in range(len(spans))]
+        for k, (r0, r1) in enumerate(spans):
+            ranges, starts, lens = _row_ranges(plan, p_src, p_vstart, store, url_of, r0, r1)
+            tasks.append(TokenRowsTask([(dests[k], b"", ranges, starts, lens, 0)], W, writer.pad_id, dt.str, padded, k))
+        for _ in executor.run(tasks, lambda rows, nbytes: None):
+            pass
+        return {"body": body, "dest": dest, "prefix": prefix, "parts": dests, "remote_parts": None}
+    # litgpt: chunk files of rows_per_chunk rows, the last one filled with pad rows (PackedDatasetBuilder)
+    R = writer.rows_per_chunk
+    head = LITPKDS_MAGIC + struct.pack("<Q", 1) + struct.pack("<B", DTYPE_CODES[dt]) + struct.pack("<Q", R * W)
+    names, items = [], []
+    uncommit(remote)
+    for k, r0 in enumerate(range(0, n_rows, R)):
+        r1 = min(r0 + R, n_rows)
+        names.append(f"{writer.name}_{k:010d}.bin")
+        ranges, starts, lens = _row_ranges(plan, p_src, p_vstart, store, url_of, r0, r1)
+        items.append((remote.url_of(os.path.join(writer.out_dir, names[-1])), head, ranges, starts, lens,
+                      R - (r1 - r0)))
+    group = max(1, per_task // R)
+    tasks = [TokenRowsTask(items[i:i + group], W, writer.pad_id, dt.str, padded, i // group)
+             for i in range(0, len(items), group)]
+    written = {}
+    for rec in executor.run(tasks, lambda rows, nbytes: None):
+        written.update({w["dest"]: w["size"] for w in rec["written"]})
+    base = remote.url_of(writer.out_dir)
+    fsys, bpath = _fs.filesystem(base)
+    fsys.invalidate_cache()
+    info = fsys.find(bpath, maxdepth=1, detail=True) if names else {}
+    by_name = {k.rsplit("/", 1)[-1]: v for k, v in info.items()}
+    for (dest, *_), name in zip(items, names):
+        i = by_name.get(name) or {}
+        rel = os.path.relpath(os.path.join(writer.out_dir, name), remote.outputs[0]).replace(os.sep, "/")
+        remote.composed[dest] = {"name": rel, "size": written[dest], "etag": str(i.get("ETag") or i.get("etag") or ""),
+                                 "written_by": "worker"}
+    log(f"tokenize: {len(names)} {fmt} chunk file(s) written by the workers to the bucket")
+    return names

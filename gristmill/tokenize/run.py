@@ -446,11 +446,13 @@ def _phase2(cfg: TokenizeConfig, spec: TokenizerSpec, names, results, tok_dir, p
         compose = None
         if remote is not None:
             from . import compose as compose
-            if not all(compose.composable(f, plan.mode) and remote.url_of(d) for f, d in cfg.format_list()):
+            if not all((compose.composable(f, plan.mode) or compose.row_composable(f)) and remote.url_of(d)
+                       for f, d in cfg.format_list()):
                 remote.fetch([os.path.join(tok_dir, f"{n}.ids") for ns in names for n in ns])
         for fmt, out_dir in cfg.format_list():
             composer = None
-            if compose is not None and compose.composable(fmt, plan.mode) and remote.url_of(out_dir):
+            if compose is not None and (compose.composable(fmt, plan.mode) or compose.row_composable(fmt)) \
+                    and remote.url_of(out_dir):
                 composer = (compose, executor, remote)
             files, stats = _write_format(cfg, fmt, out_dir, spec, store, sources, names, results, b, plan, p_src,
                                          p_vstart, pad_id, eos_id, bos_id, backend, composer)
@@ -481,11 +483,16 @@ def _write_format(cfg: TokenizeConfig, fmt: str, out_dir: str, spec: TokenizerSp
     writer = make_writer(fmt, out_dir, cfg.name, vocab, W, len(plan.row_start), pad_id, per_doc, meta,
                          cfg.rows_per_chunk)
     piece_start = plan.piece_start
-    state = None
-    if composer is not None:  # the big file composed in the bucket from the workers' parts (tokenize.compose)
+    state = row_files = None
+    if composer is not None:  # the big files written by the workers to the bucket (tokenize.compose)
         mod, executor, remote = composer
-        pad = len(plan.row_start) * W - int(plan.piece_len.sum()) if fmt == "npy" else 0
-        state = mod.compose_body(writer, store, p_src, p_vstart, plan.piece_len, pad, pad_id, executor, remote)
+        if mod.composable(fmt, plan.mode):
+            pad = len(plan.row_start) * W - int(plan.piece_len.sum()) if fmt == "npy" else 0
+            state = mod.compose_body(writer, store, p_src, p_vstart, plan.piece_len, pad, pad_id, executor, remote)
+        else:
+            got = mod.compose_rows(fmt, writer, store, plan, p_src, p_vstart, executor, remote,
+                                   getattr(executor, "log", lambda m: None))
+            state, row_files = (got, None) if isinstance(got, dict) else (None, got)
     elif writer.kind == "stream" and hasattr(writer, "fill_pieces") and writer.dtype.itemsize == 4:
         writer.fill_pieces(lambda fd, off: store.copy_to(p_src, p_vstart, plan.piece_len, fd, off), plan.piece_len)
     elif writer.kind == "stream":
@@ -499,6 +506,8 @@ def _write_format(cfg: TokenizeConfig, fmt: str, out_dir: str, spec: TokenizerSp
     files = writer.close()
     if state is not None:
         mod.finish_body(state, out_dir, remote, getattr(executor, "log", lambda m: None))
+    if row_files is not None:  # litgpt's chunk files, written whole by the workers
+        files = row_files + files
     # sidecars: the packing plan and document provenance
     save_npy(os.path.join(out_dir, f"{cfg.name}.pieces.npy"),
              np.stack([plan.piece_doc, plan.piece_off, plan.piece_len], axis=1).astype(np.int64))

@@ -1,5 +1,7 @@
 """A real S3 endpoint on 127.0.0.1 (moto's server, started here, stopped at the end) with test credentials
-in the environment the way AWS tools read them (AWS_ACCESS_KEY_ID…, AWS_ENDPOINT_URL)."""
+in the environment the way AWS tools read them (AWS_ACCESS_KEY_ID…, AWS_ENDPOINT_URL). A two-node Ray cluster on
+this machine whose workers reach that endpoint only through the run (``s3_cluster``, one per module that
+asks for it: add Ray cases to a module that already has one rather than starting another)."""
 from __future__ import annotations
 
 import os
@@ -39,6 +41,32 @@ def s3(s3_endpoint, monkeypatch, tmp_path):
     fs.bucket = bucket
     yield fs
     s3fs.S3FileSystem.clear_instance_cache()
+
+
+@pytest.fixture(scope="module")
+def s3_cluster(s3_endpoint):
+    """Two Ray nodes (1 CPU each) whose workers have S3 credentials in their environment but no endpoint:
+    the run passes the endpoint to its tasks (remote_parts.worker_settings)."""
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+    saved = dict(os.environ)
+    os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1"})
+    for k in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "GRISTMILL_STAGING"):
+        os.environ.pop(k, None)
+    try:
+        c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+        c.add_node(num_cpus=1)
+        c.wait_for_nodes()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    try:
+        yield c
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        c.shutdown()
 
 
 @pytest.fixture(scope="session")

@@ -162,33 +162,7 @@ def test_sharded_jsonl_export_composed_from_ranges_cuts_where_the_local_writer_c
         assert [e["name"] for e in man["files"]] == [os.path.basename(n) for n in names]
 
 
-# -- a real two-node Ray cluster against the S3 server -------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def s3_cluster(s3_endpoint):
-    """Two Ray nodes (1 CPU each) whose workers have S3 credentials in their environment but no endpoint:
-    the run passes the endpoint to its tasks (remote_parts.worker_settings)."""
-    ray = pytest.importorskip("ray")
-    from ray.cluster_utils import Cluster
-    saved = dict(os.environ)
-    os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1"})
-    for k in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "GRISTMILL_STAGING"):
-        os.environ.pop(k, None)
-    try:
-        c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-        c.add_node(num_cpus=1)
-        c.wait_for_nodes()
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    try:
-        yield c
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        c.shutdown()
-
+# -- a real two-node Ray cluster against the S3 server (the s3_cluster fixture: tests/fs/conftest.py) ---------
 
 def _inputs(s3, tmp_path, n=6) -> tuple[str, str]:
     lines = gzip.open(SAMPLE, "rb").read().splitlines()
@@ -367,12 +341,12 @@ def test_ray_on_s3_sources_recipe_and_its_token_files_composed_in_the_bucket(s3,
     """A `sources:` recipe with a `tokenize:` step, every path on s3://: the sources' and the shared chain's
     tasks read and write the bucket, the sharded export is composed there from ranges of the fragments; the tokenize shards are written by the
     workers and the Megatron .bin / datatrove .ds are composed from parts the workers wrote (small parts
-    here: several per file), with the local bytes; the driver's staging copy holds no stage data, and tokens
-    only because a row format (litgpt) is written there."""
+    here: several per file), the npy rows composed from parts and litgpt's chunk files written whole by the
+    workers, all with the local bytes; the driver's staging copy holds no stage data and no tokens."""
     tok = _tokenizer(tmp_path)
     local_in, url_in = _inputs(s3, tmp_path, n=4)
     b = s3.bucket
-    monkeypatch.setenv("GRISTMILL_TOKEN_PART_MB", "0.05")
+    monkeypatch.setenv("GRISTMILL_TOKEN_PART_MB", "0.25")
 
     def recipe(name, src, out, work, **kw):
         return _recipe(tmp_path, name, [{"document_deduplicator": {}}], work_dir=work, export_path=f"{out}/mix.jsonl",
@@ -381,7 +355,7 @@ def test_ray_on_s3_sources_recipe_and_its_token_files_composed_in_the_bucket(s3,
                                  "process": [{"words_num_filter": {"min_num": 20}}]},
                                 {"name": "wiki", "path": [f"{src}part-2.jsonl", f"{src}part-3.jsonl"], "weight": 0.5}],
                        tokenize={"tokenizer": tok, "output": f"{out}/tok", "seq_len": 64, "pack": "concat",
-                                 "formats": ["megatron", "datatrove", "litgpt"]}, **kw)
+                                 "formats": ["megatron", "datatrove", "litgpt", "npy"]}, **kw)
     loc = _cli("run", recipe("l", local_in + "/", str(tmp_path / "L"), str(tmp_path / "lw")), cwd=tmp_path)
     assert loc.returncode == 0, loc.stderr
     rem = _cli("run", recipe("r", url_in, f"s3://{b}/o", f"s3://{b}/w", executor_type="ray",
@@ -400,16 +374,18 @@ def test_ray_on_s3_sources_recipe_and_its_token_files_composed_in_the_bucket(s3,
     assert min(n_parts) >= 2  # the file really is several workers' parts
     local_tok = tmp_path / "L" / "tok"
     files = sorted(str(p.relative_to(local_tok)) for p in local_tok.rglob("*") if p.is_file() and p.name != "report.json")
-    assert any(f.startswith("litgpt/") for f in files)  # a row format: written in the driver, as on disk
+    assert " litgpt chunk file(s) written by the workers to the bucket" in rem.stderr, rem.stderr
+    assert "tokenize: npy/data.npy composed in the bucket from" in rem.stderr  # rows cut out of the stream
+    assert len([f for f in files if f.startswith("litgpt/data_")]) >= 2
     for f in files:
         assert s3.cat_file(f"{b}/o/tok/{f}") == (local_tok / f).read_bytes(), f
     man = json.loads(s3.cat_file(f"{b}/o/tok/gristmill-manifest.json"))
-    assert man["composed"] == ["datatrove/data.ds", "megatron/data.bin"]
+    assert man["composed"][:2] == ["datatrove/data.ds", "litgpt/data_0000000000.bin"]
+    assert "megatron/data.bin" in man["composed"] and "npy/data.npy" in man["composed"]
     assert {e["name"] for e in man["files"]} >= {"megatron/data.bin", "megatron/data.idx", "datatrove/data.ds"}
     assert not [k for k in s3.find(f"{b}/w") if "/tokenize/parts/" in k]  # the parts are gone once composed
     assert [k for k in s3.find(f"{b}/w") if k.endswith(".ids")]  # the workers' token shards, in the bucket
-    # the driver's staging copy: no shard data, no export fragment; tokens only for the row format it wrote
-    assert _data_in_staging(tmp_path / "staging") == [] or \
-        all(r.endswith(".ids") for r in _data_in_staging(tmp_path / "staging"))
+    # the driver's staging copy: no shard data, no export fragment, no token
+    assert _data_in_staging(tmp_path / "staging") == []
     assert not [p for p in (tmp_path / "staging").rglob("*") if "/stages/" in str(p) and "/out/" in str(p)
                 and p.is_file()]
