@@ -16,9 +16,11 @@ key with the same bytes). The driver writes the header (what the local writer wr
 the file at its output URL (``engine.remote_parts.compose``: S3 ``UploadPartCopy`` of parts of 5 MiB or
 more), then deletes the parts. The file's bytes are those the local writer gives. Every other file of the
 output (the ``.idx``, sidecars, manifest, stats) is written here and committed with it, manifest last
-(``remote_parts.commit_directory``). The row formats (``litgpt``, ``parquet``, ``npy`` in other pack modes)
-cut rows out of the stream with padding between them: their shards' tokens are downloaded to the driver and
-written there, as on one machine.
+(``remote_parts.commit_directory``). The row formats cut rows out of the stream with padding between them:
+:class:`TokenRowsTask` builds a group of rows from the stream range they cover, as ``run._write_rows`` does;
+``npy`` in the other pack modes is composed from such parts after its header, and every ``litgpt`` chunk file
+is written whole by a worker at its output URL (:func:`compose_rows`). Only ``parquet`` is written in the
+driver, from the shards' tokens downloaded first (a Parquet file is not a concatenation of parts).
 """
 from __future__ import annotations
 
