@@ -103,7 +103,8 @@ def build_models(d: Path, seed: int = 0) -> tuple[str, str]:
               helper.make_node("Sigmoid", ["logit"], ["prob"]),
               helper.make_node("Concat", ["box", "prob"], ["dets"], axis=2)]
     inits += [t("w", w), t("b", b), t("c255", 255.0), helper.make_tensor("shape3", TensorProto.INT64, [3], [1, 3, -1]),
-              helper.make_tensor("s0", TensorProto.INT64, [1], [0]), helper.make_tensor("s4", TensorProto.INT64, [1], [4]),
+              helper.make_tensor("s0", TensorProto.INT64, [1], [0]),
+              helper.make_tensor("s4", TensorProto.INT64, [1], [4]),
               helper.make_tensor("s7", TensorProto.INT64, [1], [7]),
               helper.make_tensor("ax2", TensorProto.INT64, [1], [2])]
     g = helper.make_graph(nodes, "det", [helper.make_tensor_value_info("img", f, [1, 3, 640, 640])],

@@ -18,19 +18,22 @@ V, E = "<__dj__video>", "<|__dj__eoc|>"
 TOK = 3
 
 
-def build_blip2(d: Path, seed: int = 0) -> Path:
-    """A tiny Blip2ForConditionalGeneration (OPT language model) with a byte-level GPT-2 tokenizer."""
+def build_blip2(d: Path, seed: int = 0, image_token: bool = True) -> Path:
+    """A tiny Blip2ForConditionalGeneration (OPT language model) with a byte-level GPT-2 tokenizer; without
+    ``image_token`` the tokenizer has none and the config no image_token_index (as Video-BLIP's checkpoint: the
+    processor adds ``<image>`` after the vocabulary, id 258)."""
     from transformers import (Blip2Config, Blip2ForConditionalGeneration, Blip2Processor, BlipImageProcessor,
                               GPT2Tokenizer, OPTConfig)
     d.mkdir(parents=True, exist_ok=True)
     vocab = {c: i for i, c in enumerate(byte_chars())}
-    vocab.update({"<pad>": 256, "</s>": 257, "<image>": 258})
+    vocab.update({"<pad>": 256, "</s>": 257, **({"<image>": 258} if image_token else {})})
     (d / "vocab.json").write_text(json.dumps(vocab))
     (d / "merges.txt").write_text("#version: 0.2\n")
     tok = GPT2Tokenizer(str(d / "vocab.json"), str(d / "merges.txt"), bos_token="</s>", eos_token="</s>",
                         pad_token="<pad>", unk_token="</s>")
-    tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
-    tok.image_token = "<image>"
+    if image_token:
+        tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
+        tok.image_token = "<image>"
     Blip2Processor(image_processor=BlipImageProcessor(size={"height": 32, "width": 32}), tokenizer=tok,
                    num_query_tokens=4).save_pretrained(d)
     torch.manual_seed(seed)
@@ -40,7 +43,7 @@ def build_blip2(d: Path, seed: int = 0) -> Path:
                      eos_token_id=257).to_dict()
     cfg = Blip2Config(vision_config=dict(small, image_size=32, patch_size=8),
                       qformer_config=dict(small, encoder_hidden_size=32, vocab_size=100), text_config=text,
-                      num_query_tokens=4, image_token_index=258)
+                      num_query_tokens=4, image_token_index=258 if image_token else None)
     Blip2ForConditionalGeneration(cfg).save_pretrained(d)
     return d
 
@@ -188,3 +191,18 @@ def test_summarizer_composes_sub_ops(env, tmp_path):
     assert [type(o).__name__ for o in op.tag_ops + op.cap_ops] == ["VideoTaggingFromFramesMapper",
                                                                   "VideoCaptioningFromFramesMapper"]
     assert op.cap_ops[0].params.caption_num == 1 and not op.cap_ops[0].params.keep_original_sample
+
+
+def test_video_blip_checkpoint_without_image_token(env, tmp_path):
+    """The processor adds <image> (id 258) to a tokenizer without one; the model is told that id (Data-Juicer forces
+    50265, the id this gets for its default checkpoint)."""
+    from gristmill.ops.video.model_caption import VideoBlip
+    d = build_blip2(tmp_path / "vb", image_token=False)
+    assert json.loads((d / "config.json").read_text()).get("image_token_index") is None
+    vb = VideoBlip(str(d), "cpu", False, TOK)
+    assert vb.model.config.image_token_index == 258
+    rows = [{"id": "1", "text": f"{V} clip", "videos": [env["videos"][0]]}]
+    kept, _, rej = apply("video_captioning_from_video_mapper", rows, hf_video_blip=str(d), frame_num=2,
+                         frame_sampling_method="uniform", max_new_tokens=TOK)
+    frames = [f.convert("RGB") for f in uniform_frames(env["videos"][0], 2)]
+    assert not rej and kept[1]["text"] == f"{V} {vb.caption(frames, None, 0)} {E}"

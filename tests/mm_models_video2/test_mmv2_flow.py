@@ -41,7 +41,8 @@ def build_flow_onnx(path):
                  helper.make_tensor_value_info("b", TensorProto.FLOAT, dims)],
         [helper.make_tensor_value_info("dm", TensorProto.FLOAT, None),
          helper.make_tensor_value_info("flow", TensorProto.FLOAT, None)],
-        [helper.make_tensor("axes", TensorProto.INT64, [1], [1]), helper.make_tensor("three", TensorProto.FLOAT, [], [3.0])])
+        [helper.make_tensor("axes", TensorProto.INT64, [1], [1]),
+         helper.make_tensor("three", TensorProto.FLOAT, [], [3.0])])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), str(path))
     return str(path)
 

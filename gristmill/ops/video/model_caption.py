@@ -15,8 +15,9 @@ per video. **Video**: ``hf_video_blip`` is a BLIP-2 checkpoint (``Blip2ForCondit
 ``kpyu/video-blip-opt-2.7b-ego4d``) whose vision encoder runs on every frame and whose Q-Former reads all the
 frames' patch embeddings at once (Video-BLIP's layout: ``(batch, time * patches, hidden)``); one ``generate``
 call per video and candidate, Data-Juicer's settings (4 beams, sampling, temperature 0.7, top-p 0.9, repetition
-penalty 1.5, 128 new tokens). Data-Juicer forces ``image_token_index = 50265`` (its default checkpoint's);
-gristmill keeps the checkpoint's own value and builds the processor with the model's ``num_query_tokens``.
+penalty 1.5, 128 new tokens). The model's ``image_token_index`` is set to the id of the processor's image token
+(the processor adds ``<image>`` to a tokenizer without one: 50265 for Data-Juicer's default checkpoint, the value
+Data-Juicer forces), and the processor is built with the model's ``num_query_tokens`` (Data-Juicer: 32).
 
 New samples are laid out as Data-Juicer lays them out. With ``legacy_split_by_text_token`` (the default) the
 text is cut at ``<|__dj__eoc|>``; each non-empty chunk with video tokens keeps only its special tokens, each video
@@ -240,8 +241,8 @@ class _VideoCaptioner(Mapper):
         if p.caption_field and any(c is not None for c in new_caps):
             cold = C.get_field(out, p.caption_field)
             old = cold.to_pylist() if cold is not None else [None] * out.num_rows
-            out = C.set_column(out, p.caption_field, pa.array([c if c is not None else o for c, o in zip(new_caps, old)],
-                                                              pa.list_(pa.string())))
+            vals = [c if c is not None else o for c, o in zip(new_caps, old)]
+            out = C.set_column(out, p.caption_field, pa.array(vals, pa.list_(pa.string())))
         if C.ID in out.schema.names and any(suffix):
             ids = pc.cast(out.column(C.ID), pa.string()).to_pylist()
             out = C.set_column(out, C.ID, pa.array([i if s is None or i is None else f"{i}{s}"
@@ -289,6 +290,9 @@ class VideoBlip:
         model = transformers.Blip2ForConditionalGeneration.from_pretrained(path, **kw).eval()
         self.processor = transformers.AutoProcessor.from_pretrained(
             path, num_query_tokens=model.config.num_query_tokens, **kw)
+        itok = getattr(self.processor, "image_token", None)  # the processor adds "<image>" when the tokenizer lacks it
+        if itok is not None:
+            model.config.image_token_index = self.processor.tokenizer.convert_tokens_to_ids(str(itok))
         model.vision_model = _ClipVision(model.vision_model)
         self.model = model.to(inf.pick_device(device))
         self.max_new_tokens = max_new_tokens

@@ -30,7 +30,6 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
-from ... import models as store
 from ...core import extras
 from ...core import columns as C
 from ...core import trust
