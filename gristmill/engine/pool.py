@@ -117,6 +117,9 @@ def report_progress(rows: int, nbytes: int) -> None:
         _QUEUE.put((rows, nbytes))
 
 
+# variables a library sets in os.environ when imported (polars: its allocator's settings): the server's own
+# import of it sets the same, so a server started before this process imported it still fits
+_SET_BY_IMPORTS = frozenset({"_RJEM_MALLOC_CONF"})
 _server_key: tuple | None = None  # (environment, op modules) the running fork server was started with
 _server_lock = threading.Lock()
 _servers: list[int] = []  # fork servers this process started and let go: reaped at exit
@@ -138,25 +141,29 @@ def _let_go(server) -> None:
             pass
 
 
+def start_server(np: int, modules: list[str]) -> bool:
+    """Start the fork server that a pool of ``np`` workers running ``modules`` will use, now, without waiting
+    for it to be ready (it preloads while the caller goes on); True if one is running for them."""
+    return _forkserver(thread_env(np), sorted(modules)) is not None
+
+
 @atexit.register
-def _reap(timeout: float = 5.0) -> None:
-    """Wait (a while) for the fork servers to end: their CPU time, and their workers', then counts as this
-    process's children's (``RUSAGE_CHILDREN``), and none outlives the run."""
-    import time
+def _reap() -> None:
+    """End the fork servers and wait for them: none outlives the run, and their CPU time, and their workers',
+    counts as this process's children's (``RUSAGE_CHILDREN``). By now every pool has been closed (its workers
+    have exited), so a server has nothing left to do: it is killed rather than waited for, which also ends
+    one still preloading for a run that stopped early (a refused recipe exits at once)."""
+    import signal as _signal
     from multiprocessing import forkserver
     server = getattr(forkserver, "_forkserver", None)
     if server is not None and _server_key is not None:
         _let_go(server)
-    deadline = time.monotonic() + timeout
     for pid in _servers:
-        while True:
-            try:
-                done, _ = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if done or time.monotonic() > deadline:
-                break
-            time.sleep(0.01)
+        try:
+            os.kill(pid, _signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
 
 
 def _forkserver(env: dict, modules: list[str]):
@@ -171,7 +178,7 @@ def _forkserver(env: dict, modules: list[str]):
     if server is None or not hasattr(server, "_stop"):
         return None
     want = {**os.environ, **{k: v for k, v in env.items() if k not in os.environ}, PRELOAD_VAR: ",".join(modules)}
-    key = (tuple(sorted(want.items())), tuple(modules))
+    key = (tuple(sorted((k, v) for k, v in want.items() if k not in _SET_BY_IMPORTS)), tuple(modules))
     with _server_lock:
         if key != _server_key:
             _let_go(server)
