@@ -42,3 +42,30 @@ def test_forked_workers_start_with_the_op_modules_loaded(monkeypatch):
 def test_a_later_pool_with_another_environment_gets_a_new_server(monkeypatch):
     assert {r["flag"] for r in _map(monkeypatch, "one")} == {"one"}
     assert {r["flag"] for r in _map(monkeypatch, "two")} == {"two"}
+
+
+def test_gristmill_run_starts_one_server_early_and_uses_it(tmp_path):
+    """`gristmill run` starts the fork server while it plans (cli._start_workers_early); the run's pool must
+    use that one, not start a second (the timeline names every server that preloaded)."""
+    import json
+    import subprocess
+
+    import yaml
+    data = tmp_path / "in"
+    data.mkdir()
+    for k in range(2):
+        (data / f"{k}.jsonl").write_text("".join(json.dumps({"id": f"{k}-{i}", "text": "some words here " * (i % 7)})
+                                                 + "\n" for i in range(40)))
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({"dataset_path": str(data), "export_path": str(tmp_path / "o.jsonl"),
+                                      "work_dir": str(tmp_path / "w"), "np": 2,
+                                      "process": [{"words_num_filter": {"min_num": 3}},
+                                                  {"gopher_quality_filter": {}}]}))
+    timeline = tmp_path / "timeline.jsonl"
+    res = subprocess.run([sys.executable, "-m", "gristmill.cli", "run", str(recipe), "--no-progress"],
+                         capture_output=True, text=True, env={**os.environ, "GRISTMILL_TIMELINE": str(timeline)})
+    assert res.returncode == 0, res.stderr
+    events = [json.loads(x) for x in timeline.read_text().splitlines()]
+    servers = {e["pid"] for e in events if e["event"] == "fork server preloaded"}
+    workers = {e["pid"] for e in events if e["event"] == "task start"}
+    assert len(servers) == 1 and len(workers) == 2
