@@ -125,7 +125,11 @@ def read_ranges(ranges: list):
 def plan_parts(segments, url_of, part_tokens: int) -> list[list[tuple]]:
     """The stream's segments ``(shard name, first token, tokens)`` cut into parts of about ``part_tokens``
     tokens (a segment split where a part ends); each part a list of ``(url, first, tokens)``."""
-    parts: list[list[tuple]] = []
+    return list(iter_parts(segments, url_of, part_tokens))
+
+
+def iter_parts(segments, url_of, part_tokens: int):
+    """:func:`plan_parts`, one part at a time (the driver holds one wave of parts' plans, not all)."""
     cur: list[tuple] = []
     held = 0
     for name, first, count in segments:
@@ -137,18 +141,35 @@ def plan_parts(segments, url_of, part_tokens: int) -> list[list[tuple]]:
             first += take
             count -= take
             if held >= part_tokens:
-                parts.append(cur)
+                yield cur
                 cur, held = [], 0
     if cur:
-        parts.append(cur)
-    return parts
+        yield cur
+
+
+def run_waves(executor, tasks) -> list[dict]:
+    """Run ``tasks`` (an iterable, made as it is consumed) on the executor a wave at a time (4 per worker):
+    the driver holds one wave's plans, not every part's (a shuffled mix has one range per document)."""
+    wave = max(8, 4 * int(getattr(executor, "workers", 1) or 1))
+    out, batch = [], []
+    for t in tasks:
+        batch.append(t)
+        if len(batch) >= wave:
+            out += list(executor.run(batch, lambda rows, nbytes: None))
+            batch = []
+    if batch:
+        out += list(executor.run(batch, lambda rows, nbytes: None))
+    return out
+
+
+def _key(obj) -> str:
+    return hashlib.sha256(json.dumps(obj).encode()).hexdigest()[:12]
 
 
 def compose_body(writer, store, p_src, p_vstart, p_len, pad: int, pad_id: int, executor, remote,
                  log=lambda m: None) -> dict:
     """Account for the pieces in ``writer`` (metadata only), run the part tasks, and return how to finish
     the body once the writer has closed: ``finish_body(writer_files)``."""
-    from ..engine import remote_parts
     writer.record(p_len)
     body = writer.files[0]  # the final path of the writer's big file (its header is written there locally)
     dest = remote.url_of(body)
@@ -160,19 +181,18 @@ def compose_body(writer, store, p_src, p_vstart, p_len, pad: int, pad_id: int, e
             u = ids_url[name] = remote.url_of(os.path.join(store.tok_dir, f"{name}.ids"))
         return u
     dt = np.dtype(writer.dtype)
-    parts = plan_parts(store.segments(p_src, p_vstart, p_len), url_of, max(1, part_bytes() // dt.itemsize))
-    if pad and not parts:
-        parts = [[]]
-    tag = hashlib.sha256(json.dumps([dest, dt.str, pad, pad_id, parts]).encode()).hexdigest()[:16]
-    prefix = _fs.join(remote.url, "tokenize", "parts", tag)
-    tasks = [TokenPartTask(p, dt.str, pad if k == len(parts) - 1 else 0, pad_id,
-                           _fs.join(prefix, f"{os.path.basename(body)}.part-{k:05d}"), k)
-             for k, p in enumerate(parts)]
-    got = {}
-    for rec in executor.run(tasks, lambda rows, nbytes: None):
-        got[rec["index"]] = rec
-    return {"body": body, "dest": dest, "prefix": prefix, "parts": [got[k]["dest"] for k in range(len(tasks))],
-            "bytes": sum(r["size"] for r in got.values()), "remote_parts": remote_parts}
+    prefix = _fs.join(remote.url, "tokenize", "parts", _key([dest, dt.str]))
+    name = os.path.basename(body)
+    # each part's key names what it holds (write-once: a rerun writes the same key with the same bytes)
+    tasks = (TokenPartTask(p, dt.str, 0, pad_id, _fs.join(prefix, f"{name}.part-{k:06d}-{_key(p)}"), k)
+             for k, p in enumerate(iter_parts(store.segments(p_src, p_vstart, p_len), url_of,
+                                              max(1, part_bytes() // dt.itemsize))))
+    got = {r["index"]: r for r in run_waves(executor, tasks)}
+    parts = [got[k]["dest"] for k in range(len(got))]
+    if pad:  # the pad tokens after the stream (npy's last row): < one row, written here
+        parts.append(_fs.join(prefix, f"{name}.pad-{pad}-{pad_id}"))
+        _fs.write_bytes(parts[-1], np.full(pad, pad_id, dt.newbyteorder("<")).tobytes())
+    return {"body": body, "dest": dest, "prefix": prefix, "parts": parts}
 
 
 def finish_body(state: dict, out_dir: str, remote, log=lambda m: None) -> None:
@@ -301,45 +321,43 @@ def compose_rows(fmt: str, writer, store, plan, p_src, p_vstart, executor, remot
     dt = np.dtype(writer.dtype)
     padded = plan.mode == "padded"
     per_task = max(1, part_bytes() // (W * dt.itemsize))
-    tasks: list[TokenRowsTask] = []
     if fmt == "npy":
         writer.record(None)
         body = writer.files[0]
         dest = remote.url_of(body)
-        spans = [(r, min(r + per_task, n_rows)) for r in range(0, n_rows, per_task)]
-        tag = hashlib.sha256(json.dumps([dest, dt.str, W, plan.mode, n_rows, len(plan.piece_len),
-                                         int(plan.piece_len.sum()), spans]).encode()).hexdigest()[:16]
-        prefix = _fs.join(remote.url, "tokenize", "parts", tag)
-        dests = [_fs.join(prefix, f"{os.path.basename(body)}.part-{k:05d}") for k in range(len(spans))]
-        for k, (r0, r1) in enumerate(spans):
-            ranges, starts, lens = _row_ranges(plan, p_src, p_vstart, store, url_of, r0, r1)
-            tasks.append(TokenRowsTask([(dests[k], b"", ranges, starts, lens, 0)], W, writer.pad_id, dt.str, padded, k))
-        for _ in executor.run(tasks, lambda rows, nbytes: None):
-            pass
-        return {"body": body, "dest": dest, "prefix": prefix, "parts": dests, "remote_parts": None}
+        prefix = _fs.join(remote.url, "tokenize", "parts", _key([dest, dt.str]))
+
+        def npy_tasks():
+            for k, r0 in enumerate(range(0, n_rows, per_task)):
+                ranges, starts, lens = _row_ranges(plan, p_src, p_vstart, store, url_of, r0, min(r0 + per_task, n_rows))
+                key = _key([ranges, starts, lens, W, writer.pad_id, padded])
+                part = _fs.join(prefix, f"{os.path.basename(body)}.part-{k:06d}-{key}")
+                yield TokenRowsTask([(part, b"", ranges, starts, lens, 0)], W, writer.pad_id, dt.str, padded, k)
+        got = {r["index"]: r["written"][0]["dest"] for r in run_waves(executor, npy_tasks())}
+        return {"body": body, "dest": dest, "prefix": prefix, "parts": [got[k] for k in range(len(got))]}
     # litgpt: chunk files of rows_per_chunk rows, the last one filled with pad rows (PackedDatasetBuilder)
     R = writer.rows_per_chunk
     head = LITPKDS_MAGIC + struct.pack("<Q", 1) + struct.pack("<B", DTYPE_CODES[dt]) + struct.pack("<Q", R * W)
-    names, items = [], []
     uncommit(remote)
-    for k, r0 in enumerate(range(0, n_rows, R)):
-        r1 = min(r0 + R, n_rows)
-        names.append(f"{writer.name}_{k:010d}.bin")
-        ranges, starts, lens = _row_ranges(plan, p_src, p_vstart, store, url_of, r0, r1)
-        items.append((remote.url_of(os.path.join(writer.out_dir, names[-1])), head, ranges, starts, lens,
-                      R - (r1 - r0)))
+    names = [f"{writer.name}_{k:010d}.bin" for k in range((n_rows + R - 1) // R)]
+    dests = [remote.url_of(os.path.join(writer.out_dir, n)) for n in names]
     group = max(1, per_task // R)
-    tasks = [TokenRowsTask(items[i:i + group], W, writer.pad_id, dt.str, padded, i // group)
-             for i in range(0, len(items), group)]
-    written = {}
-    for rec in executor.run(tasks, lambda rows, nbytes: None):
-        written.update({w["dest"]: w["size"] for w in rec["written"]})
+
+    def chunk_tasks():
+        for g in range(0, len(names), group):
+            items = []
+            for k in range(g, min(g + group, len(names))):
+                r0, r1 = k * R, min(k * R + R, n_rows)
+                ranges, starts, lens = _row_ranges(plan, p_src, p_vstart, store, url_of, r0, r1)
+                items.append((dests[k], head, ranges, starts, lens, R - (r1 - r0)))
+            yield TokenRowsTask(items, W, writer.pad_id, dt.str, padded, g // group)
+    written = {w["dest"]: w["size"] for rec in run_waves(executor, chunk_tasks()) for w in rec["written"]}
     base = remote.url_of(writer.out_dir)
     fsys, bpath = _fs.filesystem(base)
     fsys.invalidate_cache()
     info = fsys.find(bpath, maxdepth=1, detail=True) if names else {}
     by_name = {k.rsplit("/", 1)[-1]: v for k, v in info.items()}
-    for (dest, *_), name in zip(items, names):
+    for dest, name in zip(dests, names):
         i = by_name.get(name) or {}
         rel = os.path.relpath(os.path.join(writer.out_dir, name), remote.outputs[0]).replace(os.sep, "/")
         remote.composed[dest] = {"name": rel, "size": written[dest], "etag": str(i.get("ETag") or i.get("etag") or ""),
