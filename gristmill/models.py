@@ -151,7 +151,9 @@ def find(name: str) -> Path | None:
 def fix_command(name: str) -> str:
     if is_hf_dir_name(name):  # a model directory: downloaded by the user, never fetched by us
         return f"gristmill models add {name} DIR` with DIR from `huggingface-cli download {name} --local-dir DIR"
-    if kind(name) == "fastText classifier":  # the user's own or a published model: not on Data-Juicer's host
+    if kind(name) in ("fastText classifier", "Ultralytics YOLO / FastSAM export (ONNX or TorchScript)",
+                      "ONNX model (e.g. rembg's u2net.onnx)", "ONNX or TorchScript export"):
+        # the user's own model or export: not on Data-Juicer's host
         return f"gristmill models add {name} FILE"
     return f"gristmill models add {name} FILE` or `gristmill models fetch {name}"
 
@@ -318,9 +320,10 @@ def hf_dir_listing(d: Path) -> list[tuple[str, int]]:
 
 
 def add_hf_dir(name: str, src: str) -> Path:
-    """Copy directory ``src`` (it must hold a config.json) into the store as ``name`` (temp dir + rename)."""
-    if not os.path.isfile(os.path.join(src, "config.json")):
-        raise ValueError(f"{src}: not a Hugging Face model directory (no config.json)")
+    """Copy directory ``src`` (it must hold a config.json, or a diffusers pipeline's model_index.json) into the store
+    as ``name`` (temp dir + rename)."""
+    if not any(os.path.isfile(os.path.join(src, f)) for f in ("config.json", "model_index.json")):
+        raise ValueError(f"{src}: not a Hugging Face model directory (no config.json or model_index.json)")
     dest = store_dir() / name
     tmp = _tmp_in(dest.parent, dest.name)
     try:

@@ -63,3 +63,14 @@ def test_captions_generated_when_no_caption_key(sd, tmp_path):
     assert len(out) == 1 and out[0]["images"][0] != img  # originals dropped; no image, no new sample
     with pytest.raises(OpError, match="hf_img2seq"):
         create_op("image_diffusion_mapper", {"hf_diffusion": model})  # the default captioner is not in the store
+
+
+def test_pipeline_from_the_model_store(sd, tmp_path):
+    from gristmill import models as store
+    model, img = sd
+    with pytest.raises(OpError, match="gristmill models add tiny/sd DIR"):
+        create_op("image_diffusion_mapper", {"hf_diffusion": "tiny/sd", "caption_key": "cap"})
+    store.add_hf_dir("tiny/sd", model)  # a diffusers pipeline directory: model_index.json, no config.json
+    op = create_op("image_diffusion_mapper", {"hf_diffusion": "tiny/sd", "caption_key": "cap", "device": "cpu"})
+    assert op.models() == ["tiny/sd"]
+    assert store.fix_command("yolo11n.pt") == "gristmill models add yolo11n.pt FILE"  # an export: never fetched
