@@ -35,6 +35,7 @@ EXAMPLES: dict[str, dict] = {
     "python_file_mapper": {"file_path": "my_ops.py", "function_name": "process_single"},
     "image_ohem_selector": {"score_file": "my_loss.py", "top_ratio": 0.2},
     "video_object_segmenting_mapper": {"yoloe_path": "google/owlv2-base-patch16-ensemble"},
+    "video_undistort_mapper": {"output_video_dir": "outputs/undistorted"},
     "video_active_speaker_detect_mapper": {"Light_ASD_model_path": "light_asd.torchscript.pt"},
     "video_human_tracks_face_demographic_mapper": {"face_attribute_model": "face_attributes.onnx"},
     "detect_character_locations_mapper": {"yoloe_path": "google/owlv2-base-patch16-ensemble"},
