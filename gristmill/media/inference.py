@@ -75,6 +75,16 @@ def pick_device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def load_torchscript(path: str, device: str):
+    """``(module, device)``: the TorchScript export at ``path`` in eval mode on ``pick_device(device)``, torch
+    held to ``model_threads()``; torch's own error (RuntimeError, ValueError) for a file that is not one."""
+    import torch
+    if model_threads():
+        torch.set_num_threads(model_threads())
+    dev = pick_device(device)
+    return torch.jit.load(path, map_location=dev).eval(), dev
+
+
 def _quiet_transformers() -> None:
     import transformers
     transformers.utils.logging.set_verbosity_error()

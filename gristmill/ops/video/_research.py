@@ -89,12 +89,8 @@ class Exported:
             self.input_names = [i.name for i in self.session.get_inputs()]
             self.output_names = [o.name for o in self.session.get_outputs()]
             return
-        import torch
-        if inf.model_threads():
-            torch.set_num_threads(inf.model_threads())
-        self.device = inf.pick_device(device)
         try:
-            self.module = torch.jit.load(path, map_location=self.device).eval()
+            self.module, self.device = inf.load_torchscript(path, device)
         except (RuntimeError, ValueError) as e:
             raise ValueError(f"{param}: {ref}: neither an ONNX model (.onnx) nor a TorchScript export "
                              f"({str(e).splitlines()[0]})") from None

@@ -111,12 +111,8 @@ class ExportModel:
             self.session = ort.InferenceSession(path, opts, providers=prov)
             self.inputs = [i.name for i in self.session.get_inputs()]
             return
-        import torch
-        if inf.model_threads():
-            torch.set_num_threads(inf.model_threads())
-        self.device = inf.pick_device(device)
         try:
-            self.module = torch.jit.load(path, map_location=self.device).eval()
+            self.module, self.device = inf.load_torchscript(path, device)
         except (RuntimeError, ValueError) as e:
             raise ValueError(f"{path} is neither an ONNX file (.onnx) nor a TorchScript export: {what} "
                              f"({type(e).__name__})") from None

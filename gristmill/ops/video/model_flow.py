@@ -56,12 +56,8 @@ class FlowModel:
                 raise ValueError(f"flow_model {ref}: the ONNX graph takes {len(self.inputs)} input(s), not the two "
                                  f"frames")
         else:
-            import torch
-            if inf.model_threads():
-                torch.set_num_threads(inf.model_threads())
-            self.device = inf.pick_device(device)
             try:
-                self.module = torch.jit.load(path, map_location=self.device).eval()
+                self.module, self.device = inf.load_torchscript(path, device)
             except (RuntimeError, ValueError) as e:
                 raise ValueError(f"flow_model {ref}: neither an ONNX file (*.onnx) nor a TorchScript export "
                                  f"({str(e).splitlines()[0][:200]})") from None
