@@ -34,8 +34,7 @@ from ...media import inference as inf
 from ...registry import register
 from ..base import Mapper
 from . import _tracks as T
-from ._common import items_of
-from .human_tracks import TRACKS, _Params, require_tracks
+from .human_tracks import _Params, per_video_tracks
 
 SYSTEM = "You are a helpful assistant."
 IS_CHILD_QUERY = "Is the person a little child? Just answer yes or no. "
@@ -125,20 +124,8 @@ class _TrackCaptioner(Mapper):
     def clips(self, batch) -> list[list[list | None]]:
         """Per row, per video, per track: the track file's contents and the video's frames as
         ``(frames, track)`` pairs; checks the tracks are there."""
-        have = C.get_meta(batch, TRACKS)
-        have = have.to_pylist() if have is not None else [None] * batch.num_rows
-        out = []
-        for r, videos in enumerate(items_of(self, batch)):
-            require_tracks(self, have[r])
-            per_video = []
-            for vi, tracks in enumerate(have[r]):
-                if not tracks:
-                    per_video.append([])
-                    continue
-                frames = T.video_array(videos[vi])
-                per_video.append([(frames, T.read_track(t["bbox_path"])) for t in tracks])
-            out.append(per_video)
-        return out
+        return per_video_tracks(self, batch, lambda video, frames, tracks: [
+            (frames, T.read_track(t["bbox_path"])) for t in tracks])
 
 
 class _CaptionParams(_Params):

@@ -81,6 +81,19 @@ def require_tracks(op, meta_tracks) -> None:
                          f"meta.{TRACKS} in this sample)")
 
 
+def per_video_tracks(op, batch, fn) -> list[list[list]]:
+    """Per row, per video: ``fn(video, frames, tracks)`` (the video's decoded frames and its entries of
+    meta.human_track_data_path), ``[]`` for a video with no track; refuses a sample without that meta."""
+    have = C.get_meta(batch, TRACKS)
+    have = have.to_pylist() if have is not None else [None] * batch.num_rows
+    out = []
+    for r, videos in enumerate(items_of(op, batch)):
+        require_tracks(op, have[r])
+        out.append([fn(videos[vi], T.video_array(videos[vi]), tracks) if tracks else []
+                    for vi, tracks in enumerate(have[r])])
+    return out
+
+
 class _Params(VideoParams):
     device: str = Field("auto", description="Device of the models: 'auto' (CUDA when a GPU is visible, else CPU), "
                                             "'cpu', 'cuda:1'... (ONNX exports: CUDA when onnxruntime has it) "
@@ -286,28 +299,20 @@ class VideoHumanTracksFaceDemographicMapper(Mapper):
 
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         p = self.params
-        have = C.get_meta(batch, TRACKS)
-        have = have.to_pylist() if have is not None else [None] * batch.num_rows
-        out = []
-        for r, videos in enumerate(items_of(self, batch)):
-            require_tracks(self, have[r])
-            per_video = []
-            for vi, tracks in enumerate(have[r]):
-                if not tracks:
-                    per_video.append([])
-                    continue
-                frames = T.video_array(videos[vi])
-                stem = T.video_stem(videos[vi])
-                recs = []
-                for ti, t in enumerate(tracks):
-                    data = self.track_attributes(frames, T.read_track(t["bbox_path"]))
-                    path = T.write_pickle(os.path.join(os.path.abspath(p.original_data_save_path),
-                                                       f"{stem}_{ti}.pkl"), data)
-                    vals = [v[0] for v in data.values() if v]
-                    recs.append({"face_attribute_path": path,
-                                 "age": median([v["age"] for v in vals]) if vals else None,
-                                 "gender": most_frequent([v["dominant_gender"] for v in vals]) if vals else [None, "0"],
-                                 "race": most_frequent([v["dominant_race"] for v in vals]) if vals else [None, "0"]})
-                per_video.append(recs)
-            out.append(per_video)
+
+        def video_records(video, frames, tracks) -> list[dict]:
+            stem = T.video_stem(video)
+            recs = []
+            for ti, t in enumerate(tracks):
+                data = self.track_attributes(frames, T.read_track(t["bbox_path"]))
+                path = T.write_pickle(os.path.join(os.path.abspath(p.original_data_save_path),
+                                                   f"{stem}_{ti}.pkl"), data)
+                vals = [v[0] for v in data.values() if v]
+                recs.append({"face_attribute_path": path,
+                             "age": median([v["age"] for v in vals]) if vals else None,
+                             "gender": most_frequent([v["dominant_gender"] for v in vals]) if vals else [None, "0"],
+                             "race": most_frequent([v["dominant_race"] for v in vals]) if vals else [None, "0"]})
+            return recs
+
+        out = per_video_tracks(self, batch, video_records)
         return C.with_meta(batch, {p.tag_field_name: pa.array(out, DEMOGRAPHIC_TYPE)})
