@@ -126,17 +126,15 @@ def test_token_parts_read_ranges_of_the_shards_and_compose_with_the_header(s3, t
     assert not s3.exists(f"{b}/out/stale.bin") and s3.cat_file(f"{b}/out/x.idx") == b"idx"
 
 
-@pytest.mark.parametrize("read_size", [4 << 20, 50])
-def test_sharded_jsonl_export_composed_from_ranges_cuts_where_the_local_writer_cuts(s3, tmp_path, monkeypatch,
-                                                                                  read_size):
+def test_sharded_jsonl_export_composed_from_ranges_cuts_where_the_local_writer_cuts(s3, tmp_path, monkeypatch):
     """An uncompressed sharded export composed from byte ranges of the fragments has the files (names and
     bytes) of io.writers.assemble over the same fragments, for limits inside a line, at a fragment's end, on
-    a read chunk's edge (read_size 50: many chunks per fragment), below one line and above everything."""
+    a read chunk's edge (reads of 50 bytes: many chunks per fragment), below one line and above everything."""
     from gristmill.engine.remote_parts import commit_composed, plan_jsonl_shards
     from gristmill.fs import staging
     from gristmill.io import streams
     from gristmill.io.writers import assemble, shard_names
-    monkeypatch.setattr(streams, "READ_SIZE", read_size)
+    monkeypatch.setattr(streams, "READ_SIZE", 50)
     b = s3.bucket
     frags = [b"".join(b'{"id": %d, "t": "%s"}\n' % (i * 10 + j, b"x" * ((i * 7 + j * 3) % 23)) for j in range(n))
              for i, n in enumerate((3, 1, 0, 5, 2))]
