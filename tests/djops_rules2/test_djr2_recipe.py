@@ -1,5 +1,6 @@
-"""The hand-action video ops in a recipe through the CLI: clips reassembled, then staged as LeRobot episodes;
-the same staged files with np 1 and 2, and finalize_dataset on them."""
+"""The hand-action video ops in a recipe: clips reassembled, then staged as LeRobot episodes; the same staged
+files with np 1 (gristmill.cli.main in process) and np 2 (the ``gristmill run`` command in a subprocess), and
+finalize_dataset on them."""
 import json
 import shutil
 import subprocess
@@ -20,8 +21,13 @@ process:
   - video_clip_reassembly_mapper: {{split_duration: 2, overlap_duration: 0.5, fps: 8}}
   - export_to_lerobot_mapper: {{output_dir: {out_dir}, fps: 8}}
 """)
-    r = subprocess.run([sys.executable, "-m", "gristmill.cli", "run", str(recipe)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
+    if np_ == 1:  # in process: the same entry point as the command, without a second interpreter's imports
+        from gristmill.cli import main
+        assert main(["run", str(recipe), "--no-progress"]) == 0
+    else:
+        r = subprocess.run([sys.executable, "-m", "gristmill.cli", "run", str(recipe)], capture_output=True,
+                           text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
     return [json.loads(x) for x in (tmp / f"out{np_}" / "out.jsonl").read_text().splitlines()]
 
 
