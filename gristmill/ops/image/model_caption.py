@@ -64,6 +64,30 @@ def simhash64(texts: list[str]) -> np.ndarray:
     return np.asarray(h, np.uint64)
 
 
+def row_prompts(params, batch) -> list:
+    """Per row, its prompt: the string in ``params.prompt_key``'s field when there is one, else ``params.prompt``."""
+    if params.prompt_key:
+        col = C.get_field(batch, params.prompt_key)
+        if col is not None:
+            return [v if isinstance(v, str) else params.prompt for v in col.to_pylist()]
+    return [params.prompt] * batch.num_rows
+
+
+def keep_candidates(mode: str, chunk: str, per_item: list[list[str]], rng) -> list[list[str]]:
+    """Per media item, the candidate captions ``keep_candidate_mode`` keeps: all, one drawn with ``rng``
+    (``random_any``), or the one closest to ``chunk`` by SimHash (``similar_one_simhash``)."""
+    if mode == "all":
+        return per_item
+    if mode == "random_any":
+        return [[c[int(rng.integers(len(c)))]] for c in per_item]
+    orig = simhash64([strip_special(chunk)])[0]
+    out = []
+    for c in per_item:
+        d = [bin(int(orig ^ h)).count("1") for h in simhash64(c)]
+        out.append([c[int(np.argmin(d))]])
+    return out
+
+
 class Captioner:
     def __init__(self, ref: str, device: str, trust_remote_code: bool, batch_size: int, max_new_tokens: int):
         self.model, self.processor = inf.load_hf(ref, device, trust_remote_code)
@@ -127,19 +151,11 @@ class ImageCaptioningMapper(Mapper):
         return self.resource("model", lambda: Captioner(p.hf_img2seq, p.device, p.trust_remote_code,
                                                         p.gpu_batch_size, p.max_new_tokens))
 
-    def _prompts(self, batch) -> list:
-        p = self.params
-        if p.prompt_key:
-            col = C.get_field(batch, p.prompt_key)
-            if col is not None:
-                return [v if isinstance(v, str) else p.prompt for v in col.to_pylist()]
-        return [p.prompt] * batch.num_rows
-
     def process_batch(self, batch):
         p = self.params
         texts = [t or "" for t in self.text(batch).to_pylist()]
         rows = media_values(batch, p.image_key, p.image_bytes_key)
-        prompts = self._prompts(batch)
+        prompts = row_prompts(p, batch)
         # every (row, chunk) with its images, in order; the flat image list for generation
         plan: list[list[tuple[str, list[int]]]] = []
         flat, flat_prompts = [], []
@@ -183,17 +199,7 @@ class ImageCaptioningMapper(Mapper):
         return self._rows(batch, parent, new_text, suffix)
 
     def _reduce(self, chunk: str, per_image: list[list[str]], rng) -> list[list[str]]:
-        mode = self.params.keep_candidate_mode
-        if mode == "all":
-            return per_image
-        if mode == "random_any":
-            return [[c[int(rng.integers(len(c)))]] for c in per_image]
-        orig = simhash64([strip_special(chunk)])[0]
-        out = []
-        for c in per_image:
-            d = [bin(int(orig ^ h)).count("1") for h in simhash64(c)]
-            out.append([c[int(np.argmin(d))]])
-        return out
+        return keep_candidates(self.params.keep_candidate_mode, chunk, per_image, rng)
 
     def _rows(self, batch, parent, new_text, suffix) -> pa.RecordBatch:
         out = batch.take(pa.array(np.asarray(parent, np.int64)))

@@ -50,7 +50,7 @@ from ...media import inference as inf
 from ...media.frames import iter_key_frames, uniform_frames
 from ...registry import create_op, register
 from ..base import Mapper
-from ..image.model_caption import Captioner, insert_after, only_special, simhash64
+from ..image.model_caption import Captioner, insert_after, keep_candidates, only_special, row_prompts
 from ..image.model_clip import rgb, strip_special
 from ._common import VideoParams, items_of
 
@@ -160,29 +160,12 @@ class _VideoCaptioner(Mapper):
                 out.append([("video", v) for v in videos] if videos else None)
         return out
 
-    def _prompts(self, batch) -> list:
-        p = self.params
-        if p.prompt_key:
-            col = C.get_field(batch, p.prompt_key)
-            if col is not None:
-                return [v if isinstance(v, str) else p.prompt for v in col.to_pylist()]
-        return [p.prompt] * batch.num_rows
-
-    def _reduce(self, chunk: str, per_video: list[list[str]], rng) -> list[list[str]]:
-        mode = self.params.keep_candidate_mode
-        if mode == "all":
-            return per_video
-        if mode == "random_any":
-            return [[c[int(rng.integers(len(c)))]] for c in per_video]
-        orig = simhash64([strip_special(chunk)])[0]
-        return [[c[int(np.argmin([bin(int(orig ^ h)).count("1") for h in simhash64(c)]))]] for c in per_video]
-
     # -- the new samples ---------------------------------------------------------------------------------
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         p = self.params
         col = C.get_field(batch, self.text_key)
         texts = [t or "" for t in col.to_pylist()] if col is not None else [""] * batch.num_rows
-        prompts = self._prompts(batch)
+        prompts = row_prompts(p, batch)
         cache: dict = {}
 
         def cands(unit, prompt):
@@ -209,7 +192,8 @@ class _VideoCaptioner(Mapper):
                         continue
                     if offset + count > len(units):
                         raise ValueError(f"{offset + count} video token(s) but {len(units)} video(s) in the sample")
-                    keep = self._reduce(chunk, [cands(u, prompts[r]) for u in units[offset:offset + count]], rng)
+                    keep = keep_candidates(p.keep_candidate_mode, chunk,
+                                           [cands(u, prompts[r]) for u in units[offset:offset + count]], rng)
                     for j in range(n_new):
                         outs[j] += insert_after(only_special(chunk), VIDEO_TOKEN, [k[j] for k in keep]) + EOC_TOKEN
                     offset += count
@@ -220,7 +204,7 @@ class _VideoCaptioner(Mapper):
                 for j in range(n_new):
                     parent.append(r), new_text.append(None), new_caps.append(None), suffix.append(tags[j])
                 continue
-            keep = self._reduce(texts[r], [cands(u, prompts[r]) for u in units], rng)
+            keep = keep_candidates(p.keep_candidate_mode, texts[r], [cands(u, prompts[r]) for u in units], rng)
             for j in range(n_new):
                 caps = [k[j] for k in keep]
                 parent.append(r), suffix.append(tags[j])
