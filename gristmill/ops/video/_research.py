@@ -21,12 +21,14 @@ import hashlib
 import os
 
 import numpy as np
+import pyarrow as pa
 from pydantic import Field
 
 from ... import models as store
 from ...core import columns as C
 from ...core import extras, trust
 from ...media import inference as inf
+from ...media import media_values
 from .._fields import _MISSING, _py_values
 from ._export import check_file, is_onnx, model_file, onnx_session, store_names
 
@@ -49,6 +51,16 @@ def field_values(batch, key: str) -> list:
 # Data-Juicer's checkpoints that need the research code (not an export): refused with this advice
 _CHECKPOINT = (".h5", ".ckpt", ".pth", ".pkl", ".safetensors", ".bin")
 _WHAT = "an ONNX (.onnx) or TorchScript (.torchscript.pt) export of the model"
+
+
+def tag_samples(op, batch, fn) -> pa.RecordBatch:
+    """``meta.<tag_field_name>``: ``fn(r, videos)`` for each row ``r`` with videos and no tag yet; a row already
+    tagged keeps its tag, one without videos stays without it (Data-Juicer drops such a sample)."""
+    p = op.params
+    done = meta_values(batch, p.tag_field_name)
+    out = [done[r] if done[r] is not None or not videos else fn(r, videos)
+           for r, videos in enumerate(media_values(batch, p.video_key))]
+    return C.with_meta(batch, {p.tag_field_name: pa.array(out)})
 
 
 def check_export(ref: str | None, param: str) -> None:

@@ -27,7 +27,8 @@ from ...core.resources import Resources
 from ...media import VIDEO_KEY, media_values
 from ...registry import register
 from ..base import Mapper, Params
-from ._research import DEVICE, ExportOp, field_values, frame_key, meta_values, load_array, need, read_bgr, save_npy
+from ._research import (DEVICE, ExportOp, field_values, frame_key, load_array, meta_values, need, read_bgr, save_npy,
+                        tag_samples)
 
 class _FramesParams(Params):
     video_key: str = Field(VIDEO_KEY, description="Field holding each sample's list of videos.")
@@ -421,13 +422,10 @@ class VideoCameraPoseMegaSaMMapper(ExportOp, Mapper):
 
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         p = self.params
-        done, frames = meta_values(batch, p.tag_field_name), field_values(batch, p.frame_field)
+        frames = field_values(batch, p.frame_field)
         calibs = meta_values(batch, p.camera_calibration_field)
-        out = []
-        for r, videos in enumerate(media_values(batch, p.video_key)):
-            if done[r] is not None or not videos:
-                out.append(done[r])
-                continue
+
+        def tag(r, videos):
             cal = calibs[r] or []
-            out.append([self.video(fr or [], cal[i] if i < len(cal) else None) for i, fr in enumerate(frames[r] or [])])
-        return C.with_meta(batch, {p.tag_field_name: pa.array(out)})
+            return [self.video(fr or [], cal[i] if i < len(cal) else None) for i, fr in enumerate(frames[r] or [])]
+        return tag_samples(self, batch, tag)

@@ -15,13 +15,13 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field, PositiveInt
 
-from ...core import columns as C
 from ...core import trust
 from ...core.resources import Resources
-from ...media import VIDEO_KEY, media_values
+from ...media import VIDEO_KEY
 from ...registry import register
 from ..base import Mapper, Params
-from ._research import DEVICE, ExportOp, field_values, meta_values, need, overlay, project, read_bgr, write_image, write_obj
+from ._research import (DEVICE, ExportOp, field_values, meta_values, need, overlay, project, read_bgr, tag_samples,
+                        write_image, write_obj)
 
 CACHE = os.path.join(os.path.expanduser("~"), ".cache", "data_juicer", "assets")
 
@@ -125,18 +125,12 @@ class VideoHandReconstructionMapper(SampledFrames, ExportOp, Mapper):
         return verts, cams, rights, joints, kpts
 
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        p = self.params
-        done = meta_values(batch, p.tag_field_name)
-        out = []
-        for r, videos in enumerate(media_values(batch, p.video_key)):
-            if done[r] is not None or not videos:
-                out.append(done[r])  # Data-Juicer drops a sample without videos: kept here, without the field
-                continue
+        def tag(r, videos):
             stem = video_stem(videos)
             per = [self.frame(f, stem) for f in self.first_video_frames(videos)]
             keys = ("vertices", "camera_translation", "if_right_hand", "joints", "keypoints")
-            out.append({k: [fr[i] for fr in per] for i, k in enumerate(keys)})
-        return C.with_meta(batch, {p.tag_field_name: pa.array(out)})
+            return {k: [fr[i] for fr in per] for i, k in enumerate(keys)}
+        return tag_samples(self, batch, tag)
 
 
 HAWOR_OUT = ("valid", "global_orient", "hand_pose", "betas", "transl", "joints_cam")
@@ -226,16 +220,13 @@ class VideoHandReconstructionHaworMapper(ExportOp, Mapper):
 
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         p = self.params
-        done, frames = meta_values(batch, p.tag_field_name), field_values(batch, p.frame_field)
+        frames = field_values(batch, p.frame_field)
         calibs = meta_values(batch, p.camera_calibration_field)
-        out = []
-        for r, videos in enumerate(media_values(batch, p.video_key)):
-            if done[r] is not None or not videos:
-                out.append(done[r])
-                continue
+
+        def tag(r, videos):
             cal = calibs[r] or []
             vids = frames[r] or []
             if len(cal) < len(vids):
                 raise ValueError(f"meta.{p.camera_calibration_field} has {len(cal)} entries for {len(vids)} videos")
-            out.append([self.video(fr or [], c) for fr, c in zip(vids, cal)])
-        return C.with_meta(batch, {p.tag_field_name: pa.array(out)})
+            return [self.video(fr or [], c) for fr, c in zip(vids, cal)]
+        return tag_samples(self, batch, tag)

@@ -10,13 +10,12 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field, PositiveInt
 
-from ...core import columns as C
 from ...core import trust
 from ...core.resources import Resources
-from ...media import VIDEO_KEY, media_values
+from ...media import VIDEO_KEY
 from ...registry import register
 from ..base import Mapper, Params
-from ._research import DEVICE, ExportOp, field_values, meta_values, need
+from ._research import DEVICE, ExportOp, field_values, need, tag_samples
 from .research_hands import CACHE, SampledFrames
 
 VGGT_SIZE = 518
@@ -174,12 +173,5 @@ class VggtMapper(SampledFrames, ExportOp, Mapper):
                                  "vis_score": lst(vis), "conf_score": lst(conf)}}
 
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        p = self.params
-        done, queries = meta_values(batch, p.tag_field_name), field_values(batch, "query_points")
-        out = []
-        for r, videos in enumerate(media_values(batch, p.video_key)):
-            if done[r] is not None or not videos:
-                out.append(done[r])  # Data-Juicer drops a sample without videos: kept here, without the field
-                continue
-            out.append(self.tags(self.first_video_frames(videos), queries[r]))
-        return C.with_meta(batch, {p.tag_field_name: pa.array(out)})
+        queries = field_values(batch, "query_points")
+        return tag_samples(self, batch, lambda r, videos: self.tags(self.first_video_frames(videos), queries[r]))
