@@ -25,23 +25,19 @@ from pydantic import Field, PositiveInt, model_validator
 from ...core import columns as C
 from ...core import trust
 from ...media import EOC_TOKEN, VIDEO_KEY, VIDEO_TOKEN, media_values
-from ...media.frames import segment_frames
+from ...media.frames import segment_frames, uniform_av_frames
 from ...media.video import open_video, probe_duration, _fail
 from ...registry import register
 from ..base import Mapper, Params
-
-
-def _targets(duration: float, n: int) -> list[float]:
-    if n == 1:
-        return [duration / 2]
-    step = duration / (n - 1)
-    return [step * i for i in range(n)]
 
 
 def sampled_frames(value, method: str, frame_num: int, duration: float = 0):
     """The sampled ``av.VideoFrame`` objects of a video, one at a time."""
     if duration > 0 and method != "all_frames":
         yield from segment_frames(value, method, frame_num, duration)
+        return
+    if method == "uniform":  # Data-Juicer's exact target times and key-frame grouping
+        yield from uniform_av_frames(value, frame_num)
         return
     with open_video(value) as c:
         s = c.streams.video[0]
@@ -55,25 +51,12 @@ def sampled_frames(value, method: str, frame_num: int, duration: float = 0):
                         break
                     if f.key_frame:
                         yield f
-            elif method == "all_frames":
+            else:  # all_frames
                 end = probe_duration(c)
                 for f in c.decode(s):
                     if f.pts is not None and f.pts * tb >= end:
                         break
                     yield f
-            else:
-                n = min(frame_num, s.frames) if s.frames else frame_num
-                todo = [t / tb for t in _targets(probe_duration(c), n)]
-                last, i = None, 0
-                for f in c.decode(s):
-                    last = f
-                    if f.pts >= todo[i]:  # one target per frame, as Data-Juicer
-                        yield f
-                        i += 1
-                    if i >= len(todo):
-                        return
-                if last is not None and i < len(todo):
-                    yield last
         except ValueError:
             raise
         except Exception as e:  # noqa: BLE001
