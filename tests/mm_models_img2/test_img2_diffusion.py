@@ -22,7 +22,7 @@ def sd(tmp_path_factory):
     return build_sd_img2img(d), str(img)
 
 
-def direct(pipe, path, caption, seed, steps=3):
+def direct(pipe, path, caption, seed, steps=2):
     """Data-Juicer's _real_guidance with a seeded generator: resize to the canvas, run, resize back."""
     im = Image.open(path).convert("RGB")
     out = pipe(image=[im.resize((32, 32), Image.BILINEAR)], prompt=[caption], strength=0.8, guidance_scale=7.5,
@@ -33,7 +33,7 @@ def direct(pipe, path, caption, seed, steps=3):
 def test_new_samples_from_caption_key(sd, tmp_path):
     model, img = sd
     op = create_op("image_diffusion_mapper", {"hf_diffusion": model, "caption_key": "cap", "aug_num": 2,
-                                              "num_inference_steps": 3, "canvas_size": 32, "device": "cpu",
+                                              "num_inference_steps": 2, "canvas_size": 32, "device": "cpu",
                                               "save_dir": str(tmp_path / "out")})
     rows = [{"id": "x", "text": "t", "images": [img], "cap": "<__dj__image> a cat"},
             {"id": "y", "text": "u", "images": []}]
@@ -53,7 +53,7 @@ def test_captions_generated_when_no_caption_key(sd, tmp_path):
     from mm_models_util import build_blip
     model, img = sd
     blip = str(build_blip(tmp_path / "blip"))
-    op = create_op("image_diffusion_mapper", {"hf_diffusion": model, "hf_img2seq": blip, "num_inference_steps": 3,
+    op = create_op("image_diffusion_mapper", {"hf_diffusion": model, "hf_img2seq": blip, "num_inference_steps": 2,
                                               "canvas_size": 32, "device": "cpu", "save_dir": str(tmp_path),
                                               "keep_original_sample": False})
     assert op.models() == []

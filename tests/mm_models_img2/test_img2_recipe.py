@@ -1,4 +1,4 @@
-"""A recipe of the issue-29 image model ops runs end to end (gristmill run, two workers) on CPU with tiny models
+"""A recipe of the issue-29 image model ops runs end to end (gristmill run) on CPU with tiny models
 saved where users point the ops, the detector from the model store under Data-Juicer's name: detection,
 segmentation, background removal and image-to-image diffusion on `images`, then a Prompt-to-Prompt pair from two
 captions and Img-Diff's difference areas on it; every row accounted for."""
@@ -36,7 +36,7 @@ def test_recipe_of_image_model_ops(tmp_path):
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     clip, itm = str(build_clip(tmp_path / "clip")), str(build_blip_itm(tmp_path / "itm"))
     recipe = {"dataset_path": str(tmp_path / "in.jsonl"), "export_path": str(tmp_path / "out.jsonl"),
-              "work_dir": str(tmp_path / "work"), "np": 2, "keep_stats_in_res_ds": True,
+              "work_dir": str(tmp_path / "work"), "np": 1, "keep_stats_in_res_ds": True,
               "process": [
                   {"image_detection_yolo_mapper": {"imgsz": 64, "device": "cpu"}},
                   {"image_segment_mapper": {"model_path": seg, "imgsz": 128, "device": "cpu"}},
