@@ -60,6 +60,20 @@ def model_dir(ref: str) -> str:
     return store.resolve(ref)
 
 
+def is_path(ref: str) -> bool:
+    """A model param naming a file or directory here (``is_local``, a path with a separator, or an existing
+    entry) rather than a model-store name."""
+    return is_local(ref) or os.path.sep in ref or os.path.exists(ref)
+
+
+def model_location(ref: str, param: str = "model_path") -> str:
+    """The local file or directory of model param ``param``: a path (checked against the trust policy) or a
+    model-store entry."""
+    if is_path(ref):
+        return os.path.expanduser(trust.check_read(ref, param))
+    return store.resolve(ref)
+
+
 def model_threads() -> int | None:
     """CPU threads a model may use (torch, onnxruntime): ``$GRISTMILL_MODEL_THREADS`` when set, else the
     libraries' own default (all cores: with several workers per machine, set it to cores / workers)."""

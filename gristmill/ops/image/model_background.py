@@ -26,6 +26,7 @@ from ...core import trust
 from ...core.resources import Resources
 from ...media import inference as inf
 from ...media.image import load_rgb
+from ...media.inference import is_path, model_location
 from ...media.paths import digest, produced_path, write_atomic
 from ...registry import register
 from ..base import Mapper
@@ -33,17 +34,6 @@ from ._common import ImageParams
 from ._produce import map_images
 
 U2NET = "u2net.onnx"
-
-
-def is_path(ref: str) -> bool:
-    return inf.is_local(ref) or os.path.sep in ref or os.path.exists(ref)
-
-
-def model_file(ref: str) -> str:
-    """The ONNX file of ``model_path``: a path (checked against the trust policy) or a model-store entry."""
-    if is_path(ref):
-        return os.path.expanduser(trust.check_read(ref, "model_path"))
-    return store.resolve(ref)
 
 
 def save_png(img, source, op_name: str, save_dir: str | None, config: dict, data=None):
@@ -86,7 +76,7 @@ def cut_out(session, img, **kw):
 
 
 def load_session(ref: str, device: str):
-    path = model_file(ref)
+    path = model_location(ref)
     if not os.path.isfile(path):
         raise ValueError(f"model_path {ref}: not an ONNX file")
     return rembg_session(path, device)

@@ -46,6 +46,7 @@ from ...core import trust
 from ...core.resources import Resources
 from ...media import inference as inf
 from ...media import media_values
+from ...media.inference import is_path, model_location
 from ...registry import register
 from ..base import Mapper
 from ._common import ImageParams
@@ -160,17 +161,6 @@ def fastsam_border(boxes: np.ndarray, size, threshold: int = 20) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- model loading
-
-def is_path(ref: str) -> bool:
-    return inf.is_local(ref) or os.path.sep in ref or os.path.exists(ref)
-
-
-def model_location(ref: str) -> str:
-    """The local file or directory of ``model_path``: a path (checked against the trust policy) or a store entry."""
-    if is_path(ref):
-        return os.path.expanduser(trust.check_read(ref, "model_path"))
-    return store.resolve(ref)
-
 
 def check_model_path(ref: str, param: str = "model_path") -> None:
     """Refuse, when the op is built, a ``model_path`` that is neither an existing path nor a store entry."""
