@@ -93,6 +93,14 @@ def decode_heatmap(heatmaps: np.ndarray, in_w: int, in_h: int) -> tuple[np.ndarr
     return locs * np.array([in_w / w, in_h / h], np.float32), vals
 
 
+def tag_images(op, batch, key: str, fn) -> pa.RecordBatch:
+    """``meta.<key>``: per row not tagged yet, ``fn(image)`` for each of its images; a tagged row keeps its tag."""
+    done = meta_values(batch, key)
+    out = [done[r] if done[r] is not None else [fn(v) for v in items]
+           for r, items in enumerate(media_values(batch, op.params.image_key, op.params.image_bytes_key))]
+    return C.with_meta(batch, {key: pa.array(out)})
+
+
 @register("image_mmpose_mapper")
 class ImageMMPoseMapper(ExportOp, Mapper):
     """Human keypoints of each image with an MMPose top-down model deployed by MMDeploy, from its ONNX export
@@ -166,11 +174,7 @@ class ImageMMPoseMapper(ExportOp, Mapper):
                 "bboxes": [[0.0, 0.0, float(w), float(h)]], "bbox_scores": [1.0], "keypoint_names": names}
 
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        p = self.params
-        done = meta_values(batch, p.pose_key)
-        out = [done[r] if done[r] is not None else [self.pose(v) for v in items]
-               for r, items in enumerate(media_values(batch, p.image_key, p.image_bytes_key))]
-        return C.with_meta(batch, {p.pose_key: pa.array(out)})
+        return tag_images(self, batch, self.params.pose_key, self.pose)
 
 
 SAM3D_OUT = ("bbox", "focal_length", "pred_keypoints_3d", "pred_keypoints_2d", "pred_vertices", "pred_cam_t")
@@ -236,8 +240,4 @@ class ImageSAM3DBodyMapper(ExportOp, Mapper):
         return people
 
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        p = self.params
-        done = meta_values(batch, p.tag_field_name)
-        out = [done[r] if done[r] is not None else [self.people(v) for v in items]
-               for r, items in enumerate(media_values(batch, p.image_key, p.image_bytes_key))]
-        return C.with_meta(batch, {p.tag_field_name: pa.array(out)})
+        return tag_images(self, batch, self.params.tag_field_name, self.people)
