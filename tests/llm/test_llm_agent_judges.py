@@ -27,9 +27,11 @@ def test_prompts_and_records(key):
     answers = ['```json\n{"score": 7, "reason": "clear path"}\n```', "no json here"]
     with LLMServer(lambda body, n: answers[0] if "book a fl" in body["messages"][1]["content"] else answers[1]) as srv:
         out = _op(name, srv, preferred_output_lang=lang).apply(CASE["rows"])
-        assert [b["messages"] for b in srv.bodies] == [[{"role": "system", "content": system},
-                                                        {"role": "user", "content": u}] for u in users if u]
-        assert (srv.bodies[0]["max_tokens"], srv.bodies[0]["temperature"], srv.bodies[0]["model"]) == (384, 0.2, "m")
+        # the rows' requests are sent concurrently: they may arrive in either order
+        got = sorted((b["messages"] for b in srv.bodies), key=lambda m: m[1]["content"])
+        assert got == sorted(([{"role": "system", "content": system}, {"role": "user", "content": u}]
+                              for u in users if u), key=lambda m: m[1]["content"])
+        assert {(b["max_tokens"], b["temperature"], b["model"]) for b in srv.bodies} == {(384, 0.2, "m")}
     meta_key = name.removesuffix("_mapper")
     kind = "agent_trace" if "coherence" in name else "agent_tool"
     assert out[0]["__meta__"][meta_key] == {"score": 5.0, "reason": "clear path", "eval_kind": kind, "skipped": None,
