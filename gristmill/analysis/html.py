@@ -471,16 +471,9 @@ def _opcodes(ta: list, tb: list) -> list:
     ops = [(t, i1 + head, i2 + head, j1 + head, j2 + head) for t, i1, i2, j1, j2 in mid.get_opcodes()]
     if head:
         ops.insert(0, ("equal", 0, head, 0, head))
-    if tail:
+    if tail:  # (the middle neither starts nor ends on a match: its first and last tokens differ)
         ops.append(("equal", len(ta) - tail, len(ta), len(tb) - tail, len(tb)))
-    merged = []  # equal runs next to each other (the head or tail beside the middle's own) made one
-    for op in ops:
-        if merged and op[0] == "equal" and merged[-1][0] == "equal":
-            t, i1, _, j1, _ = merged[-1]
-            merged[-1] = (t, i1, op[2], j1, op[4])
-        else:
-            merged.append(op)
-    return merged
+    return ops
 
 
 def diff_html(before, after, offset: int = 0, lengths: tuple | None = None) -> str:

@@ -173,8 +173,9 @@ class StageEngine:
         key = opts.text_key
         loose = replace(opts, text_optional=True)
         reader = readers()[shard.reader]
-        first = reader.first_fields(shard, loose) if hasattr(reader, "first_fields") else None
-        if first is None:
+        if hasattr(reader, "first_fields"):  # the names alone (JSONL): no columns built
+            first = reader.first_fields(shard, loose)
+        else:
             first = next(((b.schema.names, b.num_rows) for b in read_shard(shard, loose)
                           if isinstance(b, pa.RecordBatch) and b.num_rows), None)
         if first is None:

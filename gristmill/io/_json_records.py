@@ -23,6 +23,15 @@ class BadRecord(Exception):
     """A JSON record that cannot become a row: (error type, message)."""
 
 
+def becomes_row(rec, key: str, text_optional: bool) -> bool:
+    """Whether a parsed JSON record becomes a row (else it is a reject, see :func:`record_rows`): an object whose
+    text is a string, or, with ``text_optional``, missing or null."""
+    if type(rec) is not dict:
+        return False
+    text = rec.get(key)
+    return type(text) is str or (text is None and text_optional)
+
+
 def record_rows(records: list, positions: list, shard: Shard, opts: ReadOptions,
                 line_of=None) -> Iterator[pa.RecordBatch | Reject]:
     """Rows from parsed JSON records, decided per record and never by what else is in the batch: a
@@ -32,14 +41,11 @@ def record_rows(records: list, positions: list, shard: Shard, opts: ReadOptions,
     key = opts.text_key
     keep = []
     for rec, p in zip(records, positions):
-        text = rec.get(key) if type(rec) is dict else None
-        if type(text) is str:
-            keep.append(True)
-            continue
-        if text is None and type(rec) is dict and opts.text_optional:  # a declared op builds the text
+        if becomes_row(rec, key, opts.text_optional):  # (a missing text: a declared op builds it)
             keep.append(True)
             continue
         keep.append(False)
+        text = rec.get(key) if type(rec) is dict else None
         where = {"source": shard.source, "offset": int(p), "line": line_of(p) if line_of else None}
         if type(rec) is not dict:
             yield Reject(READ, "WrongFieldType", f"{_where(p, line_of)} is a JSON {JSON_KINDS.get(type(rec))}, "

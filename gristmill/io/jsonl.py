@@ -13,7 +13,7 @@ import pyarrow as pa
 from ..core import columns as C
 from ..core.accounting import Reject
 from ._common import BOM, READ, file_reject, raw_row, safe_decompressed, slices
-from ._json_records import LONE_SURROGATE, BadRecord, load_record, record_rows
+from ._json_records import LONE_SURROGATE, BadRecord, becomes_row, load_record, record_rows
 from .base import Reader, ReadOptions, Shard, byte_ranges, register_reader, strip_compression, with_ids
 from .pieces import Piece, piece_chunks, piece_of
 from .streams import Chunk, TruncatedInput, line_chunks
@@ -307,8 +307,7 @@ class JsonlReader(Reader):
             if isinstance(records, pa.Table):
                 names, n = records.schema.names, records.num_rows
             else:
-                rows = [r for r in records if type(r) is dict and (type(r.get(key)) is str or (
-                    opts.text_optional and r.get(key) is None))]
+                rows = [r for r in records if becomes_row(r, key, opts.text_optional)]
                 names, n = list(dict.fromkeys(chain.from_iterable(rows))), len(rows)
             if n:
                 names = [C.ALIASES.get(x, x) for x in names]
