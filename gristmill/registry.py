@@ -86,6 +86,12 @@ def _generated() -> dict[str, str]:
 _GENERATED: dict[str, str] | None = None
 
 
+def indexed_module(name: str) -> str | None:
+    """The module the generated index names for a bundled op, without importing anything (None when the
+    index lacks it: a plugin's op, or a stale index)."""
+    return _generated().get(name)
+
+
 def _index() -> dict[str, str]:
     """op name → module, found by reading the op packages' sources for ``@register("name")`` lines, so a
     recipe imports only the modules of the ops it uses (importing all of them, with numba and the web
