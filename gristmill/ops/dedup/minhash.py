@@ -202,13 +202,12 @@ class DocumentMinhashDeduplicator(Deduplicator):
             elif n_ref:
                 roots, rows = REF.merge_with_reference(forests, n_ref, n)
                 earlier = (rows, REF.reference_ids(self.references, rows[rows >= 0]), EARLIER_REASON)
-            elif default_keep:
-                # over the driver's memory budget, roots on disk (_extcc)
+            else:  # over the driver's memory budget, roots on disk (_extcc); the keep rule takes either
                 roots = S.merge_forests(forests, n, ctx.scratch_dir / f"minhash-cc-{self.position}")
-            else:
-                roots = S.merge_forests(forests, n)
             if isinstance(roots, np.ndarray):
                 roots = self.keep_rule(ctx, np.asarray(roots, np.int64), n)
+            elif not n_ref:
+                roots = self.keep_rule(ctx, roots, n)
         self.last_stats = R.emit(ctx, roots, "minhash duplicate", earlier)
         if self.save_path:
             if isinstance(earlier, R.Earlier):  # a row kept out by a reference row is not its own root
@@ -219,6 +218,7 @@ class DocumentMinhashDeduplicator(Deduplicator):
                     keep &= earlier[0] < 0
             self.last_stats.update(REF.save_kept(ctx, self, keep, self.save_path))
 
-    def keep_rule(self, ctx, roots: np.ndarray, n: int) -> np.ndarray:
-        """The cluster roots as kept: by default each cluster's first row (a subclass may move them)."""
+    def keep_rule(self, ctx, roots, n: int):
+        """The cluster roots as kept: by default each cluster's first row (a subclass may move them).
+        ``roots``: an array, or past the driver's memory budget an ``_extcc.ExternalRoots``."""
         return roots
