@@ -1,6 +1,19 @@
-"""Cold vs warm start of the README job (issue 12, item 18): `gristmill run examples/basic.yaml`.
+"""Cold vs warm start of the README job (issue 12, item 18): `gristmill run examples/basic.yaml`; with
+--fresh-install, a fresh install's first run vs its second on the filter recipe (issue 25).
 
 usage: python bench/cold_start.py [--repeat 3] [--recipe examples/basic.yaml]
+       python bench/cold_start.py --fresh-install [CORPUS_JSONL] [--no-warm-up] [--np 1]
+
+--fresh-install does what a user does, in a temp dir: a copy of the checkout's tracked files (a fresh clone:
+new mtimes, no __pycache__, uncommitted edits included), a new venv (``--system-site-packages``: the
+dependencies come from this Python's site-packages instead of a download; gristmill itself is the copy),
+``pip install --no-deps --no-build-isolation -e COPY``, then the README's install step ``gristmill warm-up``
+(unless --no-warm-up: the install as it was before the warm-up existed), then the filter recipe
+(fix_unicode → Gopher repetition → Gopher quality → C4 → FineWeb, as bench/scaling.py) twice with the
+installed ``gristmill``: the first run and the second. Numba caches where a real install does (in the copy's
+``__pycache__``; NUMBA_CACHE_DIR unset) and the gristmill cache in a fresh dir. Prints wall and CPU seconds
+(CPU of the whole process tree: the figure to trust on a loaded machine) of each step, the kernels each run
+compiled (its stderr's compile lines) and first / second.
 
 A cold run starts with no compiled kernels (numba cache) and no rebuildable tables (gristmill cache), as
 after a fresh install; a warm run reuses what the previous run left. Each run is a fresh `gristmill run`
@@ -52,11 +65,74 @@ def run_once(recipe: str, caches: str, scratch: str) -> tuple[float, float]:
     return wall, (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
 
 
+def timed(cmd: list[str], env: dict, cwd: str) -> tuple[float, float, str]:
+    """(wall, CPU of the process tree, stderr) of one command; exits on failure."""
+    r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
+    wall, r1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return wall, (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime), proc.stderr
+
+
+def fresh_install(corpus: str, warm: bool, np_: int) -> None:
+    scratch = tempfile.mkdtemp(prefix="gm-fresh-install-")
+    try:
+        src, venv = os.path.join(scratch, "gristmill"), os.path.join(scratch, "venv")
+        files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+        for rel in filter(None, files.decode().split("\0")):
+            if os.path.isfile(os.path.join(REPO, rel)):
+                os.makedirs(os.path.dirname(os.path.join(src, rel)), exist_ok=True)
+                shutil.copyfile(os.path.join(REPO, rel), os.path.join(src, rel))
+        env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PYTHONPATH")}
+        env["GRISTMILL_CACHE"] = os.path.join(scratch, "gristmill-cache")
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", venv], check=True)
+        py, gm = os.path.join(venv, "bin", "python"), os.path.join(venv, "bin", "gristmill")
+        steps = [("pip install -e", timed([py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                                            "-e", src], env, scratch))]
+        where = subprocess.run([py, "-c", "import gristmill; print(gristmill.__file__)"], env=env, cwd=scratch,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        assert where.startswith(src), f"the venv imports gristmill from {where}, not the fresh copy"
+        if warm:
+            steps.append(("gristmill warm-up", timed([gm, "warm-up"], env, scratch)))
+        recipe = os.path.join(scratch, "filters.yaml")
+        for name in ("first run", "second run"):
+            out = os.path.join(scratch, name.replace(" ", "-"))
+            with open(recipe, "w") as f:
+                yaml.safe_dump({"project_name": "cold", "dataset_path": corpus, "np": np_, "process": FILTERS,
+                                "export_path": os.path.join(out, "out.jsonl"), "work_dir": os.path.join(out, "work")}, f)
+            steps.append((name, timed([gm, "run", recipe, "--no-progress"], env, scratch)))
+        for name, (wall, cpu, err) in steps:
+            n = sum("gristmill:   compiled " in line for line in err.splitlines())
+            extra = f", {n} kernels compiled" if "run" in name and "warm" not in name else ""
+            print(f"{name:>18}: {wall:7.1f} s wall, {cpu:6.1f} s CPU{extra}")
+            if name == "gristmill warm-up":
+                print("                    " + (err.strip().splitlines() or [""])[-1])
+        (fw, fc, _), (sw, sc, _) = steps[-2][1], steps[-1][1]
+        print(f"first / second: {fc / sc:.2f}x CPU, {fw / sw:.2f}x wall (target <= 1.5x; "
+              f"{'with' if warm else 'without'} the warm-up step; {os.cpu_count()} cores, load average "
+              f"{os.getloadavg()[0]:.1f})")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+# the filter recipe of bench/scaling.py (issue 25)
+FILTERS = [{"fix_unicode_mapper": {}}, {"gopher_repetition_filter": {}}, {"gopher_quality_filter": {}},
+           {"c4_quality_filter": {"filter_no_terminal_punct": False}}, {"fineweb_quality_filter": {}}]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3, help="cold runs and warm runs each (default 3)")
     ap.add_argument("--recipe", default=os.path.join(REPO, "examples", "basic.yaml"))
+    ap.add_argument("--fresh-install", nargs="?", const="/tmp/corpus/corpus.jsonl", default=None, metavar="CORPUS",
+                    help="a fresh install's first and second run of the filter recipe on CORPUS "
+                         "(default /tmp/corpus/corpus.jsonl, ~32 MB)")
+    ap.add_argument("--no-warm-up", action="store_true", help="with --fresh-install: skip `gristmill warm-up`")
+    ap.add_argument("--np", type=int, default=1, help="with --fresh-install: the recipe's np (default 1)")
     args = ap.parse_args()
+    if args.fresh_install:
+        return fresh_install(os.path.abspath(args.fresh_install), not args.no_warm_up, args.np)
     scratch = tempfile.mkdtemp(prefix="gm-cold-start-")
     try:
         cold, warm = [], []

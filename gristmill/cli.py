@@ -514,6 +514,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .service.mcp_server import add_arguments as _mcp_args
     _mcp_args(mc)
     mc.set_defaults(fn=lambda a: __import__("gristmill.service.mcp_server", fromlist=["x"]).cmd_mcp(a))
+    wu = sub.add_parser("warm-up", help="compile the numba kernels once after an install (parallel; runs then load them)")
+    wu.add_argument("recipe", nargs="?", help="only this recipe's kernel ops, with its params (default: all of them)")
+    wu.add_argument("-j", "--jobs", type=int, default=None, help="worker processes (default: one per core)")
+    wu.set_defaults(fn=lambda a: __import__("gristmill.pipeline.warmup", fromlist=["x"]).cmd_warm_up(a))
     ins = sub.add_parser("inspect", help="browse samples of a dataset in the terminal, filtered by a stat expression")
     from .analysis.inspect import add_arguments as _inspect_args
     _inspect_args(ins)

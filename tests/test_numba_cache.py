@@ -173,3 +173,122 @@ def test_workers_missing_the_same_kernel_compile_it_once(tmp_path):
     assert len({r[0] for r in results}) == 1
     assert sorted(int(r[1]) for r in results) == [0, 1]  # one compile between them
     assert list((tmp_path / "numba").rglob("*.lock"))
+
+
+# -- the digest-keyed cache locator and `gristmill warm-up` (issue 25, cold start) -----------------------
+
+import shutil  # noqa: E402
+
+_LOCATED = r"""
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from gristmill.ops import _numba_cache as nc
+nc.after_import("numba.core.caching", lambda: nc.install_locator([os.path.join(sys.argv[1], "pkgx")]))
+import numba.core.event as event
+compiled = []
+class L(event.Listener):
+    def on_start(self, e): compiled.append(e.data["dispatcher"].py_func.__name__)
+    def on_end(self, e): pass
+event.register("numba:compile", L())
+from pkgx import a
+print(a.f(3), compiled.count("f"), type(a.f._cache._impl.locator).__name__, a.f._cache._cache_path)
+"""
+
+
+def _pkg(root):
+    (root / "pkgx").mkdir(parents=True)
+    (root / "pkgx" / "__init__.py").write_text("")
+    (root / "pkgx" / "a.py").write_text("import numba\nfrom .b import g\n\n@numba.njit(cache=True)\n"
+                                        "def f(x):\n    return g(x) * 10\n")
+    (root / "pkgx" / "b.py").write_text("import numba\n\n@numba.njit(cache=True)\ndef g(x):\n    return x + 1\n")
+
+
+def _located(root):
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    proc = subprocess.run([sys.executable, "-c", _LOCATED, str(root)], env=env, cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    value, compiles, locator, path = proc.stdout.split()
+    return int(value), int(compiles), locator, path
+
+
+def test_kernels_are_cached_by_content_digest_not_by_path_or_mtime(tmp_path):
+    """A copy of identical sources elsewhere, cache included (a reinstall, a wheel shipping its cache), loads
+    the kernels cached before; a change to a module a kernel calls into compiles it again (numba alone keys a
+    kernel by its own file and would run the old callee)."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    _pkg(one)
+    assert _located(one) == (40, 1, "DigestLocator", str(one / "pkgx" / "__pycache__"))
+    shutil.copytree(one, two, copy_function=shutil.copyfile)  # new path, new mtimes, same bytes
+    assert _located(two)[:2] == (40, 0)
+    (two / "pkgx" / "b.py").write_text("import numba\n\n@numba.njit(cache=True)\ndef g(x):\n    return x + 2\n")
+    assert _located(two)[:2] == (50, 1)  # a.py unchanged, b.py changed: a's kernel recompiled
+
+
+def test_under_numba_cache_dir_the_install_path_is_not_in_the_cache_path(tmp_path, monkeypatch):
+    from numba.core import config
+
+    from gristmill.ops import _numba_cache as nc
+    assert nc.install_locator()
+    from gristmill.ops.text import fineweb
+    cls = type(fineweb._fineweb_kernel._cache._impl.locator)
+    assert cls.__name__ == "DigestLocator"
+    monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path / "numba"))
+    loc = cls.from_function(nc.digest_of, fineweb.__file__)
+    assert loc.get_cache_path() == str(tmp_path / "numba" / "gristmill" / "ops" / "text")
+    assert loc.get_source_stamp() == ("gristmill-digest", nc.module_digests(os.path.dirname(fineweb.__file__))["fineweb"])
+    assert cls.from_function(nc.digest_of, shutil.__file__) is None  # not gristmill's: numba's locators
+
+
+def test_warm_up_selects_the_kernel_ops_and_a_recipes_own(tmp_path):
+    from gristmill.pipeline import warmup
+    ops = warmup.kernel_ops()
+    assert ops[0] == "c4_quality_filter" and {"fix_unicode_mapper", "gopher_repetition_filter",
+                                              "document_minhash_deduplicator", "words_num_filter"} <= set(ops)
+    assert not {"text_length_filter", "language_id_score_filter", "lowercase_mapper"} & set(ops)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({"process": [{"text_length_filter": {}}, "fix_unicode_mapper",
+                                                  {"c4_quality_filter": {"filter_no_terminal_punct": False}}]}))
+    assert warmup.recipe_jobs(str(recipe)) == [("fix_unicode_mapper", {}),
+                                               ("c4_quality_filter", {"filter_no_terminal_punct": False})]
+    recipe.write_text(yaml.safe_dump({"process": [{"text_length_filter": {}}]}))
+    proc = subprocess.run([sys.executable, "-m", "gristmill.cli", "warm-up", str(recipe)], cwd=REPO,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and "nothing to compile" in proc.stderr
+
+
+_TINY = ("import numba, numpy as np\n@numba.njit(cache=True)\ndef tiny(n):\n    a = np.arange(n)\n    s = 0\n"
+         "    for i in range(n):\n        s += a[i] * (i % 5)\n    return s\n")
+
+
+def _tiny_job_a():
+    import tinykern
+    assert tinykern.tiny(10) == 110
+
+
+def _tiny_job_b():
+    import tinykern
+    assert tinykern.tiny(20) == 420
+
+
+def _failing_job():
+    raise ValueError("needs a model file\nsecond line")
+
+
+def test_warm_up_compiles_in_parallel_once_then_loads(tmp_path, monkeypatch):
+    """Two worker processes that need the same kernel: one compiles it, the other loads it; a second
+    warm-up compiles nothing; each job gets a progress line, a failing one says why and the rest go on."""
+    from gristmill.pipeline import warmup
+    (tmp_path / "tinykern.py").write_text(_TINY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = io.StringIO()
+    res = warmup.warm_up([_tiny_job_a, _tiny_job_b, _failing_job], processes=2, out=out)
+    lines = out.getvalue().splitlines()
+    assert "compiling the numba kernels of 3 ops in 2 processes" in lines[0] and len(lines) == 5
+    assert res["compiled"] == 1 and res["pids"] == 2  # one compile between the two processes
+    assert any("_tiny_job_" in x and "1 kernels compiled, " in x for x in lines)
+    assert any("_failing_job: skipped (ValueError: needs a model file)" in x for x in lines)
+    assert "1 kernels compiled in" in lines[-1] and "1 ops skipped" in lines[-1] and len(res["errors"]) == 1
+    out = io.StringIO()
+    res = warmup.warm_up([_tiny_job_a, _tiny_job_b], processes=2, out=out)
+    assert res["compiled"] == 0 and out.getvalue().count("nothing to compile (cached)") == 2

@@ -14,11 +14,21 @@ workers start together and need the same kernels: a compile of a cached kernel h
 its cache index (:func:`lock_compiles`), so a second worker that misses the same kernel waits for the first
 one's compile and then loads it from the cache instead of compiling it again (np workers used to compile
 every kernel np times at once).
+
+Where gristmill's kernels are cached (:func:`install_locator`, put in place by :func:`refresh` as soon as numba
+is imported): a numba cache locator that keys a kernel's cache entries by that same digest instead of the
+source file's timestamp (numba < 0.63) or own bytes, in ``__pycache__`` next to the sources or, under
+NUMBA_CACHE_DIR, in ``NUMBA_CACHE_DIR/gristmill/<subpackage>`` whatever the install path: a cache stays valid
+across a copy or reinstall of identical sources, and a change to a module a kernel calls into is a miss there
+too (numba alone would load the kernel with the old callee compiled in). ``gristmill warm-up``
+(``gristmill.pipeline.warmup``) fills it once after an install.
 """
 from __future__ import annotations
 
 import glob
 import hashlib
+import importlib.abc
+import importlib.util
 import json
 import os
 import re
@@ -68,7 +78,10 @@ def module_digests(package_dir: str, modules: set[str] | None = None) -> dict[st
 
 def refresh(package_dir: str) -> bool:
     """Drop the cached kernels of ``package_dir``'s modules whose sources (their own or those of a module
-    they import) changed since the kernels were cached; True if any were dropped."""
+    they import) changed since the kernels were cached; True if any were dropped. Also puts the digest-keyed
+    cache locator in place (:func:`install_locator`), now if numba is imported, else right after it is (so a
+    package whose ops use no kernel does not import numba)."""
+    after_import("numba.core.caching", install_locator)
     if os.environ.get("NUMBA_CACHE_DIR"):
         return False
     cache = os.path.join(package_dir, "__pycache__")
@@ -112,6 +125,128 @@ def _write_stamp(cache: str, stamp: str, digests: dict) -> bool:
         return False
 
 
+# -- the digest-keyed cache locator ---------------------------------------------------------------------
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the gristmill package
+_roots: list[str] = [ROOT]
+_digests: dict[str, dict[str, str]] = {}
+_installed: list = []
+
+
+def digest_of(py_file: str) -> str | None:
+    """The digest a kernel of ``py_file`` is cached under: its module's source and those of the package
+    modules it imports, transitively (:func:`module_digests`, read once per package and process)."""
+    pkg = os.path.dirname(py_file)
+    if pkg not in _digests:
+        _digests[pkg] = module_digests(pkg)
+    return _digests[pkg].get(os.path.basename(py_file)[:-3])
+
+
+def _under(py_file: str) -> str | None:
+    path = os.path.abspath(py_file)
+    for root in _roots:
+        if path.startswith(root + os.sep) and path.endswith(".py"):
+            return root
+    return None
+
+
+def _locator_class():
+    from numba.core import caching, config
+
+    class DigestLocator(caching._CacheLocator):
+        """gristmill's kernels: cache entries stamped with the module digest (content, not mtime), kept in
+        ``__pycache__`` next to the source, or under ``NUMBA_CACHE_DIR/gristmill/<subpackage>`` (no hash
+        of the install path in it: a copy or a new venv with the same sources finds them)."""
+
+        def __init__(self, py_func, py_file, root):
+            self._py_file = py_file
+            self._lineno = py_func.__code__.co_firstlineno
+            if config.CACHE_DIR:
+                rel = os.path.relpath(os.path.dirname(os.path.abspath(py_file)), os.path.dirname(root))
+                self._cache_path = os.path.join(config.CACHE_DIR, *rel.split(os.sep))
+            else:
+                self._cache_path = os.path.join(os.path.dirname(py_file), "__pycache__")
+
+        def get_cache_path(self):
+            return self._cache_path
+
+        def get_source_stamp(self):
+            return ("gristmill-digest", digest_of(self._py_file))
+
+        def get_disambiguator(self):
+            return str(self._lineno)
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            root = _under(py_file)
+            if root is None or not os.path.exists(py_file):
+                return None  # not ours: numba's own locators
+            self = cls(py_func, py_file, root)
+            try:
+                self.ensure_cache_path()
+            except OSError:  # a read-only install without NUMBA_CACHE_DIR: numba's user-wide cache
+                return None
+            return self
+
+    return DigestLocator
+
+
+def install_locator(roots: list[str] | None = None) -> bool:
+    """gristmill's kernels (and those of the packages under ``roots``, for tests) cached by module digest from
+    now on: a kernel decorated after this call uses the :class:`DigestLocator`; other code keeps numba's
+    locators. Imports numba. Idempotent; False (numba's own caching, unchanged) where numba's internals differ."""
+    for r in roots or ():
+        r = os.path.abspath(r)
+        if r not in _roots:
+            _roots.append(r)
+    if _installed:
+        return True
+    try:
+        from numba.core import caching
+        impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl")
+        classes = impl._locator_classes
+        cls = _locator_class()
+    except (ImportError, AttributeError):
+        return False
+    classes.insert(0, cls)
+    _installed.append(cls)
+    return True
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs ``fn()`` right after module ``name`` is first executed (numba's caching module, before any kernel
+    module decorates a kernel), without importing it earlier."""
+
+    def __init__(self, name: str, fn):
+        self.name, self.fn = name, fn
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        exec_module, fn = spec.loader.exec_module, self.fn
+
+        def run(module):
+            exec_module(module)
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - an optimisation: numba's own caching stays
+                pass
+        spec.loader.exec_module = run
+        return spec
+
+
+def after_import(name: str, fn) -> None:
+    """``fn()`` now if module ``name`` is imported, else right after its first import."""
+    if name in sys.modules:
+        fn()
+    elif not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport(name, fn))
+
+
 # -- saying so when kernels compile -------------------------------------------------------------------
 
 _announcing = False
@@ -138,7 +273,25 @@ def announce_compiles(stream=None):
         return listener
 
 
-def _notice(stream=None):
+def collect_compiles(record) -> object:
+    """From now on, this process calls ``record(kernel, cpu_seconds)`` for each kernel numba compiles (callees in
+    their caller's time) instead of saying so on stderr (``gristmill warm-up`` prints its own progress), and
+    compiles under the file lock of :func:`lock_compiles`. Returns the listener (None before numba is
+    imported)."""
+    global _announcing
+    if "numba" not in sys.modules:
+        return None
+    from numba.core import event
+
+    with _lock:
+        listener = _notice(record=record)
+        event.register("numba:compile", listener)
+        lock_compiles()
+        _announcing = True  # the engine's announce_compiles stays quiet
+        return listener
+
+
+def _notice(stream=None, record=None):
     from numba.core.event import Listener
 
     class Notice(Listener):
@@ -158,20 +311,23 @@ def _notice(stream=None):
             stack = getattr(self.local, "stack", None)
             if stack is None:
                 stack = self.local.stack = []
-            stack.append(time.perf_counter())
-            if len(stack) == 1 and not self.started:
+            stack.append((time.perf_counter(), time.thread_time()))
+            if len(stack) == 1 and not self.started and record is None:
                 self.started = True
                 self._say("gristmill: compiling kernels (first run after an install or upgrade; later runs "
-                          "load them from the cache)…")
+                          "load them from the cache; `gristmill warm-up` compiles them all at once)…")
 
         def on_end(self, event) -> None:
             stack = self.local.stack
-            t0 = stack.pop()
+            t0, c0 = stack.pop()
             if stack:  # a function the kernel being compiled calls: counted in the kernel's time
                 return
             d = event.data.get("dispatcher") if isinstance(event.data, dict) else None
             fn = getattr(d, "py_func", None)
             name = f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}" if fn is not None else "a kernel"
+            if record is not None:
+                record(name, time.thread_time() - c0)  # CPU: a wait for another process's compile is not
+                return
             self._say(f"gristmill:   compiled {name} in {time.perf_counter() - t0:.1f} s")
 
     return Notice()
