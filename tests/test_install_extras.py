@@ -59,13 +59,13 @@ def test_readme_quick_start_installs_the_core():
     readme = (REPO / "README.md").read_text()
     quick = readme.split("## Quick start", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
     commands = [ln.split("#", 1)[0].strip() for ln in quick.strip().splitlines()]
-    assert commands[0] == "pip install -e ."
+    assert commands[0] == "pip install -e . && gristmill warm-up"
     assert commands[1] == "gristmill run examples/basic.yaml"
     assert commands[2] == "pip install -e '.[test]' && python -m pytest"
     ci = (REPO / ".ci" / "run").read_text()
     # CI installs the CPU torch before anything pulls torch, then the README's commands
     order = [ci.index("pip install -q torch==2.13.0"), ci.index("pip install -e .\n"),
-             ci.index("gristmill run examples/basic.yaml"), ci.index("pip install -e '.[test]'"),
+             ci.index("gristmill warm-up\n"), ci.index("gristmill run examples/basic.yaml"), ci.index("pip install -e '.[test]'"),
              ci.index("\npython -m pytest")]
     assert order == sorted(order)
 
