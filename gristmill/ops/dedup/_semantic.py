@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._semantic_store import open_emb
+from ._semantic_store import memory_budget, open_emb
 
 CHUNK = 8192  # rows per matrix product when assigning rows to centroids
 CENTROIDS = 8192  # centroids per matrix product: at most CHUNK x CENTROIDS x 8 B (512 MiB), whatever k is
@@ -21,38 +21,82 @@ CENTROIDS = 8192  # centroids per matrix product: at most CHUNK x CENTROIDS x 8 
 PAIR = np.dtype([("gone", np.int64), ("kept", np.int64), ("sim", np.float32), ("cluster", np.int64)])
 
 
-def _best(x, cent: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+class Centroids:
+    """The k × d float64 k-means centroids: an array in memory, or past the memory budget
+    (``GRISTMILL_SEMDEDUP_MEMORY``) a raw file of the resolve's scratch dir read and written ``CENTROIDS``
+    rows at a time (one block held), so the driver's memory does not grow with ``num_clusters``. The
+    products and sums are the same blocks either way: the same labels, bit for bit."""
+
+    def __init__(self, k: int, d: int, path: str | None = None):
+        self.k, self.d, self.path = k, d, path
+        self.array = np.empty((k, d)) if path is None else None
+        if path is not None:
+            with open(path, "wb") as f:
+                f.truncate(k * d * 8)
+
+    @classmethod
+    def of(cls, a: np.ndarray) -> "Centroids":
+        c = cls.__new__(cls)
+        c.k, c.d, c.path, c.array = a.shape[0], a.shape[1], None, a
+        return c
+
+    def block(self, c0: int) -> np.ndarray:
+        """Rows c0..c0+CENTROIDS-1 (a view in memory, a fresh array from the file)."""
+        if self.array is not None:
+            return self.array[c0:c0 + CENTROIDS]
+        rows = min(CENTROIDS, self.k - c0)
+        return np.fromfile(self.path, np.float64, count=rows * self.d, offset=c0 * self.d * 8).reshape(rows, self.d)
+
+    def write(self, c0: int, rows: np.ndarray) -> None:
+        if self.array is not None:
+            self.array[c0:c0 + rows.shape[0]] = rows
+            return
+        with open(self.path, "r+b") as f:
+            f.seek(c0 * self.d * 8)
+            f.write(np.ascontiguousarray(rows, np.float64).tobytes())
+
+
+def _best(x, cent, out: np.ndarray | None = None) -> np.ndarray:
     """Index of the most similar centroid of every row (first on ties), in chunks of ``CHUNK`` rows (fixed:
     BLAS may round a product differently for another number of rows), against ``CENTROIDS`` centroids at a
     time (up to that many: one product, as always; more: the best of each block, an earlier block winning
     ties), so the products never grow with the number of clusters. ``x``: an array or a ``ValidRows``;
-    ``out``: where the labels go (e.g. a memory-mapped file)."""
+    ``cent``: an array or ``Centroids`` (on disk: each block is read once per run of rows held under the
+    memory budget, not once per chunk); ``out``: where the labels go (e.g. a memory-mapped file)."""
     out = np.empty(x.shape[0], np.int64) if out is None else out
-    k = cent.shape[0]
-    for i in range(0, x.shape[0], CHUNK):
-        xi = x[i:i + CHUNK].astype(np.float64)
-        if k <= CENTROIDS:
-            out[i:i + CHUNK] = np.argmax(xi @ cent.T, axis=1)
-            continue
-        best = np.full(xi.shape[0], -np.inf)
-        arg = np.zeros(xi.shape[0], np.int64)
+    cent = cent if isinstance(cent, Centroids) else Centroids.of(cent)
+    k = cent.k
+    if k <= CENTROIDS:
+        c = cent.block(0)
+        for i in range(0, x.shape[0], CHUNK):
+            out[i:i + CHUNK] = np.argmax(x[i:i + CHUNK].astype(np.float64) @ c.T, axis=1)
+        return out
+    held = CHUNK if cent.array is not None else CHUNK * max(1, memory_budget() // (2 * CHUNK * 8 * cent.d))
+    for r0 in range(0, x.shape[0], held):
+        xs = [x[i:i + CHUNK].astype(np.float64) for i in range(r0, min(x.shape[0], r0 + held), CHUNK)]
+        best = [np.full(xi.shape[0], -np.inf) for xi in xs]
+        arg = [np.zeros(xi.shape[0], np.int64) for xi in xs]
         for c in range(0, k, CENTROIDS):
-            p = xi @ cent[c:c + CENTROIDS].T
-            a = np.argmax(p, axis=1)
-            v = p[np.arange(a.size), a]
-            better = v > best
-            arg[better], best[better] = a[better] + c, v[better]
-            del p  # before the next block's product: one held at a time
-        out[i:i + CHUNK] = arg
+            blk = cent.block(c)
+            for xi, b, g in zip(xs, best, arg):
+                p = xi @ blk.T
+                a = np.argmax(p, axis=1)
+                v = p[np.arange(a.size), a]
+                better = v > b
+                g[better], b[better] = a[better] + c, v[better]
+                del p  # before the next block's product: one held at a time
+        for j, g in enumerate(arg):
+            out[r0 + j * CHUNK:r0 + j * CHUNK + g.size] = g
     return out
 
 
 def kmeans(x, k: int, seed: int, iterations: int = 20, sample: int = 100_000,
-           out: np.ndarray | None = None) -> np.ndarray:
+           out: np.ndarray | None = None, work: str | None = None) -> np.ndarray:
     """Cluster label of every row of ``x`` (unit rows; an array, or a ``ValidRows`` over a memory-mapped
     matrix): spherical k-means (cosine), fitted on a seeded sample of at most ``sample`` rows (the only rows
     held at once), started by k-means++, then every row assigned to its most similar centroid, chunk by
-    chunk, into ``out`` when given."""
+    chunk, into ``out`` when given. ``work``: a directory for the centroids when k × d × 8 bytes exceed the
+    memory budget (``Centroids``: one block of them held; without it they are in memory)."""
     n = x.shape[0]
     k = max(1, min(int(k), n))
     if k == 1:
@@ -63,27 +107,50 @@ def kmeans(x, k: int, seed: int, iterations: int = 20, sample: int = 100_000,
     rng = np.random.default_rng(seed)
     idx = np.sort(rng.choice(n, size=sample, replace=False)) if n > sample else np.arange(n)
     s = x[idx].astype(np.float64)
-    m = s.shape[0]
-    cent = np.empty((k, s.shape[1]))
-    cent[0] = s[rng.integers(m)]
-    d = np.maximum(1.0 - s @ cent[0], 0.0)
+    m, dim = s.shape
+    on_disk = work is not None and k * dim * 8 > memory_budget()
+    cent = Centroids(k, dim, str(Path(work) / "centroids.bin") if on_disk else None)
+    buf = cent.array if not on_disk else np.empty((CENTROIDS, dim))  # k-means++ rows not yet written
+    base = 0  # buf's first centroid
+    buf[0] = s[rng.integers(m)]
+    d = np.maximum(1.0 - s @ buf[0], 0.0)
     for c in range(1, k):  # k-means++: the next centre with probability ∝ distance²
         w = d * d
         tot = w.sum()
         j = int(rng.choice(m, p=w / tot)) if tot > 0 else int(rng.integers(m))
-        cent[c] = s[j]
-        d = np.minimum(d, np.maximum(1.0 - s @ cent[c], 0.0))
+        if on_disk and c - base == CENTROIDS:
+            cent.write(base, buf)
+            base = c
+        buf[c - base] = s[j]
+        d = np.minimum(d, np.maximum(1.0 - s @ buf[c - base], 0.0))
+    if on_disk:
+        cent.write(base, buf[:k - base])
+    del buf
     labels = None
     for _ in range(max(1, iterations)):
         new = _best(s, cent)
         if labels is not None and np.array_equal(new, labels):
             break
         labels = new
-        sums = np.zeros_like(cent)
-        np.add.at(sums, labels, s)
-        norm = np.linalg.norm(sums, axis=1)
-        ok = norm > 0  # an empty cluster keeps its centre
-        cent[ok] = sums[ok] / norm[ok, None]
+        if not on_disk:
+            sums = np.zeros_like(cent.array)
+            np.add.at(sums, labels, s)
+            norm = np.linalg.norm(sums, axis=1)
+            ok = norm > 0  # an empty cluster keeps its centre
+            cent.array[ok] = sums[ok] / norm[ok, None]
+            continue
+        order = np.argsort(labels, kind="stable")  # each block's rows, in sample order
+        ends = np.searchsorted(labels[order], np.arange(0, k + CENTROIDS, CENTROIDS))
+        for b, c0 in enumerate(range(0, k, CENTROIDS)):
+            rows = order[ends[b]:ends[b + 1]]
+            blk = cent.block(c0)
+            sums = np.zeros_like(blk)
+            np.add.at(sums, labels[rows] - c0, s[rows])
+            norm = np.linalg.norm(sums, axis=1)
+            ok = norm > 0
+            blk[ok] = sums[ok] / norm[ok, None]
+            cent.write(c0, blk)
+            del sums, blk
     return _best(x, cent, out)
 
 

@@ -141,7 +141,8 @@ class SemanticDeduplicator(Deduplicator):
         mem_path, off_path = str(scratch / "members.npy"), str(scratch / "offsets.npy")
         if nv and min(int(k), nv) > 1:
             labels = np.lib.format.open_memmap(str(scratch / "labels.npy"), "w+", np.int64, (nv,))
-            S.kmeans(ST.ValidRows(store.emb(), valid), k, p.seed, p.kmeans_iterations, p.kmeans_sample, out=labels)
+            S.kmeans(ST.ValidRows(store.emb(), valid), k, p.seed, p.kmeans_iterations, p.kmeans_sample, out=labels,
+                     work=str(scratch))
             step = ST.block_rows(8)
             k = int(max(np.max(labels[a:a + step]) for a in range(0, nv, step))) + 1
             members = np.lib.format.open_memmap(mem_path, "w+", np.int64, (nv,))
