@@ -15,13 +15,16 @@ and checks that the clusters files are byte-identical.
 ``--what incremental``: the incremental MinHash dedup (``reference_signatures_path``): ``--rows`` new rows
 after ``--ref-rows`` reference rows (their ids in a Parquet file, as a signature file holds them), half the
 pairs from a new row to a reference row anywhere, half to a new row close by; ``merge_with_reference`` +
-``emit`` with the earlier rows in memory vs ``merge_bounded`` on disk. ``--what semantic``: a
-``semantic_deduplicator`` resolve over ``--rows`` synthetic 16-d embeddings (groups of four near copies) with
-``--clusters`` k-means clusters: the products against every centroid at once (``CENTROIDS`` unbounded, the
-resolve before) vs 8,192 centroids at a time, the removed rows read a block at a time.
+``emit`` with the earlier rows in memory vs ``merge_bounded`` on disk. ``--what uid``:
+``document_minhash_deduplicator_with_uid``'s merge and smallest-uid rule (uids unique, in no order) with the
+roots and uids in memory vs range by range on disk (``min_uid_on_disk``). ``--what semantic``: a
+``semantic_deduplicator`` resolve over ``--rows`` synthetic embeddings (groups of four near copies) with
+``--clusters`` k-means clusters (``--dim`` dimensions), both with ``GRISTMILL_SEMDEDUP_MEMORY=--budget``: every
+centroid and their sums in memory (the resolve before) vs the centroids in a scratch file, 8,192 at a time.
 
     python bench/dedup_resolve_memory.py --what incremental --rows 4000000 --ref-rows 4000000 --pairs 2000000 --budget 32M
-    python bench/dedup_resolve_memory.py --what semantic --rows 400000 --clusters 30000
+    python bench/dedup_resolve_memory.py --what uid --rows 4000000 --pairs 2000000 --budget 32M
+    python bench/dedup_resolve_memory.py --what semantic --rows 100000 --clusters 16384 --dim 256 --budget 16M
 """
 from __future__ import annotations
 
@@ -38,65 +41,68 @@ from pathlib import Path
 
 import numpy as np
 
-CTX = r"""
+HEAD = r"""
+import json, os, resource, sys, time
+from pathlib import Path
+import numpy as np, pyarrow as pa, pyarrow.compute as pc
+from gristmill.core import columns as C
+
+work, n, mode, extra = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+paths = sorted(str(p) for p in (work / "forests").glob("p_*.bin"))
+
+
+def rss():
+    return int(next(l for l in open("/proc/self/status") if l.startswith("VmRSS")).split()[1]) * 1024
+
+
+def report(t0, t1, t2, removed, clusters, file):
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"mode": mode, "base": base, "peak": peak, "merge_s": t1 - t0, "emit_s": t2 - t1,
+                      "removed": removed, "clusters": clusters, "file": str(file)}))
+
+
 class Ctx:
     def __init__(self):
         self.scratch_dir = work / f"scratch-{mode}"
         self.output_dir = work / f"out-{mode}"
         self.removed = 0
+    def batch(self, g, columns):
+        cols = [pc.cast(pa.array(g), pa.string())]
+        if "__dj__uid" in columns:  # unique, in no order: an odd multiplier is a bijection mod 2**40
+            cols.append(pa.array((g * 0x9E3779B1) & ((1 << 40) - 1)))
+        return pa.record_batch(cols, names=[C.ID, "__dj__uid"][:len(cols)])
     def iter_columns(self, columns):
-        shards, batch = 16, 1 << 16
+        shards, batch = 16, self.batch_rows
         per = -(-n // shards)
         for s in range(shards):
             for off in range(0, min(per, n - s * per), batch):
                 g0 = s * per + off
                 g1 = min(g0 + batch, (s + 1) * per, n)
-                yield s, off, pa.record_batch([pc.cast(pa.array(np.arange(g0, g1)), pa.string())], names=[C.ID])
+                yield s, off, self.batch(np.arange(g0, g1), columns)
+    batch_rows = 1 << 16
+    def map(self, fn, items):
+        return [fn(x) for x in items]
     def remove(self, shard, rows, reason, extra=None):
         self.removed += len(rows)
 
 """
 
-CHILD = r"""
-import json, os, resource, sys, time
-from pathlib import Path
-import numpy as np, pyarrow as pa, pyarrow.compute as pc
-from gristmill.core import columns as C
+# each child runs after HEAD; ``base`` (RSS after the imports) is taken before the resolve
+CHILD = HEAD + r"""
 from gristmill.ops.dedup import _resolve as R, _shuffle as S
-
-work, n, mode = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-paths = sorted(str(p) for p in (work / "forests").glob("p_*.bin"))
-
-""" + CTX + r"""
-def rss():
-    return int(next(l for l in open("/proc/self/status") if l.startswith("VmRSS")).split()[1]) * 1024
-
 base = rss()
 ctx = Ctx()
 t0 = time.perf_counter()
 roots = S.merge_forests(paths, n, ctx.scratch_dir / "cc" if mode == "ranges" else None)
 t1 = time.perf_counter()
 stats = R.emit(ctx, roots, "minhash duplicate")
-t2 = time.perf_counter()
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"mode": mode, "base": base, "peak": peak, "merge_s": t1 - t0, "emit_s": t2 - t1,
-                  "removed": ctx.removed, "clusters": stats["clusters"], "file": stats["clusters_file"]}))
+report(t0, t1, time.perf_counter(), ctx.removed, stats["clusters"], stats["clusters_file"])
 """
 
-INCREMENTAL = r"""
-import json, os, resource, sys, time
-from pathlib import Path
-import numpy as np, pyarrow as pa, pyarrow.compute as pc
-from gristmill.core import columns as C
+INCREMENTAL = HEAD + r"""
 from gristmill.ops.dedup import _resolve as R, _reference as REF
-
-work, n, mode, n_ref = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-paths = sorted(str(p) for p in (work / "forests").glob("p_*.bin"))
+n_ref = extra
 refs = [str(work / "ref.parquet")]
-""" + CTX + r"""
-def rss():
-    return int(next(l for l in open("/proc/self/status") if l.startswith("VmRSS")).split()[1]) * 1024
-
 base = rss()
 ctx = Ctx()
 t0 = time.perf_counter()
@@ -108,65 +114,54 @@ else:
     assert isinstance(earlier, R.Earlier), "the budget did not force the merge on disk"
 t1 = time.perf_counter()
 stats = R.emit(ctx, roots, "minhash duplicate", earlier)
-t2 = time.perf_counter()
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"mode": mode, "base": base, "peak": peak, "merge_s": t1 - t0, "emit_s": t2 - t1,
-                  "removed": ctx.removed, "clusters": stats["clusters"], "file": stats["clusters_file"]}))
+report(t0, t1, time.perf_counter(), ctx.removed, stats["clusters"], stats["clusters_file"])
 """
 
-SEMANTIC = r"""
-import json, os, resource, sys, time
-from pathlib import Path
-import numpy as np, pyarrow as pa, pyarrow.compute as pc
+UID = HEAD + r"""
+from gristmill.ops.dedup import _resolve as R, _shuffle as S, _extcc as X
+from gristmill.ops.dedup.minhash_uid import DocumentMinhashDeduplicatorWithUid
+op = DocumentMinhashDeduplicatorWithUid()
+base = rss()
+ctx = Ctx()
+t0 = time.perf_counter()
+roots = op.keep_rule(ctx, S.merge_forests(paths, n, ctx.scratch_dir / "cc"), n)
+assert isinstance(roots, X.ExternalRoots) == (mode == "ranges")
+t1 = time.perf_counter()
+stats = R.emit(ctx, roots, "minhash duplicate")
+report(t0, t1, time.perf_counter(), ctx.removed, stats["clusters"], stats["clusters_file"])
+"""
+
+SEMANTIC = HEAD + r"""
 from gristmill import models
-from gristmill.core import columns as C
 from gristmill.ops.dedup import _semantic as S
 from gristmill.ops.dedup.semantic import SemanticDeduplicator, PAIRS_FILE
 
-work, n, mode, k = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+k, dim = extra, int(os.environ["BENCH_DIM"])
 with models.unchecked():
     op = SemanticDeduplicator(embedding_key="emb", num_clusters=k, kmeans_sample=k, kmeans_iterations=1,
                               threshold=0.95)
 if mode == "memory":
-    S.CENTROIDS = 1 << 62  # one product against every centroid: the resolve before
+    S.memory_budget = lambda: 1 << 62  # every centroid (and their sums) in memory: the resolve before
 
-class Ctx:
-    def __init__(self):
-        self.scratch_dir = work / f"scratch-{mode}"
-        self.output_dir = work / f"out-{mode}"
-        self.removed = 0
-    def iter_columns(self, columns):
-        shards, batch = 16, 1 << 14
-        per = -(-n // shards)
-        for s in range(shards):
-            for off in range(0, min(per, n - s * per), batch):
-                g0 = s * per + off
-                g1 = min(g0 + batch, (s + 1) * per, n)
-                g = np.arange(g0, g1)
-                v = np.empty((g.size, 16))
-                for i, grp in enumerate((g // 4).tolist()):  # groups of four near copies
-                    v[i] = np.random.default_rng(grp).normal(size=16)
-                v += np.random.default_rng(g0 + 10**9).normal(scale=0.05, size=v.shape)
-                v /= np.linalg.norm(v, axis=1, keepdims=True)
-                col = pa.FixedSizeListArray.from_arrays(pa.array(v.astype(np.float32).ravel()), 16)
-                yield s, off, pa.record_batch([pc.cast(pa.array(g), pa.string()), col], names=[C.ID, op.column])
-    def map(self, fn, items):
-        return [fn(x) for x in items]
-    def remove(self, shard, rows, reason, extra=None):
-        self.removed += len(rows)
 
-def rss():
-    return int(next(l for l in open("/proc/self/status") if l.startswith("VmRSS")).split()[1]) * 1024
+class EmbCtx(Ctx):
+    batch_rows = 1 << 14
+    def batch(self, g, columns):
+        v = np.empty((g.size, dim))
+        for i, grp in enumerate((g // 4).tolist()):  # groups of four near copies
+            v[i] = np.random.default_rng(grp).normal(size=dim)
+        v += np.random.default_rng(int(g[0]) + 10**9).normal(scale=0.05, size=v.shape)
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        col = pa.FixedSizeListArray.from_arrays(pa.array(v.astype(np.float32).ravel()), dim)
+        return pa.record_batch([pc.cast(pa.array(g), pa.string()), col], names=[C.ID, op.column])
+
 
 base = rss()
-ctx = Ctx()
+ctx = EmbCtx()
 t0 = time.perf_counter()
 op.resolve(ctx)
 t1 = time.perf_counter()
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"mode": mode, "base": base, "peak": peak, "merge_s": t1 - t0, "emit_s": 0.0,
-                  "removed": ctx.removed, "clusters": op.last_stats["clusters"],
-                  "file": str(ctx.output_dir / PAIRS_FILE)}))
+report(t0, t1, t1, ctx.removed, op.last_stats["clusters"], ctx.output_dir / PAIRS_FILE)
 """
 
 
@@ -215,13 +210,16 @@ def make_forests(out: Path, rows: int, pairs: int, seed: int = 1) -> None:
         rec.tofile(out / f"p_{p:02d}.bin")
 
 
-def run(work: Path, rows: int, mode: str, budget: str, what: str = "minhash", extra: int = 0) -> dict:
-    env = dict(os.environ)
+def run(work: Path, rows: int, mode: str, budget: str, what: str = "minhash", extra: int = 0, dim: int = 16) -> dict:
+    env = dict(os.environ, BENCH_DIM=str(dim))
     env.pop("GRISTMILL_RESOLVE_MEMORY", None)
-    if mode == "ranges":
+    if what == "semantic":  # both runs: the same blocks; the centroids in memory (before) or not
+        unit = " KMGT".find(budget[-1].upper()) if budget[-1].isalpha() else 0  # it takes bytes only
+        env["GRISTMILL_SEMDEDUP_MEMORY"] = str(int(float(budget.rstrip("KMGTkmgt")) * 1024 ** max(unit, 0)))
+    elif mode == "ranges":
         env["GRISTMILL_RESOLVE_MEMORY"] = budget
     t = time.perf_counter()
-    code = {"minhash": CHILD, "incremental": INCREMENTAL, "semantic": SEMANTIC}[what]
+    code = {"minhash": CHILD, "incremental": INCREMENTAL, "uid": UID, "semantic": SEMANTIC}[what]
     p = subprocess.run([sys.executable, "-c", code, str(work), str(rows), mode, str(extra)], env=env,
                        capture_output=True, text=True)
     if p.returncode:
@@ -239,17 +237,19 @@ def main() -> None:
     ap.add_argument("--budget", default="256M", help="GRISTMILL_RESOLVE_MEMORY of the range-by-range run")
     ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
     ap.add_argument("--ranges-only", action="store_true", help="skip today's in-memory resolve (large --rows)")
-    ap.add_argument("--what", choices=["minhash", "incremental", "semantic"], default="minhash",
-                    help="which resolve: MinHash's merge, the incremental MinHash dedup's, semantic dedup's")
+    ap.add_argument("--what", choices=["minhash", "incremental", "uid", "semantic"], default="minhash",
+                    help="which resolve: MinHash's merge, the incremental MinHash dedup's, MinHash's with_uid "
+                         "(smallest uid kept), semantic dedup's")
     ap.add_argument("--ref-rows", type=int, default=4_000_000, help="--what incremental: reference rows")
     ap.add_argument("--clusters", type=int, default=30_000, help="--what semantic: k-means clusters")
+    ap.add_argument("--dim", type=int, default=16, help="--what semantic: embedding dimensions")
     args = ap.parse_args()
-    extra = {"minhash": 0, "incremental": args.ref_rows, "semantic": args.clusters}[args.what]
+    extra = {"minhash": 0, "uid": 0, "incremental": args.ref_rows, "semantic": args.clusters}[args.what]
     with tempfile.TemporaryDirectory(dir=args.work) as d:
         work = Path(d)
         t = time.perf_counter()
         if args.what == "semantic":
-            print(f"semantic resolve: {args.rows:,} rows of 16-d embeddings, {args.clusters:,} clusters")
+            print(f"semantic resolve: {args.rows:,} rows of {args.dim}-d embeddings, {args.clusters:,} clusters")
         else:
             if args.what == "incremental":
                 make_reference(work / "ref.parquet", args.ref_rows)
@@ -260,13 +260,13 @@ def main() -> None:
                   f"{f' after {args.ref_rows:,} reference rows' if args.what == 'incremental' else ''} in 64 forest "
                   f"files ({sum(f.stat().st_size for f in (work / 'forests').iterdir()) / 1e6:.0f} MB, "
                   f"{time.perf_counter() - t:.1f} s)")
-        res = ([] if args.ranges_only else [run(work, args.rows, "memory", args.budget, args.what, extra)]) + \
-            [run(work, args.rows, "ranges", args.budget, args.what, extra)]
+        res = ([] if args.ranges_only else [run(work, args.rows, "memory", args.budget, args.what, extra, args.dim)]) + \
+            [run(work, args.rows, "ranges", args.budget, args.what, extra, args.dim)]
         print(f"{'resolve':<34}{'peak RSS':>10}{'above start':>13}{'B/row':>7}{'merge s':>9}{'emit s':>8}"
               f"{'removed':>12}{'clusters':>11}  output file")
         for r in res:
             if args.what == "semantic":
-                name = "all centroids at once (before)" if r["mode"] == "memory" else "8,192 centroids at a time"
+                name = "centroids in memory (before)" if r["mode"] == "memory" else "centroids on disk"
             else:
                 name = "in memory (today)" if r["mode"] == "memory" else f"range by range ({args.budget} budget)"
             extra = r["peak"] - r["base"]
