@@ -3,11 +3,12 @@
 
 usage: python bench/cold_start.py [--repeat 3] [--recipe examples/basic.yaml]
        python bench/cold_start.py --fresh-install [CORPUS_JSONL] [--no-warm-up] [--np 1]
+       python bench/cold_start.py --cpu-names [CORPUS_JSONL] [--mb 8]
 
 --fresh-install does what a user does, in a temp dir: a copy of the checkout's tracked files (a fresh clone:
 new mtimes, no __pycache__, uncommitted edits included), a new venv (``--system-site-packages``: the
 dependencies come from this Python's site-packages instead of a download; gristmill itself is the copy),
-``pip install --no-deps --no-build-isolation -e COPY``, then the README's install step ``gristmill warm-up``
+``pip install --no-deps -e COPY``, then the README's install step ``gristmill warm-up``
 (unless --no-warm-up: the install as it was before the warm-up existed), then the filter recipe
 (fix_unicode → Gopher repetition → Gopher quality → C4 → FineWeb, as bench/scaling.py) twice with the
 installed ``gristmill``: the first run and the second. Numba caches where a real install does (in the copy's
@@ -24,6 +25,7 @@ every run's wall time, the medians and cold / warm. Other load on the machine sk
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -78,7 +80,7 @@ def timed(cmd: list[str], env: dict, cwd: str) -> tuple[float, float, str]:
 def fresh_install(corpus: str, warm: bool, np_: int) -> None:
     scratch = tempfile.mkdtemp(prefix="gm-fresh-install-")
     try:
-        src, venv = os.path.join(scratch, "gristmill"), os.path.join(scratch, "venv")
+        src, venv = os.path.join(scratch, "checkout"), os.path.join(scratch, "venv")
         files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
         for rel in filter(None, files.decode().split("\0")):
             if os.path.isfile(os.path.join(REPO, rel)):
@@ -88,7 +90,7 @@ def fresh_install(corpus: str, warm: bool, np_: int) -> None:
         env["GRISTMILL_CACHE"] = os.path.join(scratch, "gristmill-cache")
         subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", venv], check=True)
         py, gm = os.path.join(venv, "bin", "python"), os.path.join(venv, "bin", "gristmill")
-        steps = [("pip install -e", timed([py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+        steps = [("pip install -e", timed([py, "-m", "pip", "install", "-q", "--no-deps",
                                             "-e", src], env, scratch))]
         where = subprocess.run([py, "-c", "import gristmill; print(gristmill.__file__)"], env=env, cwd=scratch,
                                capture_output=True, text=True, check=True).stdout.strip()
@@ -103,15 +105,74 @@ def fresh_install(corpus: str, warm: bool, np_: int) -> None:
                                 "export_path": os.path.join(out, "out.jsonl"), "work_dir": os.path.join(out, "work")}, f)
             steps.append((name, timed([gm, "run", recipe, "--no-progress"], env, scratch)))
         for name, (wall, cpu, err) in steps:
-            n = sum("gristmill:   compiled " in line for line in err.splitlines())
-            extra = f", {n} kernels compiled" if "run" in name and "warm" not in name else ""
+            kernels = [line.split("compiled ", 1)[1].split(" in ")[0] for line in err.splitlines()
+                       if line.startswith("gristmill:   compiled ")]
+            extra = f", {len(kernels)} kernels compiled" if name.endswith(" run") else ""
             print(f"{name:>18}: {wall:7.1f} s wall, {cpu:6.1f} s CPU{extra}")
+            if kernels:
+                print(f"{'':>20}{', '.join(kernels)}")
             if name == "gristmill warm-up":
                 print("                    " + (err.strip().splitlines() or [""])[-1])
         (fw, fc, _), (sw, sc, _) = steps[-2][1], steps[-1][1]
         print(f"first / second: {fc / sc:.2f}x CPU, {fw / sw:.2f}x wall (target <= 1.5x; "
               f"{'with' if warm else 'without'} the warm-up step; {os.cpu_count()} cores, load average "
               f"{os.getloadavg()[0]:.1f})")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+_CPU_PROBE = r"""
+import json, sys, time
+import pyarrow as pa
+from gristmill.registry import create_op
+from gristmill.ops.text import charclass
+charclass._interpreted = charclass.INTERPRET_BUDGET + 1  # the kernels, not their small-input twins
+texts, size = [], 0
+with open(sys.argv[1], "rb") as f:
+    for line in f:
+        texts.append(json.loads(line)["text"])
+        size += len(line)
+        if size > int(sys.argv[2]) << 20:
+            break
+batch = pa.RecordBatch.from_pydict({"text": pa.array(texts, pa.large_string())})
+ops = [create_op(n, p) for e in json.loads(sys.argv[3]) for n, p in e.items()]
+def once():
+    t = time.process_time()
+    b = batch
+    for op in ops:
+        b = op.apply(b)
+    return time.process_time() - t, b.num_rows
+first, rows = once()
+runs = [once()[0] for _ in range(3)]
+print(json.dumps({"first": first, "run": min(runs), "rows": rows}))
+"""
+
+
+def cpu_names(corpus: str, mb: int) -> None:
+    """The filter recipe's kernels compiled for this machine's CPU (numba's default) and for
+    NUMBA_CPU_NAME=generic (code any x86-64 runs: what a shipped, prebuilt cache would hold): compile CPU
+    (first pass minus a later one) and run CPU (best of 3 later passes) on ``mb`` MB of the corpus, in-process
+    through the ops' kernels, each from an empty cache."""
+    scratch = tempfile.mkdtemp(prefix="gm-cpu-name-")
+    try:
+        out = {}
+        for name in ("host", "generic"):
+            env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CPU")}
+            env["NUMBA_CACHE_DIR"] = os.path.join(scratch, name)
+            env["GRISTMILL_CACHE"] = os.path.join(scratch, "gristmill-cache")
+            if name == "generic":
+                env["NUMBA_CPU_NAME"] = "generic"
+            proc = subprocess.run([sys.executable, "-c", _CPU_PROBE, corpus, str(mb), json.dumps(FILTERS)], env=env,
+                                  cwd=REPO, capture_output=True, text=True)
+            if proc.returncode:
+                sys.exit(proc.stderr[-3000:])
+            out[name] = json.loads(proc.stdout.strip().splitlines()[-1])
+            r = out[name]
+            print(f"{name:>8}: compile {r['first'] - r['run']:6.1f} s CPU, run {r['run']:6.2f} s CPU "
+                  f"({r['rows']} rows kept)", flush=True)
+        h, g = out["host"], out["generic"]
+        print(f"generic / host: compile {(g['first'] - g['run']) / (h['first'] - h['run']):.2f}x, "
+              f"run {g['run'] / h['run']:.2f}x, same rows kept: {g['rows'] == h['rows']}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -130,7 +191,13 @@ def main() -> None:
                          "(default /tmp/corpus/corpus.jsonl, ~32 MB)")
     ap.add_argument("--no-warm-up", action="store_true", help="with --fresh-install: skip `gristmill warm-up`")
     ap.add_argument("--np", type=int, default=1, help="with --fresh-install: the recipe's np (default 1)")
+    ap.add_argument("--cpu-names", nargs="?", const="/tmp/corpus/corpus.jsonl", default=None, metavar="CORPUS",
+                    help="compile and run CPU of the filter recipe's kernels built for this CPU vs "
+                         "NUMBA_CPU_NAME=generic (--mb MB of CORPUS)")
+    ap.add_argument("--mb", type=int, default=8, help="with --cpu-names: MB of the corpus (default 8)")
     args = ap.parse_args()
+    if args.cpu_names:
+        return cpu_names(os.path.abspath(args.cpu_names), args.mb)
     if args.fresh_install:
         return fresh_install(os.path.abspath(args.fresh_install), not args.no_warm_up, args.np)
     scratch = tempfile.mkdtemp(prefix="gm-cold-start-")
