@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import fs as _fs
 from ..engine.progress import Progress
+from ..engine.timeline import mark
 from ..io.base import ReadOptions
 from ..io.planner import expand, plan_dataset
 from . import check as fastcheck
@@ -164,11 +165,33 @@ def _inside(child: str, parent: str) -> bool:
     return child.startswith(parent.rstrip(os.sep) + os.sep)
 
 
-def _plan_sources(cfg: TokenizeConfig) -> list[list]:
-    """Shards of each source, in order."""
-    out = []
+AUTO_SHARDS = 16  # without an explicit shard_bytes, line-based inputs are cut into about this many shards
+MIN_SHARD_BYTES = 1 << 20  # ... of at least this size
+
+
+def shard_bytes(cfg: TokenizeConfig) -> int:
+    """The shard size of a run: ``shard_bytes`` when the section sets it, else about a 16th of the input (at
+    least 1 MB, at most the default 16 MB), so that the workers finish together: four 6.5 MB files on two
+    workers left one idle for a whole shard's time. It depends on the input only, never on np (the output,
+    the shards and their resume markers are the same for any worker count)."""
+    if "shard_bytes" in cfg.model_fields_set:
+        return cfg.shard_bytes
+    total = 0
     for s in cfg.source_list():
-        opts = ReadOptions(text_key=s["text_key"], shard_bytes=cfg.shard_bytes)
+        for p in s["paths"]:
+            try:
+                total += sum(_fs.size(f) for f in expand(p))
+            except (OSError, ValueError):  # a missing path: _plan_sources names it
+                pass
+    return max(MIN_SHARD_BYTES, min(cfg.shard_bytes, -(-total // AUTO_SHARDS)))
+
+
+def _plan_sources(cfg: TokenizeConfig, size: int | None = None) -> list[list]:
+    """Shards of each source, in order (of about ``size`` bytes: :func:`shard_bytes` by default)."""
+    out = []
+    size = shard_bytes(cfg) if size is None else size
+    for s in cfg.source_list():
+        opts = ReadOptions(text_key=s["text_key"], shard_bytes=size)
         try:
             out.append(plan_dataset(s["paths"], opts))
         except FileNotFoundError:
@@ -200,6 +223,7 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
     # the registry's executor (an unknown engine or a missing Ray fails here, before any work); local workers
     # start only when a shard is to do (a fully resumed run starts none)
     executor = make_executor(engine, nproc, address, log or (lambda m: None))
+    mark("tokenize planned")
     with WorkDirLock(work_dir):  # one run per work dir (WorkDirBusy otherwise)
         tok_dir = os.path.join(tok_root, "tok")
         # temp files of a killed run: every one in the work dir (the lock says no run is writing there), the
@@ -252,8 +276,9 @@ def _plan_jobs(cfg: TokenizeConfig) -> tuple[list[ShardJob], list[list[str]]]:
     """(shard jobs in source and shard order, job names per source)."""
     jobs: list[ShardJob] = []
     names: list[list[str]] = []
-    for si, (s, shards) in enumerate(zip(cfg.source_list(), _plan_sources(cfg))):
-        opts = ReadOptions(text_key=s["text_key"], shard_bytes=cfg.shard_bytes)
+    size = shard_bytes(cfg)
+    for si, (s, shards) in enumerate(zip(cfg.source_list(), _plan_sources(cfg, size))):
+        opts = ReadOptions(text_key=s["text_key"], shard_bytes=size)
         names.append([])
         for sh in shards:
             name = f"s{si:03d}-{sh.index:06d}"
@@ -268,6 +293,7 @@ def _run(cfg: TokenizeConfig, jobs: list[ShardJob], names: list[list[str]], exec
         executor.warm_up(len(jobs), warm_worker)  # some shard is to do: start the workers now
     sp = resolve_specials(cfg)
     spec = sp.spec
+    mark("tokenizer loaded")
     os.makedirs(tok_dir, exist_ok=True)
     use_spec(spec)  # tasks run in this process use this spec's backends, built once
     try:
@@ -322,13 +348,16 @@ def _run_with(cfg, jobs, names, executor: Executor, np_engine: tuple[int, str], 
         used = sorted({r.backend for r in done.values() if r is not None})
         backend, backend_info = ",".join(used), {"reason": "all shards already tokenized (resumed)"}
     t_setup = time.time() - t0
+    mark("tokenize setup done")
     t1 = time.time()
     try:
         if todo:
             new = _phase1(todo, settings, fps, backend, checked if backend == "tiktoken" else set(), cfg, executor,
                           tok_dir, progress)
+        mark("phase 1 done")
         if concurrent:
             backend, backend_info = check.result()
+            mark("fast-path check done")
     finally:
         if reference is not None:
             reference.close()
@@ -351,6 +380,7 @@ def _run_with(cfg, jobs, names, executor: Executor, np_engine: tuple[int, str], 
     out = _phase2(cfg, spec, names, results, tok_dir, pad_id, eos_id, bos_id, backend, progress,
                   executor if remote is not None else None)
     t_write = time.time() - t2
+    mark("phase 2 done")
 
     res_list = [results[j.name] for j in jobs]
     tokens_in = sum(r.tokens for r in res_list)
