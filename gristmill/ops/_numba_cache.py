@@ -1,6 +1,6 @@
 """Keep numba's on-disk kernel cache in step with the sources, and say when kernels are being compiled.
 
-numba checks a cached kernel against its own file's timestamp only; a kernel that calls jitted functions
+numba checks a cached kernel against its own file only (its timestamp or bytes); a kernel that calls jitted functions
 from another module (c4.py calling _spacy_words.py) keeps running their old code after that module changes
 (a git pull, an editable install). So each module's cached kernels are tied to a digest of the module and
 of every module of the same package it imports, directly or through others (``from .x import``, ``from .
@@ -17,7 +17,7 @@ every kernel np times at once).
 
 Where gristmill's kernels are cached (:func:`install_locator`, put in place by :func:`refresh` as soon as numba
 is imported): a numba cache locator that keys a kernel's cache entries by that same digest instead of the
-source file's timestamp (numba < 0.63) or own bytes, in ``__pycache__`` next to the sources or, under
+source file's timestamp (numba 0.60) or own bytes (0.68), in ``__pycache__`` next to the sources or, under
 NUMBA_CACHE_DIR, in ``NUMBA_CACHE_DIR/gristmill/<subpackage>`` whatever the install path: a cache stays valid
 across a copy or reinstall of identical sources, and a change to a module a kernel calls into is a miss there
 too (numba alone would load the kernel with the old callee compiled in). ``gristmill warm-up``
