@@ -94,3 +94,37 @@ def test_min_uid_on_disk_matches_min_uid_roots(tmp_path):
     dup[200] = dup[7]
     with pytest.raises(ValueError, match="dup"):
         U.min_uid_on_disk(ext, iter([(0, dup)]), tmp_path / "ud", "dup")
+
+
+def test_on_disk_with_a_reference_gives_the_in_memory_bytes(tmp_path, monkeypatch):
+    """Against an earlier run's signatures (``reference_signatures_path``): a cluster holding a reference row
+    keeps it, the others their smallest uid; the range-by-range merge, uid rule and emit give the in-memory
+    bytes (the ranges of 7 rows put the new rows after the reference rows' ranges)."""
+    rows = _corpus()
+    old, new = rows[:15], rows[15:]
+    monkeypatch.delenv(X.BUDGET_ENV, raising=False)
+    sig = tmp_path / "old" / "sig.parquet"
+    _run(tmp_path / "old", _write(tmp_path / "in-old", old))
+    src = _write(tmp_path / "in-new", new)
+
+    def run(tmp: Path) -> dict:
+        op = DocumentMinhashDeduplicatorWithUid(reference_signatures_path=str(sig),
+                                                save_signatures_path=str(tmp / "sig.parquet"))
+        report = Dataset.load(str(src)).process([op]).export(str(tmp / "out.jsonl"), np=1,
+                                                            work_dir=str(tmp / "w"), keep_removed=True)
+        o = report["ops"][-1]
+        return {"export": (tmp / "out.jsonl").read_bytes(), "removed": Path(o["removed_samples"]).read_bytes(),
+                "counts": (o["rows_in"], o["rows_out"], o["removed"], o["reasons"]),
+                "signatures": (tmp / "sig.parquet").read_bytes(),
+                **{Path(p).name: Path(p).read_bytes() for p in o.get("outputs", [])}}
+
+    memory = run(tmp_path / "memory")
+    calls = []
+    real = U.min_uid_on_disk
+    monkeypatch.setattr(U, "min_uid_on_disk", lambda *a, **k: calls.append(a[4]) or real(*a, **k))
+    monkeypatch.setenv(X.BUDGET_ENV, str(7 * X.BYTES_PER_ROW))
+    spilled = run(tmp_path / "spill")
+    assert calls and calls[0] > 0, "the resolve did not go through the range-by-range merge"
+    reasons = memory["counts"][3]
+    assert reasons.get("minhash duplicate of an earlier run", 0) >= 5 and reasons.get("minhash duplicate", 0) >= 5
+    assert spilled == memory

@@ -181,9 +181,7 @@ def _emit_ranges(ctx, ext: ExternalRoots, reason: str, ref: Earlier | None = Non
     never one per open cluster of the whole dataset. ``ref``: an incremental dedup's reference rows come
     first (their ranges' ids are handed out before the scan starts)."""
     if not ext.first_roots:
-        if ref is not None:
-            raise ValueError("reference rows need first-row roots")
-        return _emit_assigned(ctx, ext, reason)
+        return _emit_assigned(ctx, ext, reason, ref)
     base = ref.base if ref else 0
     path = clusters_path(ctx)
     tmp = path.with_name(path.name + ".tmp")
@@ -254,13 +252,18 @@ def _overlaps(ext: ExternalRoots, g0: int, g1: int) -> Iterator[tuple[int, int, 
         yield k, max(g0, lo), min(g1, hi)
 
 
-def _emit_assigned(ctx, ext: ExternalRoots, reason: str) -> dict:
+def _emit_assigned(ctx, ext: ExternalRoots, reason: str, ref: Earlier | None = None) -> dict:
     """``emit`` over on-disk roots whose kept rows may come after their members (``_extcc.assign``): a
     first scan of the ids answers every range's requests (the ids of the roots its members have, from
     any range), a second one writes the clusters file and the removals as the in-memory emit does. Held
-    at once: the ids one range asks for, and those of the requested rows of the range being scanned."""
+    at once: the ids one range asks for, and those of the requested rows of the range being scanned.
+    ``ref``: an incremental dedup's reference rows come first (their ids handed out before the scans);
+    rows whose root is one are removed for it, as the in-memory emit's ``earlier`` rows are."""
     wanted: np.ndarray | None = None  # requested rows of range k, sorted
     got = _Ids()
+    base = ref.base if ref else 0
+    for k in range(ext.range_of(base) if ref else 0):
+        ref.answer(ext, k, ext.range_of(base))
 
     def answer(k: int) -> None:
         for q in ext.id_requests(k):
@@ -268,9 +271,10 @@ def _emit_assigned(ctx, ext: ExternalRoots, reason: str) -> dict:
                 t = q["t"][q["r"] == r]
                 ext.put_ids(r, k, t, got.get(t))
 
-    if ext.n:
+    if ext.n > base:
         k_open = -1
         for _, _, g0, batch in scan(ctx, [C.ID]):
+            g0 += base  # rows of the roots from here on
             for k, a, b in _overlaps(ext, g0, g0 + batch.num_rows):
                 if k != k_open:
                     wanted = np.empty(0, np.int64)
@@ -286,37 +290,55 @@ def _emit_assigned(ctx, ext: ExternalRoots, reason: str) -> dict:
                     answer(k)
     path = clusters_path(ctx)
     tmp = path.with_name(path.name + ".tmp")
-    clusters = 0
+    clusters = by_earlier = 0
     need: dict[int, _Ids] = {}
+
+    def kept_ids(r_m: np.ndarray, g_m: np.ndarray) -> pa.Array:
+        rng = g_m // ext.width
+        parts, where = [], []
+        for k in np.unique(rng).tolist():
+            if k not in need:
+                need[k] = _Ids.of(*ext.get_ids(k))
+            sel = np.flatnonzero(rng == k)
+            parts.append(need[k].get(r_m[sel]))
+            where.append(sel)
+        pos = np.concatenate(where)
+        inv = np.empty(pos.size, np.int64)
+        inv[pos] = np.arange(pos.size)
+        return parts[0] if len(parts) == 1 else pa.concat_arrays(parts).take(pa.array(inv))
+
     with pq.ParquetWriter(tmp, CLUSTER_SCHEMA) as w:
         out = _ClusterRows(ctx, w, reason)
         for shard, offset, g0, batch in scan(ctx, [C.ID]):
+            g0 += base
             g1 = g0 + batch.num_rows
             r, member = ext.rows(g0, g1)
+            if ref is not None and member.any():
+                gone = member & (r < ref.n_ref)
+                if gone.any():  # kept out by an earlier run's row: removed for it, as _remove_earlier does
+                    idx = np.flatnonzero(gone)
+                    kept = kept_ids(r[idx], g0 + idx)
+                    cluster = -1 - r[idx]
+                    ctx.remove(shard, offset + idx, ref.reason, {"cluster": cluster, "kept_id": kept})
+                    out.add(pa.record_batch([pa.array(cluster), _ids(batch).take(pa.array(idx)), kept,
+                                             pa.array(np.zeros(idx.size, bool))], schema=CLUSTER_SCHEMA))
+                    by_earlier += idx.size
+                    member = member & ~gone
             if member.any():
                 ids = _ids(batch)
                 idx = np.flatnonzero(member)
                 r_m, g_m = r[idx], g0 + idx
                 is_root = r_m == g_m
                 clusters += int(is_root.sum())
-                rng = g_m // ext.width
-                parts, where = [], []
-                for k in np.unique(rng).tolist():
-                    if k not in need:
-                        need[k] = _Ids.of(*ext.get_ids(k))
-                    sel = np.flatnonzero(rng == k)
-                    parts.append(need[k].get(r_m[sel]))
-                    where.append(sel)
-                pos = np.concatenate(where)
-                inv = np.empty(pos.size, np.int64)
-                inv[pos] = np.arange(pos.size)
-                kept = parts[0] if len(parts) == 1 else pa.concat_arrays(parts).take(pa.array(inv))
-                out.members(shard, offset, idx, r_m, ids.take(pa.array(idx)), kept, is_root)
+                kept = kept_ids(r_m, g_m)
+                out.members(shard, offset, idx, r_m - base, ids.take(pa.array(idx)), kept, is_root)
             for k in [k for k in need if ext.bounds(k)[1] <= g1]:
                 del need[k]
         out.flush()
     tmp.replace(path)
-    return {"rows": ext.n, "removed": out.removed, "clusters": clusters, "clusters_file": str(path)}
+    res = {"rows": ext.n - base, "removed": out.removed + by_earlier, "clusters": clusters,
+           "clusters_file": str(path)}
+    return res if ref is None else {**res, "removed_by_earlier": by_earlier}
 
 
 def _kept_ids(r_m: np.ndarray, g_m: np.ndarray, open_from: int, width: int, here: "_Ids",

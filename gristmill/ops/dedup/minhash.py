@@ -196,18 +196,13 @@ class DocumentMinhashDeduplicator(Deduplicator):
         else:
             out = str(ctx.scratch_dir / f"minhash-forest-{self.position}")
             forests = S.map_partitions(ctx, bucket_forest, shuffle, out, n_ref)
-            if n_ref and default_keep:  # over the driver's memory budget, roots on disk (_extcc)
+            # over the driver's memory budget, roots on disk (_extcc); the keep rule takes either
+            if n_ref:
                 roots, earlier = REF.merge_bounded(forests, n_ref, n, ctx.scratch_dir / f"minhash-cc-{self.position}",
                                                    self.references, EARLIER_REASON)
-            elif n_ref:
-                roots, rows = REF.merge_with_reference(forests, n_ref, n)
-                earlier = (rows, REF.reference_ids(self.references, rows[rows >= 0]), EARLIER_REASON)
-            else:  # over the driver's memory budget, roots on disk (_extcc); the keep rule takes either
+            else:
                 roots = S.merge_forests(forests, n, ctx.scratch_dir / f"minhash-cc-{self.position}")
-            if isinstance(roots, np.ndarray):
-                roots = self.keep_rule(ctx, np.asarray(roots, np.int64), n)
-            elif not n_ref:
-                roots = self.keep_rule(ctx, roots, n)
+            roots = self.keep_rule(ctx, np.asarray(roots, np.int64) if isinstance(roots, np.ndarray) else roots, n)
         self.last_stats = R.emit(ctx, roots, "minhash duplicate", earlier)
         if self.save_path:
             if isinstance(earlier, R.Earlier):  # a row kept out by a reference row is not its own root

@@ -46,13 +46,15 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
 def min_uid_on_disk(ext: X.ExternalRoots, uid_batches: Iterator[tuple[int, np.ndarray]], directory,
-                    duplicate_error: str) -> X.ExternalRoots:
+                    duplicate_error: str, base: int = 0) -> X.ExternalRoots:
     """``min_uid_roots`` over on-disk roots (``_extcc.components``): the same roots as an ``ExternalRoots``
     of ``_extcc.assign`` (kept rows may come after their members). ``uid_batches``: (first row, uids) in row
     order. One scan files every member's (root, uid, row) by its root's range and every uid by a hash
     bucket (about ``width`` uids each: the uniqueness check, ``duplicate_error`` raised); then, range by
     range, each root's smallest-uid member (two reads of the range's records, a chunk at a time: dense
-    arrays of ``width`` rows) and a (row, kept row) pair per member, which ``assign`` turns into roots."""
+    arrays of ``width`` rows) and a (row, kept row) pair per member, which ``assign`` turns into roots.
+    ``base``: an incremental dedup's roots (``_reference.merge_bounded``): the dataset's row g is row
+    ``base + g`` there, and a cluster whose root is a reference row (below ``base``) keeps it."""
     out = Path(directory)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -60,16 +62,24 @@ def min_uid_on_disk(ext: X.ExternalRoots, uid_batches: Iterator[tuple[int, np.nd
     members = X._Spill(out / "members", "m", MEMBER, "r", width, chunk)
     buckets = max(1, ext.ranges)
     uids = X._Spill(out / "uids", "u", UIDREC, "b", 1, chunk)
+    through = out / "reference.bin"  # (row, reference root) of members kept out by a reference row
+    f_through = open(through, "wb")
     for g0, u in uid_batches:
+        g0 += base
         rec = np.empty(u.size, UIDREC)
         rec["b"] = ((u.view(np.uint64) * _MIX) >> np.uint64(33)).astype(np.int64) % buckets
         rec["u"] = u
         uids.add(rec)
         r, member = ext.rows(g0, g0 + u.size)
         idx = np.flatnonzero(member)
+        if base:
+            early = r[idx] < base
+            X._pairs(g0 + idx[early], r[idx[early]]).tofile(f_through)
+            idx = idx[~early]
         rec = np.empty(idx.size, MEMBER)
         rec["r"], rec["u"], rec["g"] = r[idx], u[idx], g0 + idx
         members.add(rec)
+    f_through.close()
     uids.flush()
     members.flush()
     for b in range(buckets):
@@ -99,8 +109,9 @@ def min_uid_on_disk(ext: X.ExternalRoots, uid_batches: Iterator[tuple[int, np.nd
                 X._pairs(rec["g"], best_g[rec["r"] - lo]).tofile(f)
             members.path(k).unlink()
     shutil.rmtree(out / "members", ignore_errors=True)
-    res = X.assign([pairs], ext.n, out / "roots", width, chunk)
+    res = X.assign([through, pairs], ext.n, out / "roots", width, chunk)
     pairs.unlink()
+    through.unlink()
     ext.remove()
     return res
 
@@ -144,6 +155,7 @@ class DocumentMinhashDeduplicatorWithUid(DocumentMinhashDeduplicator):
 
     def keep_rule(self, ctx, roots, n):
         if isinstance(roots, X.ExternalRoots):  # past the driver's memory budget: range by range on disk
+            base = roots.n - n  # an incremental dedup's: the reference rows' ranges come first
             return min_uid_on_disk(roots, self._uid_batches(ctx), Path(roots.directory + "-uid"),
-                                   self._not_unique)
+                                   self._not_unique, base)
         return min_uid_roots(roots, self._uids(ctx, n)) if n else roots
