@@ -2,7 +2,7 @@
 --fresh-install, a fresh install's first run vs its second on the filter recipe (issue 25).
 
 usage: python bench/cold_start.py [--repeat 3] [--recipe examples/basic.yaml]
-       python bench/cold_start.py --fresh-install [CORPUS_JSONL] [--no-warm-up] [--np 1]
+       python bench/cold_start.py --fresh-install [CORPUS_JSONL] [--no-warm-up] [--np 1] [--wheel]
        python bench/cold_start.py --cpu-names [CORPUS_JSONL] [--mb 8]
 
 --fresh-install does what a user does, in a temp dir: a copy of the checkout's tracked files (a fresh clone:
@@ -77,7 +77,7 @@ def timed(cmd: list[str], env: dict, cwd: str) -> tuple[float, float, str]:
     return wall, (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime), proc.stderr
 
 
-def fresh_install(corpus: str, warm: bool, np_: int) -> None:
+def fresh_install(corpus: str, warm: bool, np_: int, wheel: bool = False) -> None:
     scratch = tempfile.mkdtemp(prefix="gm-fresh-install-")
     try:
         src, venv = os.path.join(scratch, "checkout"), os.path.join(scratch, "venv")
@@ -90,11 +90,12 @@ def fresh_install(corpus: str, warm: bool, np_: int) -> None:
         env["GRISTMILL_CACHE"] = os.path.join(scratch, "gristmill-cache")
         subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", venv], check=True)
         py, gm = os.path.join(venv, "bin", "python"), os.path.join(venv, "bin", "gristmill")
-        steps = [("pip install -e", timed([py, "-m", "pip", "install", "-q", "--no-deps",
-                                            "-e", src], env, scratch))]
+        how = ["-e", src] if not wheel else [src]  # a wheel built from the copy, installed into the venv
+        steps = [("pip install" + (" -e" if not wheel else ""),
+                  timed([py, "-m", "pip", "install", "-q", "--no-deps", *how], env, scratch))]
         where = subprocess.run([py, "-c", "import gristmill; print(gristmill.__file__)"], env=env, cwd=scratch,
                                capture_output=True, text=True, check=True).stdout.strip()
-        assert where.startswith(src), f"the venv imports gristmill from {where}, not the fresh copy"
+        assert where.startswith(src if not wheel else venv), f"the venv imports gristmill from {where}"
         if warm:
             steps.append(("gristmill warm-up", timed([gm, "warm-up"], env, scratch)))
         recipe = os.path.join(scratch, "filters.yaml")
@@ -191,6 +192,8 @@ def main() -> None:
                          "(default /tmp/corpus/corpus.jsonl, ~32 MB)")
     ap.add_argument("--no-warm-up", action="store_true", help="with --fresh-install: skip `gristmill warm-up`")
     ap.add_argument("--np", type=int, default=1, help="with --fresh-install: the recipe's np (default 1)")
+    ap.add_argument("--wheel", action="store_true", help="with --fresh-install: `pip install COPY` (a wheel into "
+                                                         "the venv's site-packages) instead of `pip install -e COPY`")
     ap.add_argument("--cpu-names", nargs="?", const="/tmp/corpus/corpus.jsonl", default=None, metavar="CORPUS",
                     help="compile and run CPU of the filter recipe's kernels built for this CPU vs "
                          "NUMBA_CPU_NAME=generic (--mb MB of CORPUS)")
@@ -199,7 +202,7 @@ def main() -> None:
     if args.cpu_names:
         return cpu_names(os.path.abspath(args.cpu_names), args.mb)
     if args.fresh_install:
-        return fresh_install(os.path.abspath(args.fresh_install), not args.no_warm_up, args.np)
+        return fresh_install(os.path.abspath(args.fresh_install), not args.no_warm_up, args.np, args.wheel)
     scratch = tempfile.mkdtemp(prefix="gm-cold-start-")
     try:
         cold, warm = [], []
