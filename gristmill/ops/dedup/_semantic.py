@@ -22,8 +22,8 @@ PAIR = np.dtype([("gone", np.int64), ("kept", np.int64), ("sim", np.float32), ("
 
 
 class Centroids:
-    """The k × d float64 k-means centroids: an array in memory, or past the memory budget
-    (``GRISTMILL_SEMDEDUP_MEMORY``) a raw file of the resolve's scratch dir read and written ``CENTROIDS``
+    """The k × d float64 k-means centroids: an array in memory, or when they and their sums pass the memory
+    budget (``GRISTMILL_SEMDEDUP_MEMORY``) a raw file of the resolve's scratch dir read and written ``CENTROIDS``
     rows at a time (one block held), so the driver's memory does not grow with ``num_clusters``. The
     products and sums are the same blocks either way: the same labels, bit for bit."""
 
@@ -95,8 +95,8 @@ def kmeans(x, k: int, seed: int, iterations: int = 20, sample: int = 100_000,
     """Cluster label of every row of ``x`` (unit rows; an array, or a ``ValidRows`` over a memory-mapped
     matrix): spherical k-means (cosine), fitted on a seeded sample of at most ``sample`` rows (the only rows
     held at once), started by k-means++, then every row assigned to its most similar centroid, chunk by
-    chunk, into ``out`` when given. ``work``: a directory for the centroids when k × d × 8 bytes exceed the
-    memory budget (``Centroids``: one block of them held; without it they are in memory)."""
+    chunk, into ``out`` when given. ``work``: a directory for the centroids when they and their sums
+    (2 × k × d × 8 bytes) exceed the memory budget (``Centroids``: one block of them held; without it they are in memory)."""
     n = x.shape[0]
     k = max(1, min(int(k), n))
     if k == 1:
@@ -108,7 +108,7 @@ def kmeans(x, k: int, seed: int, iterations: int = 20, sample: int = 100_000,
     idx = np.sort(rng.choice(n, size=sample, replace=False)) if n > sample else np.arange(n)
     s = x[idx].astype(np.float64)
     m, dim = s.shape
-    on_disk = work is not None and k * dim * 8 > memory_budget()
+    on_disk = work is not None and 2 * k * dim * 8 > memory_budget()  # the centroids and their sums
     cent = Centroids(k, dim, str(Path(work) / "centroids.bin") if on_disk else None)
     buf = cent.array if not on_disk else np.empty((CENTROIDS, dim))  # k-means++ rows not yet written
     base = 0  # buf's first centroid
