@@ -409,6 +409,7 @@ def cmd_split(args) -> int:
 
 def cmd_tokenize(args) -> int:
     """Tokenize a recipe's export (its `tokenize:` section) or a file that is just a tokenize section."""
+    _start_tokenize_workers_early(args)
     from .pipeline import PipelineError
     from .pipeline.tokenize_step import plan_tokenize
     con = _console()
@@ -426,6 +427,17 @@ def cmd_tokenize(args) -> int:
         from .analysis.report import add_tokens
         ConsoleObserver(con).tokens(report, add_tokens(job.work_dir, report["stats"]))  # the run report gains them
     return status
+
+
+def _start_tokenize_workers_early(args) -> None:
+    """`tokenize --np N` (N > 1, local engine): start its workers' fork server now, while this process imports
+    and plans, as `run` does above (a guess that the run does not use costs some CPU, never a result)."""
+    try:
+        if (args.np or 0) > 1 and (args.engine or "local") == "local":
+            from .engine.pool import start_server
+            start_server(args.np, [])
+    except Exception:  # noqa: BLE001 - an optimisation only
+        pass
 
 
 def build_parser() -> argparse.ArgumentParser:
