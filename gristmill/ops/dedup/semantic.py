@@ -2,9 +2,10 @@
 
 Stages (the engine runs them): ``compute_hash`` is row-local and fused into the previous stage: it embeds
 the text (or reads an embedding column a ``text_embedding_mapper`` wrote) into a private column of unit
-vectors. ``resolve`` reads them in dataset order into one matrix on the driver (4 bytes × dimensions per
-row: 1 KiB a row for WordLlama's 256), clusters it with seeded spherical k-means (one cluster, an exact
-search, for small data), and runs the clusters on the engine's workers: inside a cluster rows go in dataset
+vectors. ``resolve`` streams them in dataset order to files of the scratch dir (``_semantic_store``: read
+back memory-mapped, a block of ``GRISTMILL_SEMDEDUP_MEMORY`` at a time; the driver never holds the matrix),
+clusters them with seeded spherical k-means (one cluster, an exact search, for small data; the centroids in
+a scratch file past the budget), and runs the clusters on the engine's workers: inside a cluster rows go in dataset
 order and a row whose cosine similarity to an earlier kept row reaches ``threshold`` is removed, pointing at
 the most similar kept row (the earliest on ties). Nothing chains: a row is only ever removed for a row that
 is kept.
