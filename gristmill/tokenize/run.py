@@ -216,6 +216,10 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
     nproc = max(1, int(np))
     jobs, names = _plan_jobs(cfg)
     tok_root = os.path.abspath(os.path.join(work_dir, "tokenize"))
+    if nproc > 1 and engine == "local" and len(jobs) > 1 and not all(
+            os.path.exists(os.path.join(tok_root, "tok", f"{j.name}.done.json")) for j in jobs):
+        from ..engine.pool import start_server  # the workers' fork server preloads while this process gets ready
+        start_server(min(nproc, len(jobs)), [])
     check_paths({"tokenize output": cfg.output, "tokenize work dir": tok_root,
                  **{f"tokenize output ({f})": d for f, d in cfg.format_list() if d != cfg.output}}, cfg.source_paths(),
                 [f for j in jobs for f in (j.shard.files or [j.shard.source])])
