@@ -1,6 +1,7 @@
 """Scaling across workers (issue 25): the filter recipe and MinHash dedup at np 1 and np 2, side by side.
 
 usage: python bench/scaling.py [CORPUS_JSONL] [--shards 4] [--repeat 3] [--np 1 2] [--only filters|minhash] [--warmup]
+                                [--against DIR]
 
 The corpus (default /tmp/corpus/corpus.jsonl, else ../shared/data/cc-2019-30-sample.jsonl.gz) is cut into
 ``--shards`` files of equal size (whole lines) in a temp dir, as in the issue's profile. Each recipe runs
@@ -10,7 +11,9 @@ the machine hits both alike. Per run it records: wall time of the `gristmill run
 after the engine, CPU seconds of the whole process tree, and every op's summed op time (``ops[].seconds``:
 the op's time summed over all shards/workers). Prints, per recipe: the median of each, the engine-time and
 wall speedup np 1 → np N, and the per-op table np 1 vs np N (an op whose summed time grows with np pays a
-per-worker cost). Checks that every run's export is byte-identical.
+per-worker cost). Checks that every run's export is byte-identical. ``--against DIR`` runs another checkout
+(e.g. a ``git worktree`` of the revision before a change) in the same rounds, interleaved run by run, and
+prints its figures below this checkout's: an A/B on one machine under the same load.
 """
 from __future__ import annotations
 
@@ -69,7 +72,7 @@ def _write(out: str, k: int, lines: list[bytes]) -> str:
     return p
 
 
-def run(data: str, process: list, np_: int, tmp: str, name: str, env: dict | None = None) -> dict:
+def run(data: str, process: list, np_: int, tmp: str, name: str, env: dict | None = None, repo: str = REPO) -> dict:
     work, out = os.path.join(tmp, f"work-{name}"), os.path.join(tmp, f"out-{name}", "out.jsonl")
     shutil.rmtree(work, ignore_errors=True)
     shutil.rmtree(os.path.dirname(out), ignore_errors=True)
@@ -79,7 +82,7 @@ def run(data: str, process: list, np_: int, tmp: str, name: str, env: dict | Non
                         "process": process}, f)
     r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     res = subprocess.run([sys.executable, "-m", "gristmill.cli", "run", recipe, "--no-progress"],
-                         capture_output=True, text=True, cwd=REPO, env={**os.environ, **(env or {})})
+                         capture_output=True, text=True, cwd=repo, env={**os.environ, **(env or {})})
     wall, r1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
     if res.returncode:
         raise SystemExit(f"{name} failed ({res.returncode}):\n{res.stderr[-3000:]}")
@@ -117,45 +120,57 @@ def main() -> None:
     ap.add_argument("--only", choices=sorted(RECIPES), action="append")
     ap.add_argument("--warmup", action="store_true",
                     help="one untimed run per recipe at the largest np first (kernels compiled, caches filled)")
+    ap.add_argument("--against", metavar="DIR",
+                    help="another checkout (its root) run in the same rounds, interleaved with this one")
     args = ap.parse_args()
     corpus = args.corpus or default_corpus()
+    trees = [("this", REPO)] + ([("against", os.path.abspath(args.against))] if args.against else [])
     tmp = tempfile.mkdtemp(prefix="gm-scaling-")
     try:
         files = cut(corpus, args.shards, os.path.join(tmp, "data"))
         size = sum(os.path.getsize(p) for p in files)
         print(f"corpus {corpus}: {size / 1e6:.1f} MB in {len(files)} files; np {args.np}; {args.repeat} rounds; "
-              f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}", flush=True)
+              f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}"
+              + (f"; against {args.against}" if args.against else ""), flush=True)
         for name in args.only or list(RECIPES):
-            runs: dict[int, list[dict]] = {n: [] for n in args.np}
+            runs: dict[tuple[str, int], list[dict]] = {(t, n): [] for t, _ in trees for n in args.np}
             if args.warmup:
-                r = run(os.path.join(tmp, "data"), RECIPES[name], max(args.np), tmp, f"{name}-warmup")
-                print(f"  {name} warm-up np {max(args.np)}: wall {r['wall']:.2f} s (untimed)", flush=True)
+                for t, repo in trees:
+                    r = run(os.path.join(tmp, "data"), RECIPES[name], max(args.np), tmp, f"{name}-warmup", repo=repo)
+                    print(f"  {name} warm-up ({t}) np {max(args.np)}: wall {r['wall']:.2f} s (untimed)", flush=True)
             for i in range(args.repeat):
-                order = args.np if i % 2 == 0 else args.np[::-1]
-                for n in order:
-                    r = run(os.path.join(tmp, "data"), RECIPES[name], n, tmp, f"{name}-np{n}-{i}")
-                    runs[n].append(r)
-                    print(f"  {name} round {i + 1} np {n}: wall {r['wall']:.2f} s, engine {r['engine']:.2f} s, "
-                          f"before {r['before']:.2f} s, after {r['after']:.2f} s, CPU {r['cpu']:.2f} s", flush=True)
+                order = [(t, repo, n) for n in args.np for t, repo in trees]
+                for t, repo, n in order if i % 2 == 0 else order[::-1]:
+                    r = run(os.path.join(tmp, "data"), RECIPES[name], n, tmp, f"{name}-np{n}-{i}", repo=repo)
+                    runs[(t, n)].append(r)
+                    print(f"  {name} round {i + 1}{' (' + t + ')' if args.against else ''} np {n}: wall "
+                          f"{r['wall']:.2f} s, engine {r['engine']:.2f} s, before {r['before']:.2f} s, "
+                          f"after {r['after']:.2f} s, CPU {r['cpu']:.2f} s, resolve {r['resolve']:.2f} s", flush=True)
             shas = {r["sha"] for rs in runs.values() for r in rs}
-            base = runs[args.np[0]]
+            base = runs[("this", args.np[0])]
             print(f"\n{name}: rows {base[0]['rows'][0]:,} → {base[0]['rows'][1]:,}; exports byte-identical across "
                   f"all runs: {'yes' if len(shas) == 1 else 'NO'}")
-            print(f"  {'np':>3} {'wall s':>7} {'engine s':>8} {'before s':>8} {'after s':>7} {'CPU s':>7} "
-                  f"{'resolve s':>9} {'speedup wall':>12} {'speedup engine':>14} {'efficiency wall/engine':>22}")
-            for n in args.np:
-                rs = runs[n]
-                print(f"  {n:>3} {med(rs, 'wall'):7.2f} {med(rs, 'engine'):8.2f} {med(rs, 'before'):8.2f} "
-                      f"{med(rs, 'after'):7.2f} {med(rs, 'cpu'):7.2f} {med(rs, 'resolve'):9.2f} "
-                      f"{med(base, 'wall') / med(rs, 'wall'):12.2f}x {med(base, 'engine') / med(rs, 'engine'):13.2f}x "
-                      f"{med(base, 'wall') / med(rs, 'wall') / (n / args.np[0]):14.2f} / "
-                      f"{med(base, 'engine') / med(rs, 'engine') / (n / args.np[0]):.2f}")
-            print(f"  summed op time (median s): {'op':32} " + " ".join(f"{'np ' + str(n):>7}" for n in args.np)
-                  + f" {'ratio':>6}")
-            for op in base[0]["ops"]:
-                vals = [statistics.median(r["ops"][op] for r in runs[n]) for n in args.np]
-                print(f"  {'':27}{op:32} " + " ".join(f"{v:7.2f}" for v in vals)
-                      + f" {vals[-1] / vals[0] if vals[0] else float('nan'):5.2f}x")
+            for t, _ in trees:
+                base = runs[(t, args.np[0])]
+                if args.against:
+                    print(f"  {t}:")
+                print(f"  {'np':>3} {'wall s':>7} {'(min)':>6} {'engine s':>8} {'(min)':>6} {'before s':>8} "
+                      f"{'after s':>7} {'CPU s':>7} {'resolve s':>9} {'speedup wall':>12} {'speedup engine':>14} "
+                      f"{'efficiency wall/engine':>22}")
+                for n in args.np:
+                    rs = runs[(t, n)]
+                    print(f"  {n:>3} {med(rs, 'wall'):7.2f} {min(r['wall'] for r in rs):6.2f} {med(rs, 'engine'):8.2f} "
+                          f"{min(r['engine'] for r in rs):6.2f} {med(rs, 'before'):8.2f} "
+                          f"{med(rs, 'after'):7.2f} {med(rs, 'cpu'):7.2f} {med(rs, 'resolve'):9.2f} "
+                          f"{med(base, 'wall') / med(rs, 'wall'):12.2f}x {med(base, 'engine') / med(rs, 'engine'):13.2f}x "
+                          f"{med(base, 'wall') / med(rs, 'wall') / (n / args.np[0]):14.2f} / "
+                          f"{med(base, 'engine') / med(rs, 'engine') / (n / args.np[0]):.2f}")
+                print(f"  summed op time (median s): {'op':32} " + " ".join(f"{'np ' + str(n):>7}" for n in args.np)
+                      + f" {'ratio':>6}")
+                for op in base[0]["ops"]:
+                    vals = [statistics.median(r["ops"][op] for r in runs[(t, n)]) for n in args.np]
+                    print(f"  {'':27}{op:32} " + " ".join(f"{v:7.2f}" for v in vals)
+                          + f" {vals[-1] / vals[0] if vals[0] else float('nan'):5.2f}x")
             print(flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -105,14 +105,32 @@ def map_partitions(ctx, fn, shuffle: Shuffle, *args) -> list:
     """Phase 2: ``fn(shuffle, p, *args)`` for every partition p on the workers (``fn`` module-level),
     results in partition order; the spill files are deleted afterwards."""
     try:
-        return run_map(ctx, _call, [(fn, shuffle, p, args) for p in range(FANOUT)])
+        groups = partition_groups(FANOUT, workers(ctx))
+        done = run_map(ctx, _call, [(fn, shuffle, ps, args) for ps in groups])
+        return [r for rs in done for r in rs]
     finally:
         shuffle.remove()
 
 
+def workers(ctx) -> int | None:
+    """The engine's worker count behind a resolve context (None when unknown)."""
+    w = getattr(ctx, "workers", None) or getattr(getattr(ctx, "_executor", None), "workers", None)
+    return int(w) if w else None
+
+
+def partition_groups(n: int, workers: int | None, per_worker: int = 2) -> list[range]:
+    """Partitions 0..n-1 as consecutive ranges, ``per_worker`` ranges per worker (one range per partition
+    when the worker count is unknown or large): a task per partition costs a round trip to a worker each
+    (~5-10 ms), more than a small partition's work, so each worker gets a few tasks of several partitions.
+    Results do not depend on the grouping."""
+    k = n if not workers else max(1, min(n, workers * per_worker))
+    bounds = [round(i * n / k) for i in range(k + 1)]
+    return [range(bounds[i], bounds[i + 1]) for i in range(k)]
+
+
 def _call(item):
-    fn, shuffle, p, args = item
-    return fn(shuffle, p, *args)
+    fn, shuffle, ps, args = item
+    return [fn(shuffle, p, *args) for p in ps]
 
 
 # -- compact result files (one writer each) -------------------------------------------------------
