@@ -3,7 +3,9 @@
 A spawned worker paid ~1 s of CPU before its first row (issue 25, cause 1): the engine's modules (pyarrow,
 numpy…) ~0.45 s, the recipe's op modules ~0.2 s, numba's CPU target ~0.35 s. The fork server pays it once
 and every worker is a fork of it (copy-on-write), started in a few milliseconds. The op modules come in
-``GRISTMILL_PRELOAD_OPS`` (comma-separated module names; the server is started with it set). Nothing here may
+``GRISTMILL_PRELOAD_OPS`` (comma-separated module names; the server is started with it set). pandas too: pyarrow
+imports it on the first ``pa.array`` of a process, which every task reading JSONL makes (~0.8 s of CPU per
+worker, issue 25; it starts no thread). Nothing here may
 start a thread pool (a fork copies no threads: a pool the parent had started would hang in the child), so no
 polars, no Arrow compute, no tokenizer; and nothing may fail the server: a module that does not import is
 left to the task, which reports it.
@@ -19,6 +21,10 @@ from .pool import PRELOAD_VAR
 def _load() -> None:
     import numpy  # noqa: F401
     import pyarrow  # noqa: F401
+    try:  # pyarrow imports pandas on a worker's first pa.array() (the JSONL reader's): ~0.8 s each, once here
+        import pandas  # noqa: F401
+    except ImportError:
+        pass
 
     from . import shard_task  # noqa: F401 - what every task runs
     from .executor import warm_worker
