@@ -2,7 +2,7 @@
 np=1 and np=2 next to the raw tokenizer backend on the same texts with the same number of processes, next
 to datatrove's DocumentTokenizer, plus the utilisation of the three packing modes at --seq-len.
 
-usage: python bench/tokenize_bench.py [--limit ROWS] [--repeat N] [--langs en,zh] [--skip-peer] [--work /tmp/bench-tok]
+usage: python bench/tokenize_bench.py [--limit ROWS] [--repeat N] [--reps 3] [--langs en,zh] [--skip-peer] [--work /tmp/bench-tok]
                                      [--corpus /tmp/corpus/corpus.jsonl]
 
 Inputs (built once under --work, 4 JSONL shards per language):
@@ -14,8 +14,11 @@ Tokenizer: ../shared/tokenizers/qwen3/tokenizer.json.gz. Peer: /tmp/peers/dt (..
 
 "raw backend" is the tiktoken encoder gristmill verified against the Qwen3 tokenizer.json, run on texts
 already in memory (np=2: two processes, each on half of the texts, timed from a common start), with the
-same per-document EOS the full path adds. The full path is timed end to end: loading the tokenizer,
-checking the fast path against the reference, reading, tokenizing, packing and writing `npy` rows.
+same per-document EOS the full path adds. The full path is `gristmill tokenize --np N` timed end to end as a
+user runs it (interpreter start, imports, loading the tokenizer, checking the fast path against the
+reference, reading, tokenizing, packing, writing `npy` rows, the summary); datatrove likewise. The machine
+is shared: raw and full runs alternate --reps times (min and median reported), and CPU seconds (user + sys
+of every process: the encode loops for raw, the command and its workers for the others) are printed too.
 """
 from __future__ import annotations
 
@@ -185,15 +188,17 @@ def _raw_worker(tok_json, inp, part, parts, barrier, q):
     fast = spec.fast()
     eos = spec.token_id("<|endoftext|>")
     barrier.wait()
+    c = time.process_time()
     n = 0
     for i in range(0, len(texts), 1000):
         ids, _ = fast.encode_batch(texts[i:i + 1000], None, eos)
         n += len(ids)
-    q.put((n, time.perf_counter()))
+    q.put((n, time.perf_counter(), time.process_time() - c))
 
 
-def raw_backend(tok_json: str, inp: str, nproc: int) -> tuple[int, float]:
-    """(tokens, seconds) for the fast backend alone on every text of ``inp`` with ``nproc`` processes."""
+def raw_backend(tok_json: str, inp: str, nproc: int) -> tuple[int, float, float]:
+    """(tokens, seconds, CPU seconds) for the fast backend alone on every text of ``inp`` with ``nproc``
+    processes."""
     import multiprocessing as mp
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(nproc + 1)
@@ -206,20 +211,36 @@ def raw_backend(tok_json: str, inp: str, nproc: int) -> tuple[int, float]:
     got = [q.get() for _ in procs]
     for p in procs:
         p.join()
-    return sum(n for n, _ in got), max(t for _, t in got) - t0
+    return sum(g[0] for g in got), max(g[1] for g in got) - t0, sum(g[2] for g in got)
 
 
-def full_path(tok_json: str, inp: str, work: str, nproc: int, seq_len: int) -> tuple[dict, float, str]:
-    from gristmill.tokenize.run import run_tokenize
+def _timed(cmd: list[str], cwd: str | None = None) -> tuple[float, float]:
+    """(wall, CPU) seconds of a command and every process it started."""
+    import resource
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def full_path(tok_json: str, inp: str, work: str, nproc: int, seq_len: int) -> tuple[dict, float, str, float]:
+    """(report, wall s, output dir, CPU s) of ``gristmill tokenize --np nproc`` on a fresh work dir."""
+    import yaml
     w = os.path.join(work, f"gm-work-np{nproc}")
     out = os.path.join(work, f"gm-out-np{nproc}")
     shutil.rmtree(w, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
     cfg = {"tokenizer": tok_json, "sources": inp, "output": out, "format": "npy", "pack": "padded",
            "seq_len": seq_len}
-    t = time.perf_counter()
-    rep = run_tokenize(cfg, np=nproc, work_dir=w, progress=False)
-    return rep, time.perf_counter() - t, out
+    path = os.path.join(work, f"tokenize-np{nproc}.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(cfg, f)
+    wall, cpu = _timed([sys.executable, "-m", "gristmill.cli", "tokenize", path, "--np", str(nproc), "--work-dir", w,
+                        "--no-progress"], cwd=os.path.dirname(_HERE))
+    with open(os.path.join(out, "report.json")) as f:
+        return json.load(f), wall, out, cpu
 
 
 def bench_lang(lang: str, tok_json: str, inp: str, work: str, a) -> None:
@@ -233,43 +254,50 @@ def bench_lang(lang: str, tok_json: str, inp: str, work: str, a) -> None:
     del texts
     lw = os.path.join(work, lang)
     os.makedirs(lw, exist_ok=True)
-    raw: dict[int, list[float]] = {1: [], 2: []}
-    full: dict[int, tuple[dict, float, str]] = {}
+    import statistics
+    med = statistics.median
+    raw: dict[int, list[tuple[float, float]]] = {1: [], 2: []}  # (tok/s, CPU s)
+    full: dict[int, list[tuple[dict, float, str, float]]] = {1: [], 2: []}
     # raw and full runs interleaved, raw before and after, because the machine is shared
+    for _ in range(a.reps):
+        for npw in (1, 2):
+            n, s, c = raw_backend(tok_json, inp, npw)
+            raw[npw].append((n / s, c))
+            full[npw].append(full_path(tok_json, inp, lw, npw, a.seq_len))
+            n, s, c = raw_backend(tok_json, inp, npw)
+            raw[npw].append((n / s, c))
     for npw in (1, 2):
-        n, s = raw_backend(tok_json, inp, npw)
-        raw[npw].append(n / s)
-        full[npw] = full_path(tok_json, inp, lw, npw, a.seq_len)
-        n, s = raw_backend(tok_json, inp, npw)
-        raw[npw].append(n / s)
-    for npw in (1, 2):
-        rep, s, _ = full[npw]
-        r = float(np.mean(raw[npw]))
-        tps = rep["tokens"] / s
-        print(f"  np={npw}: raw backend {r / 1e6:.2f}M tok/s (runs: {', '.join(f'{x / 1e6:.2f}' for x in raw[npw])}); "
-              f"gristmill full path {tps / 1e6:.2f}M tok/s = {text_mb / s:.1f} MB/s in {s:.1f}s "
-              f"-> {tps / r:.2f}x raw (target >= 0.9x)")
+        rates = [x for x, _ in raw[npw]]
+        walls = [f[1] for f in full[npw]]
+        rep, cpus = full[npw][0][0], [f[3] for f in full[npw]]
+        tokens = rep["tokens"]
+        r, tps = med(rates), tokens / med(walls)
+        print(f"  np={npw}: raw backend {r / 1e6:.2f}M tok/s median (runs: {', '.join(f'{x / 1e6:.2f}' for x in rates)}; "
+              f"{med([c for _, c in raw[npw]]):.2f} CPU s)")
+        print(f"        gristmill tokenize (CLI, end to end) {tps / 1e6:.2f}M tok/s = {text_mb / med(walls):.1f} MB/s: "
+              f"wall min {min(walls):.2f} s, median {med(walls):.2f} s (runs: {', '.join(f'{x:.2f}' for x in walls)}); "
+              f"CPU median {med(cpus):.2f} s -> {tps / r:.2f}x raw by medians, {tokens / min(walls) / max(rates):.2f}x "
+              f"best to best (target >= 0.9x)")
         print(f"        setup {rep['setup_seconds']:.2f}s (tokenizer load + fast-path check: "
               f"{rep['backend_info'].get('verified_docs', 0)} docs from {rep['backend_info'].get('checked_shards', 0)} "
               f"shards), tokenize {rep['tokenize_seconds']:.2f}s, pack+write {rep['write_seconds']:.2f}s; "
-              f"backend {rep['backend']} ({rep['backend_info']['reason']}); {rep['tokens']:,} tokens, "
+              f"backend {rep['backend']} ({rep['backend_info']['reason']}); {tokens:,} tokens, "
               f"{rep['shards']} shards")
-    same = open(os.path.join(full[1][2], "data.npy"), "rb").read() == open(os.path.join(full[2][2], "data.npy"),
-                                                                           "rb").read()
+    same = open(os.path.join(full[1][0][2], "data.npy"), "rb").read() == open(
+        os.path.join(full[2][0][2], "data.npy"), "rb").read()
     print(f"  np=1 and np=2 outputs byte-identical: {same}")
 
     if not a.skip_peer and os.path.exists(DT_PY):
         out = os.path.join(lw, "dt-out")
-        t = time.perf_counter()
-        subprocess.run([DT_PY, PEER, inp, "shard-*.jsonl", tok_json, out, "2"], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        dt_s = time.perf_counter() - t
-        rep2, s2, _ = full[2]
+        dt = [_timed([DT_PY, PEER, inp, "shard-*.jsonl", tok_json, out, "2"]) for _ in range(a.peer_reps)]
+        dt_s, dt_cpu = med([w for w, _ in dt]), med([c for _, c in dt])
+        s2 = med([f[1] for f in full[2]])
         dt_tok = sum(os.path.getsize(os.path.join(dp, f)) // 4 for dp, _, fs in os.walk(out) for f in fs
                      if f.endswith(".ds"))
-        print(f"  datatrove DocumentTokenizer np=2: {dt_tok / 1e6:.1f}M tokens in {dt_s:.1f}s = "
-              f"{dt_tok / dt_s / 1e6:.2f}M tok/s, {text_mb / dt_s:.1f} MB/s; gristmill np=2 is {dt_s / s2:.2f}x "
-              f"faster (target >= 5x)")
+        print(f"  datatrove DocumentTokenizer np=2: {dt_tok / 1e6:.1f}M tokens in {dt_s:.1f}s (runs: "
+              f"{', '.join(f'{w:.1f}' for w, _ in dt)}), {dt_cpu:.1f} CPU s = {dt_tok / dt_s / 1e6:.2f}M tok/s, "
+              f"{text_mb / dt_s:.1f} MB/s; gristmill np=2 is {dt_s / s2:.2f}x faster by median wall "
+              f"(target >= 5x), {dt_cpu / med([f[3] for f in full[2]]):.2f}x by CPU")
     else:
         print("  datatrove: skipped (no /tmp/peers/dt or --skip-peer)")
 
@@ -294,6 +322,8 @@ def main():
     ap.add_argument("--langs", default="en,zh")
     ap.add_argument("--skip-peer", action="store_true")
     ap.add_argument("--seq-len", type=int, default=2048)
+    ap.add_argument("--reps", type=int, default=3, help="alternated raw/full runs per np (min and median shown)")
+    ap.add_argument("--peer-reps", type=int, default=1, help="datatrove runs")
     ap.add_argument("--corpus", default=CORPUS, help="corpus.jsonl of make-corpus.sh (small: the default; full: "
                     "30+ languages, where 'en' means every non-Chinese page)")
     a = ap.parse_args()
