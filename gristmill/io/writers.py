@@ -383,6 +383,55 @@ def _write_pieces(parts: list[str], schema: pa.Schema, shard_size: int, base: st
     return pieces
 
 
+def write_parquet_part(parts: list[str], schema: pa.Schema, dest: str) -> list[list[int]]:
+    """One shard's IPC parts as one Parquet file written exactly as :func:`assemble` writes their batches
+    into an export file (one row group per batch, under the export's ``schema``), to be composed into the
+    export by its row groups (``io.parquet_footer``). Returns per batch ``[Arrow bytes, row groups]``, what
+    :func:`plan_parquet_files` cuts by."""
+    tmp = tmp_path(dest)
+    w = _ParquetPiece(tmp, schema)
+    rows = []
+    for b in read_shard_parts(parts):
+        w.write(align(b, schema) or C.conform(b, schema))
+        rows.append((b.nbytes, b.num_rows))
+    w.close()
+    groups = [pq.ParquetFile(tmp).metadata.row_group(i).num_rows
+              for i in range(pq.ParquetFile(tmp).metadata.num_row_groups)]
+    out, g = [], 0
+    for nbytes, n in rows:  # a batch is one row group, or several where Parquet caps a row group's rows
+        k, got = 0, 0
+        while g + k < len(groups) and (got < n or (n == 0 and k == 0)):
+            got += groups[g + k]
+            k += 1
+        out.append([nbytes, k])
+        g += k
+    atomic_rename(tmp, dest)
+    return out
+
+
+def plan_parquet_files(batches: list[list[list[int]]], shard_size: int) -> list[list[tuple[int, int, int]]]:
+    """The files of a Parquet export as row-group ranges ``(part, first, end)`` of the parts
+    :func:`write_parquet_part` wrote (``batches``: what each returned): the cuts :func:`_write_pieces` makes
+    (after the batch whose bytes reach ``shard_size``; one file when 0)."""
+    files: list[list[tuple[int, int, int]]] = []
+    cur, acc = None, 0
+    for i, part in enumerate(batches):
+        g = 0
+        for nbytes, k in part:
+            if cur is None:
+                cur, acc = [], 0
+                files.append(cur)
+            if cur and cur[-1][0] == i and cur[-1][2] == g:
+                cur[-1] = (i, cur[-1][1], g + k)
+            else:
+                cur.append((i, g, g + k))
+            g += k
+            acc += nbytes
+            if shard_size > 0 and acc >= shard_size:
+                cur = None
+    return files or [[]]
+
+
 def _unified_schema(parts: list[str]) -> pa.Schema:
     schemas = []
     for p in parts:
