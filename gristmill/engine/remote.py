@@ -166,7 +166,8 @@ class RemoteRun:
         """The export of a run whose workers wrote their fragments to the bucket: a one-file JSONL export
         (any compression: its fragments are whole members/frames) is composed in the bucket from them, and a
         sharded uncompressed one from byte ranges of them (cut where the local writer cuts), committed by its
-        manifest; any other export (Parquet, HF arrow, compressed shards, a local export) needs its
+        manifest; a Parquet export (one file or sharded) is composed from Parquet parts the workers write
+        (``remote_parts.export_parquet``); any other export (HF arrow, compressed shards, a local export) needs its
         fragments rewritten, so they are downloaded here and assembled as before (None)."""
         from ..io.writers import shard_names
         from .media_op import export_media_mode
@@ -190,6 +191,10 @@ class RemoteRun:
             remote_parts.commit_composed([], self.export_url, self.log, files=list(zip(urls, pieces)))
             self.composed = urls
             return urls
+        if self.export_url and fmt == "parquet" and export_media_mode(local_cfg) not in ("link", "copy"):
+            self.mirror.sync()
+            self.composed = remote_parts.export_parquet(self.work, fragments, self.export_url, shard, self.log)
+            return self.composed
         self.work.fetch(flat)
         return None
 

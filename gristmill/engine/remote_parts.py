@@ -673,7 +673,104 @@ def commit_directory(files: list[str], local_base: str, export_url: str, compose
     return [fs.join(base_url, e["name"]) for e in entries]
 
 
-__all__ = ["Configured", "RemoteTask", "configured", "RemoteWork", "active", "commit_composed", "commit_directory", "compose", "plan_jsonl_shards", "current", "is_data", "plan_parts"]
+# -- Parquet exports composed in the bucket ---------------------------------------------------------------
+
+PARQUET_DIR = "stages/export-parquet/out"  # the workers' Parquet parts (data: never downloaded by the driver)
+
+
+@dataclasses.dataclass
+class ParquetPartTask:
+    """On a worker: one shard's export fragments (Arrow IPC) as a Parquet part under the export's schema
+    (``io.writers.write_parquet_part``), uploaded to the work dir by :class:`RemoteTask`."""
+    parts: list
+    schema: object
+    dest: str
+    stage_dir: str
+
+    def run(self, progress=None) -> dict:
+        from ..io.writers import write_parquet_part
+        return {"dest": self.dest, "batches": write_parquet_part(self.parts, self.schema, self.dest)}
+
+
+def _ipc_schema(work: "RemoteWork", path: str):
+    import pyarrow.ipc as ipc
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            return ipc.open_file(f).schema
+    fsys, p = fs.filesystem(fs.join(work.url, work.rel(path)))
+    with fsys.open(p, "rb", block_size=64 << 10, cache_type="bytes") as f:  # the file's footer only
+        return ipc.open_file(f).schema
+
+
+def _tail(url: str, size: int, n: int = 64 << 10) -> tuple[bytes, bytes]:
+    fsys, p = fs.filesystem(url)
+    head = fsys.cat_file(p, start=0, end=4)
+    tail = fsys.cat_file(p, start=max(size - n, 0), end=size)
+    return head, tail
+
+
+def read_parquet_footer(url: str):
+    """``(footer start, FileMetaData)`` of a Parquet object, read with two ranged reads (three when the
+    footer is over 64 KiB)."""
+    import struct as _st
+    from ..io import parquet_footer as pf
+    fsys, p = fs.filesystem(url)
+    size = int(fsys.size(p))
+    head, tail = _tail(url, size)
+    n = _st.unpack("<I", tail[-8:-4])[0] if len(tail) >= 8 else 0
+    if n + 8 > len(tail):
+        head, tail = _tail(url, size, n + 8)
+    start, raw = pf.split_file(head, tail, size)
+    return start, pf.decode(raw)
+
+
+def run_on_workers(work: "RemoteWork", tasks: list) -> list[dict]:
+    """Tasks of the driver's own (an export's parts) on the Ray cluster the run is connected to, each as a
+    :class:`RemoteTask` against the bucket; their records in order."""
+    import ray
+    from .ray.executor import MAX_RETRIES, _shard
+    fn = ray.remote(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=False)(_shard)
+    work.before_submit()
+    refs = [fn.remote(work.wrap(t), os.getcwd()) for t in tasks]
+    return [work.landed(ray.get(r)[0]) for r in refs]
+
+
+def export_parquet(work: "RemoteWork", fragments: list[list[str]], export_url: str, shard_size: int,
+                   log=lambda m: None) -> list[str]:
+    """A Parquet export (one file or ``export_shard_size`` shards) composed in the bucket: the workers write
+    each shard's fragments as a Parquet part under the export's unified schema; the driver reads only the
+    fragments' schemas and the parts' footers, and composes every file as ``PAR1`` + byte ranges of the
+    parts' row groups (server-side copies) + a merged footer (``io.parquet_footer``): the bytes
+    ``io.writers.assemble`` writes from the same fragments on local disk."""
+    from ..fs.staging import _parallel
+    from ..io import parquet_footer as pf
+    from ..io.writers import _unified_schema, plan_parquet_files, shard_names, unify
+    import pyarrow as pa
+    flat = [p for parts in fragments for p in parts]
+    schemas = _parallel([lambda p=p: _ipc_schema(work, p) for p in flat])
+    schema = unify(schemas) if schemas else _unified_schema([])
+    shards = [parts for parts in fragments if parts] or [[]]
+    base = os.path.join(work.local, *PARQUET_DIR.split("/"))
+    tasks = [ParquetPartTask(list(parts), schema, os.path.join(base, f"part-{i:05d}.parquet"), base)
+             for i, parts in enumerate(shards)]
+    if not flat:
+        tasks[0].schema = pa.schema([])
+    recs = run_on_workers(work, tasks)
+    urls = [work.url_of(t.dest) for t in tasks]
+    footers = _parallel([lambda u=u: read_parquet_footer(u) for u in urls])
+    files = plan_parquet_files([r["batches"] for r in recs], shard_size)
+    names = shard_names(export_url, len(files))
+    out = []
+    for k, (name, sel) in enumerate(zip(names, files)):
+        ranges, footer = pf.compose_plan(footers, sel)
+        key = fs.join(work.url, PARQUET_DIR, f"footer-{k:05d}.bin")
+        fs.write_bytes(key, footer)
+        out.append((name, [(urls[0], 0, 4)] + [(urls[i], a, b) for i, a, b in ranges] + [key]))
+    commit_composed([], export_url, log, files=out)
+    return names
+
+
+__all__ = ["Configured", "RemoteTask", "configured", "RemoteWork", "active", "commit_composed", "commit_directory", "compose", "export_parquet", "plan_jsonl_shards", "current", "is_data", "plan_parts"]
 
 
 def lazy_mirror(url: str, local: str, log=lambda m: None):

@@ -311,25 +311,36 @@ def test_ray_on_s3_driver_sigkill_resumes_from_what_workers_committed(s3, s3_clu
 @pytest.mark.ray
 @pytest.mark.slow
 def test_ray_on_s3_selectors_and_grouper_give_the_local_bytes(s3, s3_cluster, tmp_path):
-    """Resolve pieces that return lists (selectors) and a grouper whose rows stay on the workers."""
+    """Resolve pieces that return lists (selectors) and a grouper whose rows stay on the workers; the Parquet
+    export, one file and then sharded, composed in the bucket from Parquet parts the workers wrote (their row
+    groups copied, one merged footer): the local bytes, and no stage data in the driver's staging copy."""
     local_in, url_in = _inputs(s3, tmp_path)
     b = s3.bucket
     process = [{"random_selector": {"select_ratio": 0.6, "seed": 5}},
                {"topk_specified_field_selector": {"field_key": "part", "top_ratio": 0.7}},
                {"key_value_grouper": {"group_by_keys": ["part"]}}]
-    # a Parquet export cannot be joined byte-wise: its fragments are rewritten in the driver, as on disk
-    loc = _cli("run", _recipe(tmp_path, "l", process, dataset_path=local_in, export_path=f"{tmp_path}/g.parquet",
-                              work_dir=f"{tmp_path}/w"), cwd=tmp_path)
-    assert loc.returncode == 0, loc.stderr
-    rem = _cli("run", _recipe(tmp_path, "r", process, dataset_path=url_in, export_path=f"s3://{b}/g.parquet",
-                              work_dir=f"s3://{b}/w", executor_type="ray", ray_address=s3_cluster.address),
-               cwd=tmp_path)
-    assert rem.returncode == 0, rem.stderr
-    assert "export composed in the bucket" not in rem.stderr
-    assert s3.cat_file(f"{b}/g.parquet") == (tmp_path / "g.parquet").read_bytes()
+    ray_kw = dict(work_dir=f"s3://{b}/w", executor_type="ray", ray_address=s3_cluster.address)
+    for name, shard, ops in (("g", 0, process), ("gs", 1, process[:2])):  # 1 byte: a file per batch
+        loc = _cli("run", _recipe(tmp_path, "l", ops, dataset_path=local_in, export_shard_size=shard,
+                                  export_path=f"{tmp_path}/{name}.parquet", work_dir=f"{tmp_path}/w"), cwd=tmp_path)
+        assert loc.returncode == 0, loc.stderr
+        rem = _cli("run", _recipe(tmp_path, "r", ops, dataset_path=url_in, export_path=f"s3://{b}/{name}.parquet",
+                                  export_shard_size=shard, **ray_kw), cwd=tmp_path)
+        assert rem.returncode == 0, rem.stderr
+        assert "export composed in the bucket" in rem.stderr, rem.stderr
+        files = sorted(p.name for p in tmp_path.glob(f"{name}*.parquet"))
+        assert (len(files) > 1) == bool(shard), files
+        for n in files:
+            assert s3.cat_file(f"{b}/{n}") == (tmp_path / n).read_bytes(), n
+        man = json.loads(s3.cat_file(f"{b}/.{name}.parquet.gristmill-manifest.json"))
+        assert [e["name"] for e in man["files"]] == files
+    import polars as pl
     import pyarrow.parquet as pq
     assert pq.read_table(tmp_path / "g.parquet").num_rows >= 2
-    assert json.loads(s3.cat_file(f"{b}/.g.parquet.gristmill-manifest.json"))["files"][0]["name"] == "g.parquet"
+    assert pl.concat([pl.read_parquet(tmp_path / n) for n in files]).height == \
+        sum(pq.ParquetFile(tmp_path / n).metadata.num_rows for n in files) > 2
+    assert [k for k in s3.find(f"{b}/w/stages/export-parquet/out")]  # the workers' parts, in the bucket only
+    assert _data_in_staging(tmp_path / "staging") == []
 
 
 @pytest.mark.ray
