@@ -427,7 +427,7 @@ class RemoteWork:
 
     def cleanup_scratch(self) -> int:
         """Resolve scratch in the bucket (spill files written by workers) of resolves that are done, or
-        that will be redone, and the output parts of a killed tokenize run: the driver's local ``rmtree``
+        that will be redone, and the output parts of a killed tokenize run or Parquet export: the driver's local ``rmtree``
         does not reach keys it never had."""
         try:
             keys = fs.find(self.url)
@@ -437,7 +437,8 @@ class RemoteWork:
         gone = 0
         for rel in rels:
             parts = rel.split("/")
-            if parts[:2] == ["tokenize", "parts"]:  # a killed tokenize run's output parts (tokenize.compose)
+            if parts[:2] == ["tokenize", "parts"] or rel.startswith(PARQUET_DIR + "/"):
+                # a killed tokenize run's output parts (tokenize.compose), a killed Parquet export's parts
                 fs.remove(fs.join(self.url, rel))
                 self.present.discard(rel)
                 gone += 1
@@ -745,7 +746,6 @@ def export_parquet(work: "RemoteWork", fragments: list[list[str]], export_url: s
     from ..fs.staging import _parallel
     from ..io import parquet_footer as pf
     from ..io.writers import _unified_schema, plan_parquet_files, shard_names, unify
-    import pyarrow as pa
     flat = [p for parts in fragments for p in parts]
     schemas = _parallel([lambda p=p: _ipc_schema(work, p) for p in flat])
     schema = unify(schemas) if schemas else _unified_schema([])
@@ -753,8 +753,6 @@ def export_parquet(work: "RemoteWork", fragments: list[list[str]], export_url: s
     base = os.path.join(work.local, *PARQUET_DIR.split("/"))
     tasks = [ParquetPartTask(list(parts), schema, os.path.join(base, f"part-{i:05d}.parquet"), base)
              for i, parts in enumerate(shards)]
-    if not flat:
-        tasks[0].schema = pa.schema([])
     recs = run_on_workers(work, tasks)
     urls = [work.url_of(t.dest) for t in tasks]
     footers = _parallel([lambda u=u: read_parquet_footer(u) for u in urls])
@@ -767,6 +765,8 @@ def export_parquet(work: "RemoteWork", fragments: list[list[str]], export_url: s
         fs.write_bytes(key, footer)
         out.append((name, [(urls[0], 0, 4)] + [(urls[i], a, b) for i, a, b in ranges] + [key]))
     commit_composed([], export_url, log, files=out)
+    # the composed objects are copies: the parts and footers are not kept (a rerun writes them again)
+    _parallel([lambda u=u: fs.remove(u) for u in urls + [src[-1] for _, src in out]])
     return names
 
 
