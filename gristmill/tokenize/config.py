@@ -80,7 +80,8 @@ class TokenizeConfig(BaseModel):
                                                              "shard with the reference).")
     shard_bytes: int = Field(D.SHARD_BYTES, gt=0, description="Plain line-based inputs are split into shards of about "
                                                          "this size (the unit of parallelism and of resume); "
-                                                         "unset: a 16th of the input, at least 1 MB and at "
+                                                         "unset: a 16th of the input rounded up to a power "
+                                                         "of two, at least 1 MB and at "
                                                          "most this default.")
 
     @field_validator("pack")

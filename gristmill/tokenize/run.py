@@ -170,10 +170,12 @@ MIN_SHARD_BYTES = 1 << 20  # ... of at least this size
 
 
 def shard_bytes(cfg: TokenizeConfig) -> int:
-    """The shard size of a run: ``shard_bytes`` when the section sets it, else about a 16th of the input (at
-    least 1 MB, at most the default 16 MB), so that the workers finish together: four 6.5 MB files on two
-    workers left one idle for a whole shard's time. It depends on the input only, never on np (the output,
-    the shards and their resume markers are the same for any worker count)."""
+    """The shard size of a run: ``shard_bytes`` when the section sets it, else a 16th of the input rounded up
+    to a power of two (at least 1 MB, at most the default 16 MB; 8 to 16 shards), so that the workers finish
+    together: four 6.5 MB files on two workers left one idle for a whole shard's time. It depends on the
+    input only, never on np (the output, the shards and their resume markers are the same for any worker
+    count), and the power of two keeps it, and so the shards of files already tokenized, when a rerun adds a
+    little input."""
     if "shard_bytes" in cfg.model_fields_set:
         return cfg.shard_bytes
     total = 0
@@ -183,7 +185,8 @@ def shard_bytes(cfg: TokenizeConfig) -> int:
                 total += sum(_fs.size(f) for f in expand(p))
             except (OSError, ValueError):  # a missing path: _plan_sources names it
                 pass
-    return max(MIN_SHARD_BYTES, min(cfg.shard_bytes, -(-total // AUTO_SHARDS)))
+    share = max(1, -(-total // AUTO_SHARDS))
+    return max(MIN_SHARD_BYTES, min(cfg.shard_bytes, 1 << (share - 1).bit_length()))
 
 
 def _plan_sources(cfg: TokenizeConfig, size: int | None = None) -> list[list]:

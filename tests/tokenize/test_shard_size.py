@@ -1,5 +1,6 @@
-"""The run's shard size: about a 16th of the input unless the section sets ``shard_bytes`` (so workers
-finish together), never depending on np, and the output the same bytes whatever the shards."""
+"""The run's shard size: a 16th of the input rounded up to a power of two unless the section sets
+``shard_bytes`` (so workers finish together), never depending on np, and the output the same bytes whatever
+the shards."""
 import hashlib
 import os
 
@@ -25,14 +26,17 @@ def test_shard_size_follows_the_input_unless_set(tmp_path, monkeypatch):
         with open(d / f"p{k}.jsonl", "wb") as f:
             f.truncate(24 << 20)  # sizes only: planning never reads them
     sec = {"tokenizer": "x.json", "sources": str(d), "output": str(tmp_path / "o")}
-    assert tokrun.shard_bytes(parse_section(sec)) == 3 << 20  # 48 MB / 16
+    assert tokrun.shard_bytes(parse_section(sec)) == 4 << 20  # 48 MB / 16 = 3 MB, rounded up to a power of two
     assert tokrun.shard_bytes(parse_section({**sec, "shard_bytes": 5 << 20})) == 5 << 20
+    with open(d / "p1.jsonl", "ab") as f:
+        f.truncate(25 << 20)  # a little more input: the same size, so the same shards of p0
+    assert tokrun.shard_bytes(parse_section(sec)) == 4 << 20
     (d / "p1.jsonl").unlink()
     with open(d / "p0.jsonl", "wb") as f:
         f.truncate(100_001)
     assert tokrun.shard_bytes(parse_section(sec)) == tokrun.MIN_SHARD_BYTES
     monkeypatch.setattr(tokrun, "MIN_SHARD_BYTES", 1000)
-    assert tokrun.shard_bytes(parse_section(sec)) == 100_001 // 16 + 1  # rounded up
+    assert tokrun.shard_bytes(parse_section(sec)) == 8192  # 6251 rounded up
 
 
 def test_auto_shards_write_the_same_bytes_as_one_shard(tok_json, tmp_path, monkeypatch):
