@@ -1,6 +1,7 @@
 """Read and write throughput of gristmill's filesystem layer: a local S3 server (moto's ThreadedMotoServer on
 127.0.0.1) against local disk, in the same run; a one-file export composed in the bucket from fragments
-(engine.remote_parts.compose) against the same concatenation on local disk; plus one `gristmill run` with every
+(engine.remote_parts.compose) against the same concatenation on local disk; a one-file Parquet export composed
+from Parquet parts against the driver re-encoding it; plus one `gristmill run` with every
 path on S3 against the same run on local disk (its bytes compared).
 
     python bench/storage_throughput.py [--mb 256] [--rows-mb 64]
@@ -95,6 +96,57 @@ def compose_figures(fs, s3, data: bytes, tmp: str) -> None:
             os.unlink(p)
 
 
+def parquet_compose_figures(fs, s3, tmp: str, mb: int) -> None:
+    """A one-file Parquet export from per-shard Parquet parts (what the workers write on Ray with an s3://
+    work dir): composed in the bucket (``PAR1`` + the parts' row-group byte ranges by UploadPartCopy + one
+    merged footer, engine.remote_parts) against the driver re-encoding the same batches into one file on
+    local disk (io.writers.assemble's writer), bytes compared."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from gristmill.engine.remote_parts import compose, read_parquet_footer
+    from gristmill.io import parquet_footer as pf
+    from gristmill.io.writers import _ParquetPiece
+    rng = np.random.default_rng(0)
+    count, rows = 16, max(1, (mb << 20) // 16 // 600)
+    batches = []
+    for i in range(count):
+        words = rng.integers(0, 50_000, size=(rows, 100)).astype(str)
+        batches.append(pa.record_batch({"id": pa.array(np.arange(i * rows, (i + 1) * rows)),
+                                        "text": pa.array([" ".join(w) for w in words])}))
+    schema = batches[0].schema
+    urls = []
+    for i, b in enumerate(batches):
+        p = os.path.join(tmp, f"pq-part-{i}.parquet")
+        w = _ParquetPiece(p, schema)
+        w.write(b)
+        w.close()
+        fs.upload(p, f"s3://gm-bench/pq/part-{i:03d}.parquet")
+        urls.append(f"s3://gm-bench/pq/part-{i:03d}.parquet")
+    t = time.perf_counter()
+    out = os.path.join(tmp, "pq-local.parquet")
+    w = _ParquetPiece(out, schema)
+    for b in batches:
+        w.write(b)
+    w.close()
+    with open(out, "rb") as f:
+        os.fsync(f.fileno())
+    t_local = time.perf_counter() - t
+    n = os.path.getsize(out)
+    t = time.perf_counter()
+    footers = [read_parquet_footer(u) for u in urls]
+    ranges, footer = pf.compose_plan(footers)
+    s3.pipe("gm-bench/pq/footer.bin", footer)
+    got = compose([(urls[0], 0, 4)] + [(urls[i], a, b) for i, a, b in ranges] + ["s3://gm-bench/pq/footer.bin"],
+                  "s3://gm-bench/pq/export.parquet")
+    t_comp = time.perf_counter() - t
+    same = s3.cat_file("gm-bench/pq/export.parquet") == open(out, "rb").read()
+    print(f"one-file Parquet export of {n / 1e6:,.0f} MB ({count} parts of {rows:,} rows, zstd): driver re-encoding "
+          f"on local disk {mbps(n, t_local):7,.0f} MB/s | composed in S3 {mbps(n, t_comp):7,.0f} MB/s "
+          f"({mbps(n, t_comp) / mbps(n, t_local):4.2f}x local; {got['copied'] / 1e6:,.0f} MB copied server-side, "
+          f"{got['streamed'] / 1e6:,.2f} MB streamed, footer {len(footer):,} B); same bytes: {same}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=256, help="size of the throughput file")
@@ -159,6 +211,7 @@ def main() -> None:
             print(f"  {op:5s} {what:40s} {v:9,.0f} MB/s   ({v / base:5.2f}x local disk)")
 
         compose_figures(fs, s3, data, tmp)
+        parquet_compose_figures(fs, s3, tmp, args.mb)
 
         # end to end: the same recipe, every path local vs every path on S3
         sample = os.path.join(REPO, "examples", "data", "cc-sample.jsonl.gz")
