@@ -19,8 +19,9 @@ output (the ``.idx``, sidecars, manifest, stats) is written here and committed w
 (``remote_parts.commit_directory``). The row formats cut rows out of the stream with padding between them:
 :class:`TokenRowsTask` builds a group of rows from the stream range they cover, as ``run._write_rows`` does;
 ``npy`` in the other pack modes is composed from such parts after its header, and every ``litgpt`` chunk file
-is written whole by a worker at its output URL (:func:`compose_rows`). Only ``parquet`` is written in the
-driver, from the shards' tokens downloaded first (a Parquet file is not a concatenation of parts).
+is written whole by a worker at its output URL (:func:`compose_rows`). ``parquet`` is composed from Parquet
+parts the workers write (:func:`compose_parquet`: the row groups the local writer writes, copied by byte
+range behind ``PAR1``, and one merged footer, ``io.parquet_footer``).
 """
 from __future__ import annotations
 
@@ -210,12 +211,13 @@ def finish_body(state: dict, out_dir: str, remote, log=lambda m: None) -> None:
         srcs.insert(0, head_url)
     got = rp.compose(srcs, state["dest"])
     os.unlink(body)
-    for u in srcs:
+    gone = state["delete"] + [u for u in [head_url] if u] if "delete" in state else srcs
+    for u in gone:  # the parts (a Parquet file's sources are byte ranges of them) and the header
         _fs.remove(u)
     name = os.path.relpath(body, remote.outputs[0]).replace(os.sep, "/")
     remote.composed[state["dest"]] = {"name": name, "size": got["size"], "etag": got["etag"],
                                       "composed_from": len(srcs)}
-    log(f"tokenize: {name} composed in the bucket from {len(state['parts'])} part(s) written by the workers "
+    log(f"tokenize: {name} composed in the bucket from {state.get('n_parts', len(state['parts']))} part(s) written by the workers "
         f"({got['copied']:,} bytes copied server-side, {got['streamed']:,} streamed)")
 
 
@@ -223,8 +225,108 @@ def finish_body(state: dict, out_dir: str, remote, log=lambda m: None) -> None:
 
 def row_composable(fmt: str) -> bool:
     """Row formats whose files the workers write from the stream: ``npy`` in any pack mode (its rows
-    composed after the header), ``litgpt`` (each chunk file written whole by a worker)."""
-    return fmt in ("npy", "litgpt")
+    composed after the header), ``litgpt`` (each chunk file written whole by a worker), ``parquet`` (composed
+    from Parquet parts by their row groups, :func:`compose_parquet`)."""
+    return fmt in ("npy", "litgpt", "parquet")
+
+
+@dataclass
+class TokenParquetTask:
+    """A Parquet part of tokenize's ``parquet`` file: ``chunks`` written as ``tokenize.run`` writes them
+    locally, one row group each: ``(ranges, starts, lens)`` rows (``_write_rows``) or, per document,
+    ``(ranges, None, lens)`` pieces (``_write_stream``); uploaded to ``dest``."""
+    chunks: list
+    width: int
+    pad_id: int
+    padded: bool
+    per_document: bool
+    dest: str
+    index: int = 0
+
+    bucket_direct = True
+    stage_dir = None
+
+    def run(self, progress=None) -> dict:
+        import shutil
+
+        from .formats import ParquetWriter
+        d = tempfile.mkdtemp(prefix="gm-tokpq-", dir=os.environ.get("GRISTMILL_TASK_TMP") or None)
+        try:
+            w = ParquetWriter(d, "part", np.int32, self.width, 0, self.pad_id, {}, per_document=self.per_document)
+            for ranges, starts, lens in self.chunks:
+                buf = np.frombuffer(b"".join(read_ranges(ranges)), "<u4") if ranges else np.zeros(0, np.uint32)
+                if self.per_document:
+                    w.write_pieces(buf, np.asarray(lens, np.int64))
+                else:
+                    w.write_rows(rows_from(buf, np.asarray(starts, np.int64), np.asarray(lens, np.int64), self.width,
+                                           self.pad_id, np.int32, self.padded))
+                if progress is not None:
+                    progress(len(buf), 0)
+            w.close()
+            _fs.upload(os.path.join(d, "part.parquet"), self.dest)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        return {"index": self.index, "dest": self.dest}
+
+
+def compose_parquet(writer, store, plan, p_src, p_vstart, executor, remote, log=lambda m: None) -> dict:
+    """tokenize's ``parquet`` file on the workers: the chunks ``tokenize.run`` writes as row groups (rows,
+    or documents with ``pack: none``) cut into Parquet parts, written by :class:`TokenParquetTask`; the
+    driver reads the parts' footers and returns the state for :func:`finish_body`, which composes ``PAR1`` +
+    the parts' row groups + one merged footer (``io.parquet_footer``): the local file's bytes."""
+    from ..engine.remote_parts import read_parquet_footer
+    from ..io import parquet_footer as pf
+    from .run import CHUNK_TOKENS
+    url_of = _ids_urls(store, remote)
+    W = writer.width
+    writer.record(None)
+    body = writer.files[0]
+    dest = remote.url_of(body)
+    prefix = _fs.join(remote.url, "tokenize", "parts", _key([dest, "parquet"]))
+    per_doc = bool(writer.per_document)
+    budget = max(1, part_bytes() // 4)
+
+    def chunks():
+        if per_doc:  # _write_stream's chunks
+            p_len = plan.piece_len
+            cum = np.cumsum(p_len)
+            i, n = 0, len(p_len)
+            while i < n:
+                base = cum[i - 1] if i else 0
+                j = max(int(np.searchsorted(cum, base + CHUNK_TOKENS, side="right")), i + 1)
+                ranges = [(url_of(nm), int(f), int(k)) for nm, f, k in
+                          store.segments(p_src[i:j], p_vstart[i:j], p_len[i:j])]
+                yield ranges, None, p_len[i:j].tolist(), int(cum[j - 1] - base)
+                i = j
+            return
+        n_rows = len(plan.row_start)
+        rows_per = max(1, CHUNK_TOKENS // W)
+        for r0 in range(0, n_rows, rows_per):  # _write_rows's chunks
+            r1 = min(n_rows, r0 + rows_per)
+            ranges, starts, lens = _row_ranges(plan, p_src, p_vstart, store, url_of, r0, r1)
+            yield ranges, starts, lens, (r1 - r0) * W
+
+    def tasks():
+        cur, held, k = [], 0, 0
+        for ranges, starts, lens, tokens in chunks():
+            cur.append((ranges, starts, lens))
+            held += tokens
+            if held >= budget:
+                yield TokenParquetTask(cur, W, writer.pad_id, plan.mode == "padded", per_doc,
+                                       _fs.join(prefix, f"part-{k:06d}-{_key(cur)}.parquet"), k)
+                cur, held, k = [], 0, k + 1
+        if cur or not k:  # no rows at all: one empty part (the file's schema and footer)
+            yield TokenParquetTask(cur, W, writer.pad_id, plan.mode == "padded", per_doc,
+                                   _fs.join(prefix, f"part-{k:06d}-{_key(cur)}.parquet"), k)
+    got = {r["index"]: r["dest"] for r in run_waves(executor, tasks())}
+    urls = [got[k] for k in range(len(got))]
+    from ..fs.staging import _parallel
+    footers = _parallel([lambda u=u: read_parquet_footer(u) for u in urls])
+    ranges, footer = pf.compose_plan(footers)
+    foot = _fs.join(prefix, f"{os.path.basename(body)}.footer")
+    _fs.write_bytes(foot, footer)
+    srcs = [(urls[0], 0, 4)] + [(urls[i], a, b) for i, a, b in ranges] + [foot]
+    return {"body": body, "dest": dest, "prefix": prefix, "parts": srcs, "delete": urls + [foot], "n_parts": len(urls)}
 
 
 @dataclass
@@ -316,6 +418,8 @@ def compose_rows(fmt: str, writer, store, plan, p_src, p_vstart, executor, remot
     import struct
 
     from .formats import DTYPE_CODES, LITPKDS_MAGIC
+    if fmt == "parquet":
+        return compose_parquet(writer, store, plan, p_src, p_vstart, executor, remote, log)
     url_of = _ids_urls(store, remote)
     W, n_rows = writer.width, len(plan.row_start)
     dt = np.dtype(writer.dtype)

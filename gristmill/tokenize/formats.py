@@ -163,8 +163,15 @@ class ParquetWriter(Writer):
     def write_pieces(self, tokens, lengths):
         self._write(tokens, np.concatenate([[0], np.cumsum(lengths)]))
 
+    def record(self, lengths) -> None:
+        """The rows are written elsewhere: the file is composed in a bucket from Parquet parts the workers
+        write (``tokenize.compose``); nothing is kept here."""
+        self.elsewhere = True
+
     def close(self):
         self.w.close()
+        if getattr(self, "elsewhere", False):
+            open(tmp_path(self.files[0]), "wb").close()
         return self.finish()
 
 

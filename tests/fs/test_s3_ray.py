@@ -350,8 +350,8 @@ def test_ray_on_s3_sources_recipe_and_its_token_files_composed_in_the_bucket(s3,
     """A `sources:` recipe with a `tokenize:` step, every path on s3://: the sources' and the shared chain's
     tasks read and write the bucket, the sharded export is composed there from ranges of the fragments; the tokenize shards are written by the
     workers and the Megatron .bin / datatrove .ds are composed from parts the workers wrote (small parts
-    here: several per file), the npy rows composed from parts and litgpt's chunk files written whole by the
-    workers, all with the local bytes; the driver's staging copy holds no stage data and no tokens."""
+    here: several per file), the npy rows composed from parts, the parquet file from Parquet parts' row groups
+    and a merged footer, and litgpt's chunk files written whole by the workers, all with the local bytes; the driver's staging copy holds no stage data and no tokens."""
     tok = _tokenizer(tmp_path)
     local_in, url_in = _inputs(s3, tmp_path, n=4)
     b = s3.bucket
@@ -364,7 +364,7 @@ def test_ray_on_s3_sources_recipe_and_its_token_files_composed_in_the_bucket(s3,
                                  "process": [{"words_num_filter": {"min_num": 20}}]},
                                 {"name": "wiki", "path": [f"{src}part-2.jsonl", f"{src}part-3.jsonl"], "weight": 0.5}],
                        tokenize={"tokenizer": tok, "output": f"{out}/tok", "seq_len": 64, "pack": "concat",
-                                 "formats": ["megatron", "datatrove", "litgpt", "npy"]}, **kw)
+                                 "formats": ["megatron", "datatrove", "litgpt", "npy", "parquet"]}, **kw)
     loc = _cli("run", recipe("l", local_in + "/", str(tmp_path / "L"), str(tmp_path / "lw")), cwd=tmp_path)
     assert loc.returncode == 0, loc.stderr
     rem = _cli("run", recipe("r", url_in, f"s3://{b}/o", f"s3://{b}/w", executor_type="ray",
@@ -379,12 +379,13 @@ def test_ray_on_s3_sources_recipe_and_its_token_files_composed_in_the_bucket(s3,
     for fmt, big in (("megatron", "data.bin"), ("datatrove", "data.ds")):
         assert f"tokenize: {fmt}/{big} composed in the bucket from" in rem.stderr, rem.stderr
     n_parts = [int(x.split(" from ")[1].split()[0]) for x in rem.stderr.splitlines() if "composed in the bucket from" in x
-               and "tokenize:" in x]
+               and "tokenize:" in x and "parquet" not in x]  # (the parquet file: one part at this size)
     assert min(n_parts) >= 2  # the file really is several workers' parts
     local_tok = tmp_path / "L" / "tok"
     files = sorted(str(p.relative_to(local_tok)) for p in local_tok.rglob("*") if p.is_file() and p.name != "report.json")
     assert " litgpt chunk file(s) written by the workers to the bucket" in rem.stderr, rem.stderr
     assert "tokenize: npy/data.npy composed in the bucket from" in rem.stderr  # rows cut out of the stream
+    assert "tokenize: parquet/data.parquet composed in the bucket from" in rem.stderr  # Parquet parts' row groups
     assert len([f for f in files if f.startswith("litgpt/data_")]) >= 2
     for f in files:
         assert s3.cat_file(f"{b}/o/tok/{f}") == (local_tok / f).read_bytes(), f
