@@ -167,7 +167,8 @@ class RemoteRun:
         (any compression: its fragments are whole members/frames) is composed in the bucket from them, and a
         sharded uncompressed one from byte ranges of them (cut where the local writer cuts), committed by its
         manifest; a Parquet export (one file or sharded) is composed from Parquet parts the workers write
-        (``remote_parts.export_parquet``); any other export (HF arrow, compressed shards, a local export) needs its
+        (``remote_parts.export_parquet``), an HF arrow directory from Arrow stream parts (``export_arrow``); any
+        other export (compressed shards, a local export, HF with dictionary columns) needs its
         fragments rewritten, so they are downloaded here and assembled as before (None)."""
         from ..io.writers import shard_names
         from .media_op import export_media_mode
@@ -195,6 +196,13 @@ class RemoteRun:
             self.mirror.sync()
             self.composed = remote_parts.export_parquet(self.work, fragments, self.export_url, shard, self.log)
             return self.composed
+        if self.export_url and fmt == "arrow" and export_media_mode(local_cfg) not in ("link", "copy"):
+            self.mirror.sync()  # an HF directory: data files composed, its JSON files written here, committed
+            base = os.path.join(self.export_stage, fs.basename(self.export_url))
+            got = remote_parts.export_arrow(self.work, fragments, self.export_url, shard, base, self.log)
+            if got is not None:
+                self.composed = got
+                return got
         self.work.fetch(flat)
         return None
 

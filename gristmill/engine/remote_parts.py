@@ -770,7 +770,68 @@ def export_parquet(work: "RemoteWork", fragments: list[list[str]], export_url: s
     return names
 
 
-__all__ = ["Configured", "RemoteTask", "configured", "RemoteWork", "active", "commit_composed", "commit_directory", "compose", "export_parquet", "plan_jsonl_shards", "current", "is_data", "plan_parts"]
+@dataclasses.dataclass
+class ArrowPartTask:
+    """On a worker: one shard's export fragments as an Arrow stream part of an HF export
+    (``io.writers.write_arrow_part``)."""
+    parts: list
+    schema: object
+    dest: str
+    stage_dir: str
+
+    def run(self, progress=None) -> dict:
+        from ..io.writers import write_arrow_part
+        return {"dest": self.dest, "batches": write_arrow_part(self.parts, self.schema, self.dest)}
+
+
+def export_arrow(work: "RemoteWork", fragments: list[list[str]], export_url: str, shard_size: int, local_dir: str,
+                 log=lambda m: None) -> list[str] | None:
+    """An HF ``save_to_disk`` directory composed in the bucket: the workers write each shard's fragments as
+    an Arrow stream part under the unified schema; every data file is the schema message + byte ranges of
+    the parts' record-batch messages + the end marker (server-side copies), the bytes ``io.writers`` writes
+    locally; ``dataset_info.json`` and ``state.json`` are written here; the directory is committed by its
+    manifest, last. None (rewritten in the driver) when the schema has dictionary columns."""
+    import pyarrow as pa
+    from ..fs import staging
+    from ..fs.staging import _parallel
+    from ..io.writers import EOS, arrow_composable, plan_arrow_files, unify, write_hf_meta
+    flat = [p for parts in fragments for p in parts]
+    schemas = _parallel([lambda p=p: _ipc_schema(work, p) for p in flat])
+    schema = unify(schemas) if schemas else pa.schema([])
+    if not arrow_composable(schema):
+        return None
+    shards = [parts for parts in fragments if parts] or [[]]
+    base = os.path.join(work.local, *PARQUET_DIR.split("/"))
+    tasks = [ArrowPartTask(list(parts), schema, os.path.join(base, f"part-{i:05d}.arrow"), base)
+             for i, parts in enumerate(shards)]
+    recs = run_on_workers(work, tasks)
+    urls = [work.url_of(t.dest) for t in tasks]
+    n0 = work.size(tasks[0].dest)
+    if n0 is None:
+        n0 = int(fs.filesystem(urls[0])[0].size(fs.filesystem(urls[0])[1]))
+    head = len(schema.serialize())
+    files = plan_arrow_files([r["batches"] for r in recs], shard_size, head)
+    n = len(files)
+    names = [f"data-{i:05d}-of-{n:05d}.arrow" for i in range(n)]
+    old = staging.read_manifest(export_url, True)
+    fs.remove(staging.manifest_url(export_url, True))
+    composed = {}
+    for name, sel in zip(names, files):
+        url = fs.join(export_url, name)
+        srcs = [(urls[0], 0, head)] + [(urls[i], a, b) for i, a, b in sel] + [(urls[0], n0 - len(EOS), n0)]
+        got = compose(srcs, url, log)
+        composed[url] = {"name": name, "size": got["size"], "etag": got["etag"], "composed_from": len(sel)}
+    os.makedirs(local_dir, exist_ok=True)
+    meta = write_hf_meta(local_dir, schema, names)
+    for e in (old or {}).get("files", []):  # the previous export's files that this one lacks
+        if e["name"] not in set(names) | {"dataset_info.json", "state.json"}:
+            fs.remove(fs.join(export_url, e["name"]))
+    out = commit_directory(meta, local_dir, export_url, composed, log)
+    _parallel([lambda u=u: fs.remove(u) for u in urls])
+    return out
+
+
+__all__ = ["Configured", "RemoteTask", "configured", "RemoteWork", "active", "commit_composed", "commit_directory", "compose", "export_arrow", "export_parquet", "plan_jsonl_shards", "current", "is_data", "plan_parts"]
 
 
 def lazy_mirror(url: str, local: str, log=lambda m: None):

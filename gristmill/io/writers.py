@@ -432,6 +432,59 @@ def plan_parquet_files(batches: list[list[list[int]]], shard_size: int) -> list[
     return files or [[]]
 
 
+EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"  # an Arrow stream's end marker
+
+
+def write_arrow_part(parts: list[str], schema: pa.Schema, dest: str) -> list[list[int]]:
+    """One shard's IPC parts as an Arrow stream written exactly as :func:`_assemble_hf` writes their batches
+    into a data file (under the export's ``schema``): its messages after the schema message are position-
+    independent, so data files compose from byte ranges of such parts (``RemoteRun.export`` on Ray). Returns
+    per batch ``[Arrow bytes, end of its message in the part]``. Schemas with dictionaries are not
+    composable (each stream would repeat its dictionaries): see :func:`arrow_composable`."""
+    tmp = tmp_path(dest)
+    sink = pa.OSFile(tmp, "wb")
+    w = ipc.new_stream(sink, schema)
+    out = []
+    for b in read_shard_parts(parts):
+        w.write_batch(align(b, schema) or C.conform(b, schema))
+        out.append([b.nbytes, sink.tell()])
+    w.close()
+    sink.close()
+    atomic_rename(tmp, dest)
+    return out
+
+
+def arrow_composable(schema: pa.Schema) -> bool:
+    def has_dict(t):
+        if pa.types.is_dictionary(t):
+            return True
+        return any(has_dict(t.field(i).type) for i in range(t.num_fields)) if t.num_fields else False
+    return not any(has_dict(f.type) for f in schema)
+
+
+def plan_arrow_files(batches: list[list[list[int]]], shard_size: int, schema_len: int) -> list[list[tuple]]:
+    """The data files of an HF export as byte ranges ``(part, start, end)`` of the parts
+    :func:`write_arrow_part` wrote, between the schema message and the end marker each file gets: the cuts
+    :func:`_write_pieces` makes."""
+    files: list[list[tuple]] = []
+    cur, acc = None, 0
+    for i, part in enumerate(batches):
+        pos = schema_len
+        for nbytes, end in part:
+            if cur is None:
+                cur, acc = [], 0
+                files.append(cur)
+            if cur and cur[-1][0] == i and cur[-1][2] == pos:
+                cur[-1] = (i, cur[-1][1], end)
+            else:
+                cur.append((i, pos, end))
+            pos = end
+            acc += nbytes
+            if shard_size > 0 and acc >= shard_size:
+                cur = None
+    return files or [[]]
+
+
 def _unified_schema(parts: list[str]) -> pa.Schema:
     schemas = []
     for p in parts:
@@ -452,6 +505,12 @@ def _assemble_hf(parts: list[str], out_dir: str, shard_size: int) -> list[str]:
     files = [os.path.join(out_dir, f"data-{i:05d}-of-{n:05d}.arrow") for i in range(n)]
     for tmp, final in zip(pieces, files):
         atomic_rename(tmp, final)
+    write_hf_meta(out_dir, schema, files)
+    return files
+
+
+def write_hf_meta(out_dir: str, schema: pa.Schema, files: list[str]) -> list[str]:
+    """An HF `save_to_disk` directory's ``dataset_info.json`` and ``state.json`` for these data files."""
     info = {"citation": "", "description": "", "features": _hf_features(schema), "homepage": "", "license": ""}
     state = {"_data_files": [{"filename": os.path.basename(f)} for f in files], "_fingerprint": "gristmill",
              "_format_columns": None, "_format_kwargs": {}, "_format_type": None, "_output_all_columns": False,
@@ -462,7 +521,7 @@ def _assemble_hf(parts: list[str], out_dir: str, shard_size: int) -> list[str]:
         with open(tmp, "w") as f:
             json.dump(obj, f, indent=2, sort_keys=True)
         atomic_rename(tmp, final)
-    return files
+    return [os.path.join(out_dir, n) for n in ("dataset_info.json", "state.json")]
 
 
 def _hf_features(schema: pa.Schema) -> dict:

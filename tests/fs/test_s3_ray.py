@@ -339,6 +339,19 @@ def test_ray_on_s3_selectors_and_grouper_give_the_local_bytes(s3, s3_cluster, tm
     assert pq.read_table(tmp_path / "g.parquet").num_rows >= 2
     assert pl.concat([pl.read_parquet(tmp_path / n) for n in files]).height == \
         sum(pq.ParquetFile(tmp_path / n).metadata.num_rows for n in files) > 2
+    # an HF save_to_disk directory, sharded: data files composed from Arrow stream parts, JSON written here
+    loc = _cli("run", _recipe(tmp_path, "l", process[:2], dataset_path=local_in, export_shard_size=1,
+                              export_path=f"{tmp_path}/hf", work_dir=f"{tmp_path}/w"), cwd=tmp_path)
+    assert loc.returncode == 0, loc.stderr
+    rem = _cli("run", _recipe(tmp_path, "r", process[:2], dataset_path=url_in, export_path=f"s3://{b}/hf",
+                              export_shard_size=1, **ray_kw), cwd=tmp_path)
+    assert rem.returncode == 0, rem.stderr
+    hf = sorted(p.name for p in (tmp_path / "hf").iterdir() if not p.name.startswith("."))
+    assert len([n for n in hf if n.startswith("data-")]) >= 2 and "dataset_info.json" in hf, hf
+    for n in hf:
+        assert s3.cat_file(f"{b}/hf/{n}") == (tmp_path / "hf" / n).read_bytes(), n
+    man = json.loads(s3.cat_file(f"{b}/hf/gristmill-manifest.json"))
+    assert sorted(e["name"] for e in man["files"]) == hf and man["composed"] == [n for n in hf if n.startswith("data-")]
     assert not s3.find(f"{b}/w/stages/export-parquet/out")  # the workers' parts: deleted once composed
     assert _data_in_staging(tmp_path / "staging") == []
 

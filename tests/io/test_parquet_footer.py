@@ -105,3 +105,28 @@ def test_parts_written_per_shard_compose_into_the_local_export_bytes(tmp_path):
     dest = tmp_path / "all.parquet"
     F.compose_files([str(tmp_path / f"p{i}.parquet") for i in range(2)], str(dest))
     assert dest.read_bytes() == open(tmp_path / "o0" / "x.parquet", "rb").read()
+
+
+def test_arrow_stream_parts_compose_into_the_hf_data_files(tmp_path):
+    """HF export data files: the schema message + byte ranges of per-shard Arrow stream parts + the end
+    marker are the files _assemble_hf writes, one or sharded."""
+    from gristmill.io.writers import EOS, FragmentWriter, assemble, plan_arrow_files, write_arrow_part
+    schema = pa.schema([f for f in SCHEMA if f.name != "kind"])
+    batches = [b.select(schema.names) for b in BATCHES]
+    frags = []
+    for k, bs in enumerate([batches[:2], [], batches[2:]]):
+        w = FragmentWriter.open(str(tmp_path / f"f{k}"), "arrow")
+        for b in bs:
+            w.write(b)
+        frags.append(w.close())
+    parts = [p for p in frags if p]
+    got = [write_arrow_part(p, schema, str(tmp_path / f"p{i}.arrow")) for i, p in enumerate(parts)]
+    data = [open(tmp_path / f"p{i}.arrow", "rb").read() for i in range(len(parts))]
+    head = len(schema.serialize())
+    for shard_size in (0, 30_000):
+        files = assemble(frags, str(tmp_path / f"hf{shard_size}"), shard_size)
+        plan = plan_arrow_files(got, shard_size, head)
+        assert len(plan) == len(files) and (len(files) > 1) == bool(shard_size)
+        for sel, f in zip(plan, files):
+            body = data[0][:head] + b"".join(data[i][a:b] for i, a, b in sel) + EOS
+            assert body == open(f, "rb").read()
