@@ -145,16 +145,18 @@ def _is_op(obj) -> bool:
 
 
 def _partition_files(item, root: str) -> list[str]:
-    """A shuffle's partition piece ``(fn, Shuffle, p, args)`` reads ``src-*/p_PP.bin`` of every source:
-    those keys, not the whole shuffle directory (which holds every partition)."""
+    """A shuffle's partition piece ``(fn, Shuffle, p, args)`` (``p`` one partition or a range of them) reads
+    ``src-*/p_PP.bin`` of every source: those keys, not the whole shuffle directory (which holds every
+    partition)."""
     try:
         from ..ops.dedup._partition import Shuffle
     except ImportError:  # pragma: no cover
         return []
     out = []
-    if isinstance(item, tuple) and len(item) >= 3 and isinstance(item[1], Shuffle) and isinstance(item[2], int):
-        sh, p = item[1], item[2]
-        out += [str(sh.source_dir(i) / f"p_{p:02d}.bin") for i in range(len(sh.offsets))]
+    if isinstance(item, tuple) and len(item) >= 3 and isinstance(item[1], Shuffle):
+        sh, ps = item[1], item[2]  # one partition, or a group of them (_shuffle.partition_groups)
+        ps = [ps] if isinstance(ps, int) else list(ps) if isinstance(ps, (range, list, tuple)) else []
+        out += [str(sh.source_dir(i) / f"p_{p:02d}.bin") for p in ps for i in range(len(sh.offsets))]
     return [x for x in out if x.startswith(root)]
 
 
