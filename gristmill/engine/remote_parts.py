@@ -23,7 +23,10 @@ commits its own staging copy (a stage's removals must be in the bucket before th
 A one-file JSONL export is then composed in the bucket from the committed fragments (:func:`compose`):
 an S3 multipart upload whose parts are ``UploadPartCopy`` ranges of the fragments where they are 5 MiB or
 more, and small fragments streamed together into parts of at least 5 MiB; the object appears whole when the
-upload completes, and the manifest is written after it.
+upload completes, and the manifest is written after it. Parquet and HF ``arrow`` exports are composed from
+parts the workers write under the export's schema (:func:`export_parquet`: ``PAR1`` + the parts' row groups +
+one merged footer, ``io.parquet_footer``; :func:`export_arrow`: the schema message + the parts' batch
+messages + the end marker), with the local writer's bytes.
 """
 from __future__ import annotations
 

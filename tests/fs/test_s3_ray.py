@@ -5,7 +5,8 @@ server on 127.0.0.1) and a real two-node Ray cluster on this machine:
   and the driver's staging copy of the work dir holds no shard data (the workers wrote it to the bucket);
 - a driver SIGKILLed mid-stage resumes from what the workers committed, to the same bytes;
 - a one-file export is composed in the bucket: UploadPartCopy of the parts of 5 MiB or more, small parts
-  streamed together (plan_parts and compose, checked byte for byte).
+  streamed together (plan_parts and compose, checked byte for byte); Parquet (one file, sharded) and HF
+  arrow exports and tokenize's parquet format are composed from parts the workers write, with the local bytes.
 """
 from __future__ import annotations
 
