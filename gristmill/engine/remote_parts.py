@@ -685,17 +685,20 @@ PARQUET_DIR = "stages/export-parquet/out"  # the workers' Parquet parts (data: n
 
 
 @dataclasses.dataclass
-class ParquetPartTask:
-    """On a worker: one shard's export fragments (Arrow IPC) as a Parquet part under the export's schema
-    (``io.writers.write_parquet_part``), uploaded to the work dir by :class:`RemoteTask`."""
+class ExportPartTask:
+    """On a worker: one shard's export fragments (Arrow IPC) as one part of a composed export under the
+    export's schema, written by ``io.writers.<writer>`` (``write_parquet_part``: a Parquet part;
+    ``write_arrow_part``: an Arrow stream part of an HF export), uploaded to the work dir by
+    :class:`RemoteTask`."""
     parts: list
     schema: object
     dest: str
     stage_dir: str
+    writer: str
 
     def run(self, progress=None) -> dict:
-        from ..io.writers import write_parquet_part
-        return {"dest": self.dest, "batches": write_parquet_part(self.parts, self.schema, self.dest)}
+        from ..io import writers
+        return {"dest": self.dest, "batches": getattr(writers, self.writer)(self.parts, self.schema, self.dest)}
 
 
 def _ipc_schema(work: "RemoteWork", path: str):
@@ -756,7 +759,8 @@ def export_parquet(work: "RemoteWork", fragments: list[list[str]], export_url: s
     schema = unify(schemas) if schemas else _unified_schema([])
     shards = [parts for parts in fragments if parts] or [[]]
     base = os.path.join(work.local, *PARQUET_DIR.split("/"))
-    tasks = [ParquetPartTask(list(parts), schema, os.path.join(base, f"part-{i:05d}.parquet"), base)
+    tasks = [ExportPartTask(list(parts), schema, os.path.join(base, f"part-{i:05d}.parquet"), base,
+                             "write_parquet_part")
              for i, parts in enumerate(shards)]
     recs = run_on_workers(work, tasks)
     urls = [work.url_of(t.dest) for t in tasks]
@@ -773,20 +777,6 @@ def export_parquet(work: "RemoteWork", fragments: list[list[str]], export_url: s
     # the composed objects are copies: the parts and footers are not kept (a rerun writes them again)
     _parallel([lambda u=u: fs.remove(u) for u in urls + [src[-1] for _, src in out]])
     return names
-
-
-@dataclasses.dataclass
-class ArrowPartTask:
-    """On a worker: one shard's export fragments as an Arrow stream part of an HF export
-    (``io.writers.write_arrow_part``)."""
-    parts: list
-    schema: object
-    dest: str
-    stage_dir: str
-
-    def run(self, progress=None) -> dict:
-        from ..io.writers import write_arrow_part
-        return {"dest": self.dest, "batches": write_arrow_part(self.parts, self.schema, self.dest)}
 
 
 def export_arrow(work: "RemoteWork", fragments: list[list[str]], export_url: str, shard_size: int, local_dir: str,
@@ -807,7 +797,8 @@ def export_arrow(work: "RemoteWork", fragments: list[list[str]], export_url: str
         return None
     shards = [parts for parts in fragments if parts] or [[]]
     base = os.path.join(work.local, *PARQUET_DIR.split("/"))
-    tasks = [ArrowPartTask(list(parts), schema, os.path.join(base, f"part-{i:05d}.arrow"), base)
+    tasks = [ExportPartTask(list(parts), schema, os.path.join(base, f"part-{i:05d}.arrow"), base,
+                             "write_arrow_part")
              for i, parts in enumerate(shards)]
     recs = run_on_workers(work, tasks)
     urls = [work.url_of(t.dest) for t in tasks]

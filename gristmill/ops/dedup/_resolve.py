@@ -216,16 +216,9 @@ def _emit_ranges(ctx, ext: ExternalRoots, reason: str, ref: Earlier | None = Non
                 started += 1
             r, member = ext.rows(g0, g1)
             if ref is not None and member.any():
-                gone = member & (r < ref.n_ref)
-                if gone.any():  # kept out by an earlier run's row: removed for it, as _remove_earlier does
-                    idx = np.flatnonzero(gone)
-                    kept = _kept_ids(r[idx], g0 + idx, finished * ext.width, ext.width, here, earlier)
-                    cluster = -1 - r[idx]
-                    ctx.remove(shard, offset + idx, ref.reason, {"cluster": cluster, "kept_id": kept})
-                    out.add(pa.record_batch([pa.array(cluster), _ids(batch).take(pa.array(idx)), kept,
-                                             pa.array(np.zeros(idx.size, bool))], schema=CLUSTER_SCHEMA))
-                    by_earlier += idx.size
-                    member = member & ~gone
+                member, n = _removed_for_earlier(ctx, out, ref, shard, offset, batch, r, member, lambda i: _kept_ids(
+                    r[i], g0 + i, finished * ext.width, ext.width, here, earlier))
+                by_earlier += n
             if member.any():
                 ids = _ids(batch)
                 idx = np.flatnonzero(member)
@@ -314,16 +307,9 @@ def _emit_assigned(ctx, ext: ExternalRoots, reason: str, ref: Earlier | None = N
             g1 = g0 + batch.num_rows
             r, member = ext.rows(g0, g1)
             if ref is not None and member.any():
-                gone = member & (r < ref.n_ref)
-                if gone.any():  # kept out by an earlier run's row: removed for it, as _remove_earlier does
-                    idx = np.flatnonzero(gone)
-                    kept = kept_ids(r[idx], g0 + idx)
-                    cluster = -1 - r[idx]
-                    ctx.remove(shard, offset + idx, ref.reason, {"cluster": cluster, "kept_id": kept})
-                    out.add(pa.record_batch([pa.array(cluster), _ids(batch).take(pa.array(idx)), kept,
-                                             pa.array(np.zeros(idx.size, bool))], schema=CLUSTER_SCHEMA))
-                    by_earlier += idx.size
-                    member = member & ~gone
+                member, n = _removed_for_earlier(ctx, out, ref, shard, offset, batch, r, member,
+                                                 lambda i: kept_ids(r[i], g0 + i))
+                by_earlier += n
             if member.any():
                 ids = _ids(batch)
                 idx = np.flatnonzero(member)
@@ -339,6 +325,23 @@ def _emit_assigned(ctx, ext: ExternalRoots, reason: str, ref: Earlier | None = N
     res = {"rows": ext.n - base, "removed": out.removed + by_earlier, "clusters": clusters,
            "clusters_file": str(path)}
     return res if ref is None else {**res, "removed_by_earlier": by_earlier}
+
+
+def _removed_for_earlier(ctx, out, ref, shard: int, offset: int, batch, r: np.ndarray, member: np.ndarray,
+                         kept_of) -> tuple[np.ndarray, int]:
+    """An incremental dedup's rows kept out by an earlier run's row (root below ``ref.n_ref``): removed for it,
+    as _remove_earlier does, and filed in the clusters file. Returns the members left and how many went.
+    ``kept_of(idx)``: the kept ids of the batch rows ``idx``."""
+    gone = member & (r < ref.n_ref)
+    if not gone.any():
+        return member, 0
+    idx = np.flatnonzero(gone)
+    kept = kept_of(idx)
+    cluster = -1 - r[idx]
+    ctx.remove(shard, offset + idx, ref.reason, {"cluster": cluster, "kept_id": kept})
+    out.add(pa.record_batch([pa.array(cluster), _ids(batch).take(pa.array(idx)), kept,
+                             pa.array(np.zeros(idx.size, bool))], schema=CLUSTER_SCHEMA))
+    return member & ~gone, int(idx.size)
 
 
 def _kept_ids(r_m: np.ndarray, g_m: np.ndarray, open_from: int, width: int, here: "_Ids",
