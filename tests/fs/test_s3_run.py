@@ -33,6 +33,12 @@ def _cli(*args, cwd):
                           text=True, cwd=cwd, env=os.environ.copy(), timeout=300)
 
 
+def _local(*args):
+    """A local reference run in this process (what is compared is its bytes, not the process): saves a
+    subprocess start per run. The runs on s3:// stay subprocesses, as users start them."""
+    assert cli_main([*args, "--no-progress"]) == 0
+
+
 def _inputs(s3, tmp_path, n=6):
     """``n`` JSONL files (many shards) locally and the same under s3://BUCKET/in/."""
     import gzip
@@ -55,9 +61,8 @@ def test_run_on_s3_gives_the_local_bytes_and_commits_export_with_a_manifest(s3, 
     local_in, url_in = _inputs(s3, tmp_path)
     b = s3.bucket
     for ext in ("jsonl", "parquet"):
-        loc = _cli("run", _recipe(tmp_path, f"l{ext}", dataset_path=local_in, export_path=f"{tmp_path}/out/clean.{ext}",
-                                  work_dir=f"{tmp_path}/work-{ext}"), cwd=tmp_path)
-        assert loc.returncode == 0, loc.stderr
+        _local("run", _recipe(tmp_path, f"l{ext}", dataset_path=local_in, export_path=f"{tmp_path}/out/clean.{ext}",
+                              work_dir=f"{tmp_path}/work-{ext}"))
         rem = _cli("run", _recipe(tmp_path, f"r{ext}", dataset_path=url_in, export_path=f"s3://{b}/out/clean.{ext}",
                                   work_dir=f"s3://{b}/work-{ext}"), cwd=tmp_path)
         assert rem.returncode == 0, rem.stderr
@@ -79,8 +84,8 @@ def test_sharded_export_on_s3(s3, tmp_path):
     local_in, url_in = _inputs(s3, tmp_path, n=3)
     b = s3.bucket
     kw = {"export_shard_size": 60_000}
-    assert _cli("run", _recipe(tmp_path, "l", dataset_path=local_in, export_path=f"{tmp_path}/o/c.jsonl.gz",
-                               work_dir=f"{tmp_path}/w", **kw), cwd=tmp_path).returncode == 0
+    _local("run", _recipe(tmp_path, "l", dataset_path=local_in, export_path=f"{tmp_path}/o/c.jsonl.gz",
+                          work_dir=f"{tmp_path}/w", **kw))
     r = _cli("run", _recipe(tmp_path, "r", dataset_path=url_in, export_path=f"s3://{b}/o/c.jsonl.gz",
                             work_dir=f"s3://{b}/w", **kw), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -94,11 +99,11 @@ def test_sharded_export_on_s3(s3, tmp_path):
 def test_sigkilled_run_resumes_from_the_bucket_to_the_same_bytes(s3, tmp_path):
     local_in, url_in = _inputs(s3, tmp_path, n=12)
     b = s3.bucket
-    slow = {"python_lambda_mapper": {"lambda_str": "lambda s: (__import__('time').sleep(0.03), s)[1]"}}
-    ops = [slow, {"words_num_filter": {"min_num": 20}}]  # a few seconds in all: killed well before the end
-    loc = _cli("run", _recipe(tmp_path, "l", dataset_path=local_in, export_path=f"{tmp_path}/out/c.jsonl",
-                              work_dir=f"{tmp_path}/w", process=ops, np=1), "--allow-scripts", cwd=tmp_path)
-    assert loc.returncode == 0, loc.stderr
+    slow = {"python_lambda_mapper": {"lambda_str": "lambda s: (__import__('time').sleep(0.015), s)[1]"}}
+    # ~0.2 s a shard, 2.7 s in all: killed after the first shard is committed, well before the end
+    ops = [slow, {"words_num_filter": {"min_num": 20}}]
+    _local("run", _recipe(tmp_path, "l", dataset_path=local_in, export_path=f"{tmp_path}/out/c.jsonl",
+                          work_dir=f"{tmp_path}/w", process=ops, np=1), "--allow-scripts")
     rec = _recipe(tmp_path, "r", dataset_path=url_in, export_path=f"s3://{b}/out/c.jsonl", work_dir=f"s3://{b}/w",
                   process=ops, np=1)
     env = {**os.environ, "GRISTMILL_SYNC_S": "0.05"}
@@ -119,7 +124,9 @@ def test_sigkilled_run_resumes_from_the_bucket_to_the_same_bytes(s3, tmp_path):
     assert committed and s3.exists(f"{b}/w/.lock")  # killed: its lease is left to expire
     # resume on a wiped staging disk (another machine): everything comes from the bucket
     os.environ["GRISTMILL_STAGING"] = str(tmp_path / "staging2")
-    time.sleep(3.2)  # the lease (3 s in the tests) expires
+    # the lease (3 s in the tests, renewed every second until the kill) expires: waited for, not slept for
+    expires = json.loads(_get(s3, "w/.lock"))["expires"]
+    time.sleep(max(0.0, expires - time.time()) + 0.1)
     r = _cli("run", rec, "--allow-scripts", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert _get(s3, "out/c.jsonl") == (tmp_path / "out/c.jsonl").read_bytes()
