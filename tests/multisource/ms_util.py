@@ -32,9 +32,35 @@ def write_recipe(path, recipe: dict):
     return str(path)
 
 
-def cli(*args, cwd=None, timeout=300):
-    return subprocess.run([sys.executable, "-m", "gristmill.cli", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd or REPO, timeout=timeout)
+def cli(*args, cwd=None, timeout=300, own_process=False):
+    """``gristmill ARGS`` as a finished process (returncode, stdout, stderr). In this process by default
+    (``gristmill.cli.main``, with stdout/stderr captured and the working directory set): these tests check
+    bytes and messages, not the process, and a new interpreter costs ~1 s a call. ``own_process`` for a run
+    that must not leave its traces here (user modules it imports, ops it registers)."""
+    args = [str(a) for a in args]
+    if own_process:
+        return subprocess.run([sys.executable, "-m", "gristmill.cli", *args], capture_output=True,
+                              text=True, cwd=cwd or REPO, timeout=timeout)
+    import contextlib
+    import io
+    import traceback
+
+    from gristmill.cli import main
+    out, err, here = io.StringIO(), io.StringIO(), os.getcwd()
+    os.chdir(cwd or REPO)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = main(args)
+            except SystemExit as e:  # argparse's refusals
+                rc = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+            except Exception:  # noqa: BLE001 - as the interpreter would report it: a traceback, status 1
+                traceback.print_exc()
+                rc = 1
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(["gristmill", *args], rc if isinstance(rc, int) else 0 if rc is None else 1,
+                                       out.getvalue(), err.getvalue())
 
 
 def check_source_funnel(src: dict):

@@ -112,10 +112,11 @@ def test_custom_operator_paths(tmp_path):
             "export_path": str(tmp_path / "out.jsonl"), "custom_operator_paths": ["myops/gm_user_shout_ops.py"],
             "process": [{"shout_mapper": {"suffix": "?!"}}]}
     r = write_recipe(tmp_path / "r.yaml", base)
-    res = cli("run", r, "--no-progress")
+    res = cli("run", r, "--no-progress")  # refused before any user code is loaded
     assert res.returncode == 2 and "custom_operator_paths loads user Python code" in res.stderr
     assert not (tmp_path / "out.jsonl").exists()
-    res = cli("run", r, "--no-progress", "--allow-scripts")  # two workers import the module too
+    # in its own process: the user module and the op it registers stay out of this one; two workers import it too
+    res = cli("run", r, "--no-progress", "--allow-scripts", own_process=True)
     assert res.returncode == 0, res.stderr
     out = [x["text"] for x in read_jsonl(tmp_path / "out.jsonl")]
     assert out == [f"ALPHA NUMBER {i}?!" for i in range(10)] + [f"BETA NUMBER {i}?!" for i in range(30)]
