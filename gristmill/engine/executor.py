@@ -91,7 +91,9 @@ def run_one(task: Task, progress=None) -> dict:
     download (``web.download.DownloadTask``). A kernel compiled while it runs (a first run) is said on stderr."""
     announce_compiles()  # the task's ops are imported by now (numba with them, if they use it)
     own = getattr(task, "run", None)
-    what = {"stage_dir": os.path.basename(task.stage_dir or ""), "shard": getattr(getattr(task, "shard", None), "index", None)}
+    shard = getattr(task, "shard", None)
+    what = {"stage_dir": os.path.basename(task.stage_dir or ""),
+            "shard": shard if isinstance(shard, int) else getattr(shard, "index", getattr(task, "index", None))}
     mark("task start", **what)
     with naming(task.stage_dir) if task.stage_dir else contextlib.nullcontext():
         out = own(progress) if own is not None else run_task(task, progress)

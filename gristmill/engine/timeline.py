@@ -1,7 +1,7 @@
 """An opt-in timeline of a run, for finding where its wall time goes (issue 25): with ``GRISTMILL_TIMELINE=FILE``
-set, the main process and every worker append one JSON line per event (wall-clock time, pid, event, details)
-to FILE; ``bench/timeline.py`` runs a recipe with it and prints the critical path. Unset (the default),
-:func:`mark` returns at once."""
+set, the main process and every worker append one JSON line per event (wall-clock time, the process's CPU
+seconds so far, pid, event, details) to FILE; ``bench/timeline.py`` runs a recipe with it and prints the critical
+path. Unset (the default), :func:`mark` returns at once."""
 from __future__ import annotations
 
 import json
@@ -17,7 +17,8 @@ def mark(event: str, **details) -> None:
     path = os.environ.get(VAR)
     if not path:
         return
-    line = json.dumps({"t": time.time(), "pid": os.getpid(), "event": event, **details}) + "\n"
+    line = json.dumps({"t": time.time(), "cpu": round(time.process_time(), 4), "pid": os.getpid(), "event": event,
+                       **details}) + "\n"
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
