@@ -167,9 +167,10 @@ class RemoteRun:
         (any compression: its fragments are whole members/frames) is composed in the bucket from them, and a
         sharded uncompressed one from byte ranges of them (cut where the local writer cuts), committed by its
         manifest; a Parquet export (one file or sharded) is composed from Parquet parts the workers write
-        (``remote_parts.export_parquet``), an HF arrow directory from Arrow stream parts (``export_arrow``); any
-        other export (compressed shards, a local export, HF with dictionary columns) needs its
-        fragments rewritten, so they are downloaded here and assembled as before (None)."""
+        (``remote_parts.export_parquet``), an HF arrow directory from Arrow stream parts (``export_arrow``),
+        compressed JSONL shards from files the workers compress (``export_jsonl_compressed``); any other export
+        (a local export, HF with dictionary columns) needs its fragments rewritten, so they are downloaded here
+        and assembled as before (None)."""
         from ..io.writers import shard_names
         from .media_op import export_media_mode
         flat = [p for parts in fragments for p in parts]
@@ -192,6 +193,11 @@ class RemoteRun:
             remote_parts.commit_composed([], self.export_url, self.log, files=list(zip(urls, pieces)))
             self.composed = urls
             return urls
+        if self.export_url and fmt == "jsonl" and export_media_mode(local_cfg) not in ("link", "copy"):
+            self.mirror.sync()  # compressed shards: written by the workers from the fragments' line indexes
+            self.composed = remote_parts.export_jsonl_compressed(self.work, fragments, self.export_url, shard, comp,
+                                                                 self.log)
+            return self.composed
         if self.export_url and fmt == "parquet" and export_media_mode(local_cfg) not in ("link", "copy"):
             self.mirror.sync()
             self.composed = remote_parts.export_parquet(self.work, fragments, self.export_url, shard, self.log)

@@ -509,6 +509,12 @@ def compose(sources: list, dest: str, log=lambda m: None) -> dict:
     sizes = [int(fsys.size(p)) - a if b is None else b - a for p, (_, a, b) in zip(paths, spans)]
     bases = [a for _, a, _ in spans]
     if fs.protocol(dest) in ("s3", "s3a"):
+        if len(spans) == 1 and spans[0][2] is None and 0 < sizes[0] <= MAX_COPY:  # one whole object: a copy
+            sb, sk = paths[0].split("/", 1)
+            db, dk = dpath.split("/", 1)
+            r = fsys.call_s3("copy_object", Bucket=db, Key=dk, CopySource={"Bucket": sb, "Key": sk})
+            fsys.invalidate_cache(dpath)
+            return {"size": sizes[0], "etag": str(r["CopyObjectResult"]["ETag"]), "copied": sizes[0], "streamed": 0}
         return _compose_s3(fsys, paths, sizes, dpath, log, bases)
     streamed = 0
     with fsys.open(dpath, "wb") as out:
@@ -584,10 +590,10 @@ def commit_composed(sources: list, export_url: str, log=lambda m: None, extra: d
     files = files if files is not None else [(export_url, sources)]
     old = staging.read_manifest(export_url, False)
     fs.remove(staging.manifest_url(export_url, False))
-    entries, got = [], {}
-    for url, srcs in files:
-        got = compose(srcs, url, log)
-        entries.append({"name": fs.basename(url), "size": got["size"], "etag": got["etag"]})
+    from ..fs.staging import _parallel
+    done = _parallel([lambda u=u, s=s: compose(s, u, log) for u, s in files])  # in order of files
+    entries = [{"name": fs.basename(u), "size": g["size"], "etag": g["etag"]} for (u, _), g in zip(files, done)]
+    got = done[-1] if done else {}
     names = {e["name"] for e in entries}
     for e in (old or {}).get("files", []):
         if e["name"] not in names:
@@ -601,45 +607,91 @@ def commit_composed(sources: list, export_url: str, log=lambda m: None, extra: d
     return got
 
 
-def plan_jsonl_shards(sources: list[str], sizes: list[int], shard_size: int, read_size: int | None = None,
+def plan_jsonl_cuts(sizes: list[int], shard_size: int, newline) -> list[list[tuple[int, int, int]]]:
+    """The files of a sharded JSONL export as (uncompressed) byte ranges ``(fragment, start, end)`` of the
+    fragments: the cuts ``io.writers._split_jsonl`` makes (a file that starts at byte ``s`` of the stream ends
+    after the first newline at or after ``s + shard_size - 1``). ``newline(i, x)``: the offset of the first
+    newline at or after ``x`` in fragment ``i``, or -1; it is asked once per cut."""
+    files: list[list[tuple[int, int, int]]] = []
+    cur, written = None, 0
+    for i, size in enumerate(sizes):
+        pos = 0
+        while pos < size:
+            if cur is None:
+                cur, written = [], 0
+                files.append(cur)
+            room = shard_size - written
+            cut = newline(i, pos + max(room - 1, 0)) if size - pos >= room else -1
+            if cut < 0:
+                cur.append((i, pos, size))
+                written += size - pos
+                break
+            cur.append((i, pos, cut + 1))
+            cur, pos = None, cut + 1
+    return files or [[]]
+
+
+def plan_jsonl_shards(sources: list[str], sizes: list[int], shard_size: int,
                       window: int = 64 << 10) -> list[list[tuple]]:
     """The files of an uncompressed sharded JSONL export (``export_shard_size``) as byte ranges ``(url,
-    start, end)`` of the fragments: exactly the cuts ``io.writers._split_jsonl`` makes reading the same
-    fragments in ``read_size`` chunks (a file ends after the line that crosses ``shard_size``, looked for
-    from the chunk it crosses in). Each cut reads the bucket from the limit to the next newline only."""
-    from ..io.streams import READ_SIZE
-    r = read_size or READ_SIZE
+    start, end)`` of the fragments (:func:`plan_jsonl_cuts`): each cut reads the bucket from the limit to the
+    next newline only."""
     fsys = fs.filesystem(sources[0])[0] if sources else None
 
-    def newline(i: int, a: int, b: int) -> int:
-        pos = a
-        while pos < b:
-            data = fsys.cat_file(fs.filesystem(sources[i])[1], start=pos, end=min(pos + window, b))
+    def newline(i: int, pos: int) -> int:
+        path = fs.filesystem(sources[i])[1]
+        while pos < sizes[i]:
+            data = fsys.cat_file(path, start=pos, end=min(pos + window, sizes[i]))
             k = data.find(b"\n")
             if k >= 0:
                 return pos + k
             pos += len(data)
         return -1
-    pieces: list[list[tuple]] = []
-    cur = None
-    written = 0
-    for i, size in enumerate(sizes):
-        for c0 in range(0, size, r):
-            c1 = min(c0 + r, size)
-            pos = c0
-            while pos < c1:
-                if cur is None:
-                    cur, written = [], 0
-                    pieces.append(cur)
-                room = shard_size - written
-                cut = newline(i, pos + max(room - 1, 0), c1) if c1 - pos > room else -1
-                if cut < 0:
-                    cur.append((sources[i], pos, c1))
-                    written += c1 - pos
-                    break
-                cur.append((sources[i], pos, cut + 1))
-                cur, pos = None, cut + 1
-    return pieces or [[]]
+    files = plan_jsonl_cuts(sizes, shard_size, newline)
+    return [[(sources[i], a, b) for i, a, b in f] for f in files]
+
+
+class LineIndex:
+    """``newline(i, x)`` over the line indexes of compressed fragments (``io.writers.index_jsonl_fragment``:
+    each an object of int64 newline offsets; its record, here, holds every ``every``-th offset): one ranged read of at
+    most ``every`` entries per question, or the fragment's whole index once when it is asked about often
+    (more cuts in it than it has windows). Holds one fragment's index at most."""
+
+    def __init__(self, urls: list[str], recs: list[dict], shard_size: int):
+        self.urls, self.recs, self.shard = urls, recs, max(shard_size, 1)
+        self.held: tuple[int, object] | None = None
+        self.read = 0  # bytes of index read
+
+    def _entries(self, i: int, lo: int, hi: int):
+        import numpy as np
+        fsys, p = fs.filesystem(self.urls[i])
+        data = fsys.cat_file(p, start=lo * 8, end=hi * 8)
+        self.read += len(data)
+        return np.frombuffer(data, "<i8")
+
+    def __call__(self, i: int, x: int) -> int:
+        import bisect
+        import numpy as np
+        rec = self.recs[i]
+        n, coarse, k = rec["lines"], rec["coarse"], rec["every"]
+        if not n:
+            return -1
+        if self.held is None or self.held[0] != i:
+            whole = rec["size"] // self.shard + 1 >= max(n // k, 1)
+            self.held = (i, self._entries(i, 0, n) if whole else None)
+        if self.held[1] is not None:
+            arr = self.held[1]
+            j = int(np.searchsorted(arr, x))
+            return int(arr[j]) if j < n else -1
+        j = bisect.bisect_left(coarse, x)
+        if j == 0:
+            return coarse[0]
+        lo, hi = (j - 1) * k + 1, min(j * k, n)
+        arr = self._entries(i, lo, hi) if hi > lo else np.empty(0, "<i8")
+        m = int(np.searchsorted(arr, x))
+        if m < len(arr):
+            return int(arr[m])
+        return coarse[j] if j < len(coarse) else -1
 
 
 def commit_directory(files: list[str], local_base: str, export_url: str, composed: dict[str, dict],
@@ -686,19 +738,23 @@ PARQUET_DIR = "stages/export-parquet/out"  # the workers' Parquet parts (data: n
 
 @dataclasses.dataclass
 class ExportPartTask:
-    """On a worker: one shard's export fragments (Arrow IPC) as one part of a composed export under the
-    export's schema, written by ``io.writers.<writer>`` (``write_parquet_part``: a Parquet part;
-    ``write_arrow_part``: an Arrow stream part of an HF export), uploaded to the work dir by
-    :class:`RemoteTask`."""
+    """On a worker: a part of a composed export, written by ``io.writers.<writer>(parts, arg[, dest])`` and
+    uploaded to the work dir by :class:`RemoteTask`: ``write_parquet_part`` (one shard's fragments as a
+    Parquet part under the export's schema ``arg``), ``write_arrow_part`` (an Arrow stream part of an HF
+    export), ``index_jsonl_fragment`` (a compressed JSONL fragment's line index; ``arg`` the compression),
+    ``write_jsonl_parts`` (files of a compressed sharded JSONL export from ranges of the fragments; no
+    ``dest``: ``parts`` names each file's)."""
     parts: list
-    schema: object
-    dest: str
+    arg: object
+    dest: str | None
     stage_dir: str
     writer: str
 
     def run(self, progress=None) -> dict:
         from ..io import writers
-        return {"dest": self.dest, "batches": getattr(writers, self.writer)(self.parts, self.schema, self.dest)}
+        fn = getattr(writers, self.writer)
+        got = fn(self.parts, self.arg, self.dest) if self.dest is not None else fn(self.parts, self.arg)
+        return {"dest": self.dest, "batches": got}
 
 
 def _ipc_schema(work: "RemoteWork", path: str):
@@ -744,6 +800,27 @@ def run_on_workers(work: "RemoteWork", tasks: list) -> list[dict]:
     return [work.landed(ray.get(r)[0]) for r in refs]
 
 
+def _fragments_schema(work: "RemoteWork", fragments: list[list[str]], empty):
+    """The export's schema: the fragments' Arrow schemas (each IPC file's footer, read in parallel) unified;
+    ``empty`` when there is no fragment."""
+    from ..fs.staging import _parallel
+    from ..io.writers import unify
+    schemas = _parallel([lambda p=p: _ipc_schema(work, p) for parts in fragments for p in parts])
+    return unify(schemas) if schemas else empty
+
+
+def _write_parts(work: "RemoteWork", fragments: list[list[str]], schema, ext: str, writer: str):
+    """One part per shard that has fragments (one empty part when none has), written on the workers by
+    ``io.writers.<writer>`` under ``schema`` into ``WORK/stages/export-parquet/out/``: ``(their URLs, what each
+    writer returned)``."""
+    shards = [parts for parts in fragments if parts] or [[]]
+    base = os.path.join(work.local, *PARQUET_DIR.split("/"))
+    tasks = [ExportPartTask(list(parts), schema, os.path.join(base, f"part-{i:05d}.{ext}"), base, writer)
+             for i, parts in enumerate(shards)]
+    recs = run_on_workers(work, tasks)
+    return [work.url_of(t.dest) for t in tasks], [r["batches"] for r in recs]
+
+
 def export_parquet(work: "RemoteWork", fragments: list[list[str]], export_url: str, shard_size: int,
                    log=lambda m: None) -> list[str]:
     """A Parquet export (one file or ``export_shard_size`` shards) composed in the bucket: the workers write
@@ -753,19 +830,11 @@ def export_parquet(work: "RemoteWork", fragments: list[list[str]], export_url: s
     ``io.writers.assemble`` writes from the same fragments on local disk."""
     from ..fs.staging import _parallel
     from ..io import parquet_footer as pf
-    from ..io.writers import _unified_schema, plan_parquet_files, shard_names, unify
-    flat = [p for parts in fragments for p in parts]
-    schemas = _parallel([lambda p=p: _ipc_schema(work, p) for p in flat])
-    schema = unify(schemas) if schemas else _unified_schema([])
-    shards = [parts for parts in fragments if parts] or [[]]
-    base = os.path.join(work.local, *PARQUET_DIR.split("/"))
-    tasks = [ExportPartTask(list(parts), schema, os.path.join(base, f"part-{i:05d}.parquet"), base,
-                             "write_parquet_part")
-             for i, parts in enumerate(shards)]
-    recs = run_on_workers(work, tasks)
-    urls = [work.url_of(t.dest) for t in tasks]
+    from ..io.writers import _unified_schema, plan_parquet_files, shard_names
+    schema = _fragments_schema(work, fragments, _unified_schema([]))
+    urls, batches = _write_parts(work, fragments, schema, "parquet", "write_parquet_part")
     footers = _parallel([lambda u=u: read_parquet_footer(u) for u in urls])
-    files = plan_parquet_files([r["batches"] for r in recs], shard_size)
+    files = plan_parquet_files(batches, shard_size)
     names = shard_names(export_url, len(files))
     out = []
     for k, (name, sel) in enumerate(zip(names, files)):
@@ -789,24 +858,16 @@ def export_arrow(work: "RemoteWork", fragments: list[list[str]], export_url: str
     import pyarrow as pa
     from ..fs import staging
     from ..fs.staging import _parallel
-    from ..io.writers import EOS, arrow_composable, plan_arrow_files, unify, write_hf_meta
-    flat = [p for parts in fragments for p in parts]
-    schemas = _parallel([lambda p=p: _ipc_schema(work, p) for p in flat])
-    schema = unify(schemas) if schemas else pa.schema([])
+    from ..io.writers import EOS, arrow_composable, plan_arrow_files, write_hf_meta
+    schema = _fragments_schema(work, fragments, pa.schema([]))
     if not arrow_composable(schema):
         return None
-    shards = [parts for parts in fragments if parts] or [[]]
-    base = os.path.join(work.local, *PARQUET_DIR.split("/"))
-    tasks = [ExportPartTask(list(parts), schema, os.path.join(base, f"part-{i:05d}.arrow"), base,
-                             "write_arrow_part")
-             for i, parts in enumerate(shards)]
-    recs = run_on_workers(work, tasks)
-    urls = [work.url_of(t.dest) for t in tasks]
-    n0 = work.size(tasks[0].dest)
+    urls, batches = _write_parts(work, fragments, schema, "arrow", "write_arrow_part")
+    n0 = work.size(os.path.join(work.local, *PARQUET_DIR.split("/"), "part-00000.arrow"))
     if n0 is None:
         n0 = int(fs.filesystem(urls[0])[0].size(fs.filesystem(urls[0])[1]))
     head = len(schema.serialize())
-    files = plan_arrow_files([r["batches"] for r in recs], shard_size, head)
+    files = plan_arrow_files(batches, shard_size, head)
     n = len(files)
     names = [f"data-{i:05d}-of-{n:05d}.arrow" for i in range(n)]
     old = staging.read_manifest(export_url, True)
@@ -819,15 +880,68 @@ def export_arrow(work: "RemoteWork", fragments: list[list[str]], export_url: str
         composed[url] = {"name": name, "size": got["size"], "etag": got["etag"], "composed_from": len(sel)}
     os.makedirs(local_dir, exist_ok=True)
     meta = write_hf_meta(local_dir, schema, names)
+    keep = set(names) | {"dataset_info.json", "state.json"}
     for e in (old or {}).get("files", []):  # the previous export's files that this one lacks
-        if e["name"] not in set(names) | {"dataset_info.json", "state.json"}:
+        if e["name"] not in keep:
             fs.remove(fs.join(export_url, e["name"]))
     out = commit_directory(meta, local_dir, export_url, composed, log)
     _parallel([lambda u=u: fs.remove(u) for u in urls])
     return out
 
 
-__all__ = ["Configured", "RemoteTask", "configured", "RemoteWork", "active", "commit_composed", "commit_directory", "compose", "export_arrow", "export_parquet", "plan_jsonl_shards", "current", "is_data", "plan_parts"]
+def jsonl_file_tasks(files: list[list[tuple[int, int, int]]], fragments: list[str], comp: str, base: str,
+                     ext: str) -> list[ExportPartTask]:
+    """The worker tasks that write a compressed sharded export's files (``files``: each file's ranges
+    ``(fragment, start, end)``) as parts ``BASE/jsonl-part-KKKKK.EXT``: the files that start in one fragment
+    go to one task, which decompresses that fragment once (and the ones its last file runs into), so every
+    fragment is read by at most two tasks whatever the shard size."""
+    tasks: list[ExportPartTask] = []
+    start = None
+    for k, ranges in enumerate(files):
+        first = ranges[0][0] if ranges else -1
+        if not tasks or first != start:
+            tasks.append(ExportPartTask([], comp, None, base, "write_jsonl_parts"))
+            start = first
+        tasks[-1].parts.append((os.path.join(base, f"jsonl-part-{k:05d}.{ext}"),
+                                [(fragments[i], a, b) for i, a, b in ranges]))
+    return tasks
+
+
+def export_jsonl_compressed(work: "RemoteWork", fragments: list[list[str]], export_url: str, shard_size: int,
+                            comp: str, log=lambda m: None) -> list[str]:
+    """A compressed sharded JSONL export (``export_shard_size`` with ``.gz``/``.zst``) written by the workers:
+    one task per fragment indexes its lines (``io.writers.index_jsonl_fragment``: every newline's offset, an
+    object in the work dir); the driver plans the cuts ``io.writers._split_jsonl`` makes (:func:`plan_jsonl_cuts`,
+    one ranged read of at most 4096 offsets per cut, :class:`LineIndex`); tasks that each own the files
+    starting in one fragment decompress their ranges and compress each file exactly as the local writer does
+    (``io.writers.write_jsonl_parts``) into a part in the work dir; every file is composed from its part at its
+    final URL (a server-side copy on S3) and the export committed by its manifest, last. The driver holds
+    the plan and every 4096th newline offset, no row. A killed run's parts are deleted at the next start
+    (``RemoteWork.cleanup_scratch``), and no export file is written before the old manifest is removed."""
+    from ..fs.staging import _parallel
+    from ..io.base import strip_compression
+    from ..io.writers import shard_names
+    flat = [p for parts in fragments for p in parts]
+    base = os.path.join(work.local, *PARQUET_DIR.split("/"))
+    scans = [ExportPartTask(p, comp, os.path.join(base, f"lines-{i:05d}.bin"), base, "index_jsonl_fragment")
+             for i, p in enumerate(flat)]
+    recs = [r["batches"] for r in run_on_workers(work, scans)] if scans else []
+    index_urls = [work.url_of(t.dest) for t in scans]
+    lines = LineIndex(index_urls, recs, shard_size)
+    files = plan_jsonl_cuts([r["size"] for r in recs], shard_size, lines)
+    ext = "jsonl" + strip_compression(export_url)[1]
+    tasks = jsonl_file_tasks(files, flat, comp, base, ext)
+    run_on_workers(work, tasks)
+    parts = [work.url_of(d) for t in tasks for d, _ in t.parts]
+    names = shard_names(export_url, len(files))
+    log(f"compressed shards written by {len(tasks)} worker task(s) from {len(flat)} fragment(s); the driver read "
+        f"{lines.read:,} bytes of line index")
+    commit_composed([], export_url, log, files=[(n, [u]) for n, u in zip(names, parts)])
+    _parallel([lambda u=u: fs.remove(u) for u in parts + index_urls])
+    return names
+
+
+__all__ = ["Configured", "RemoteTask", "configured", "RemoteWork", "active", "commit_composed", "commit_directory", "compose", "export_arrow", "export_jsonl_compressed", "export_parquet", "plan_jsonl_cuts", "plan_jsonl_shards", "current", "is_data", "plan_parts"]
 
 
 def lazy_mirror(url: str, local: str, log=lambda m: None):

@@ -310,8 +310,10 @@ def _piece_name(export_path: str, i: int) -> str:
 
 
 def _split_jsonl(fragments: list[str], comp: str, shard_size: int, export_path: str) -> list[str]:
-    """Stream the fragments' decompressed lines into pieces of about ``shard_size`` bytes, each cut after
-    the line that crosses the limit; never holds more than one read chunk."""
+    """Stream the fragments' decompressed lines into pieces of about ``shard_size`` bytes: a file that
+    starts at (uncompressed) byte ``s`` ends after the first newline at or after ``s + shard_size - 1``,
+    whatever the read chunks are (so a planner that knows only where the newlines are makes the same cuts:
+    ``engine.remote_parts.plan_jsonl_cuts``); never holds more than one read chunk."""
     pieces, out, written = [], None, 0
     for p in fragments:
         for chunk in iter_decompressed(p, comp):
@@ -320,7 +322,7 @@ def _split_jsonl(fragments: list[str], comp: str, shard_size: int, export_path: 
                     pieces.append(_piece_name(export_path, len(pieces)))
                     out, written = _open_compressed(pieces[-1], comp), 0
                 room = shard_size - written
-                cut = chunk.find(b"\n", max(room - 1, 0)) if len(chunk) > room else -1
+                cut = chunk.find(b"\n", max(room - 1, 0)) if len(chunk) >= room else -1
                 if cut < 0:
                     out[0].write(chunk)
                     written += len(chunk)
@@ -334,6 +336,84 @@ def _split_jsonl(fragments: list[str], comp: str, shard_size: int, export_path: 
         pieces.append(_piece_name(export_path, 0))
         _close_compressed(*_open_compressed(pieces[0], comp))
     return pieces
+
+
+LINE_INDEX_EVERY = 4096  # index_jsonl_fragment: every 4096th newline's offset comes back with the record
+
+
+def index_jsonl_fragment(path: str, comp: str, dest: str, every: int | None = None) -> dict:
+    """A compressed JSONL fragment's line index, for a planner that cuts a sharded export where
+    :func:`_split_jsonl` cuts without reading the rows (``engine.remote_parts.export_jsonl_compressed``):
+    ``dest`` gets the (uncompressed) offset of every newline as little-endian int64; returns the
+    uncompressed size, the number of newlines and every ``every``-th newline's offset (``coarse``, and
+    ``every``), so one
+    ranged read of ``dest`` of at most ``every`` entries finds the first newline at or after any offset."""
+    import numpy as np
+    every = every or LINE_INDEX_EVERY
+    tmp = tmp_path(dest)
+    size = lines = 0
+    coarse: list[int] = []
+    with open(tmp, "wb") as f:
+        for chunk in iter_decompressed(path, comp):
+            nl = np.flatnonzero(np.frombuffer(chunk, np.uint8) == 10).astype("<i8") + size
+            coarse += nl[(-lines) % every::every].tolist()
+            f.write(nl.tobytes())
+            lines += len(nl)
+            size += len(chunk)
+    atomic_rename(tmp, dest)
+    return {"size": size, "lines": lines, "coarse": coarse, "every": every}
+
+
+def write_jsonl_parts(files: list, comp: str) -> list[int]:
+    """Files of a compressed sharded JSONL export written from uncompressed byte ranges of the fragments
+    (``files``: ``(dest, [(fragment, start, end), ...])`` in export order, the ranges in stream order), with
+    the bytes :func:`_split_jsonl` writes for those ranges: each fragment is decompressed once, in the same
+    read chunks, and every piece the local writer writes (a chunk cut to a file's range) goes to that file's
+    compressor (whose output does not depend on the write sizes anyway: ``tests/fs/test_compressed_shards.py``).
+    A file with no range is an empty compressed file (the empty export). Returns each file's compressed
+    size."""
+    import contextlib
+    todo = [(k, p, a, b) for k, (_, ranges) in enumerate(files) for p, a, b in ranges if b > a]
+    last = {k: i for i, (k, _, _, _) in enumerate(todo)}
+    tmps = [tmp_path(d) for d, _ in files]
+    outs: dict[int, tuple] = {}
+    try:
+        i = 0
+        while i < len(todo):
+            path, j = todo[i][1], i
+            while j < len(todo) and todo[j][1] == path:
+                j += 1
+            end, pos = todo[j - 1][3], 0
+            with contextlib.closing(iter_decompressed(path, comp)) as chunks:
+                for chunk in chunks:
+                    c0, c1, pos = pos, pos + len(chunk), pos + len(chunk)
+                    while i < j and todo[i][2] < c1:
+                        k, _, a, b = todo[i]
+                        if k not in outs:
+                            outs[k] = _open_compressed(tmps[k], comp)
+                        outs[k][0].write(chunk[max(a, c0) - c0: min(b, c1) - c0])
+                        if b > c1:
+                            break
+                        if last[k] == i:
+                            _close_compressed(*outs.pop(k))
+                        i += 1
+                    if pos >= end:
+                        break
+            if i < j:
+                raise ValueError(f"{path}: {pos} bytes uncompressed, a range ends at {end}")
+        for k in range(len(files)):  # the empty export's one file
+            if k not in last:
+                _close_compressed(*_open_compressed(tmps[k], comp))
+    except BaseException:
+        for f in outs.values():
+            _close_compressed(*f)
+        for t in tmps:
+            with contextlib.suppress(OSError):
+                os.unlink(t)
+        raise
+    for t, (d, _) in zip(tmps, files):
+        atomic_rename(t, d)
+    return [os.path.getsize(d) for d, _ in files]
 
 
 class _ParquetPiece:
