@@ -9,7 +9,10 @@ import contextlib
 import contextvars
 import functools
 import importlib
+import importlib.machinery
+import importlib.util
 import os
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Protocol
@@ -90,6 +93,7 @@ def run_one(task: Task, progress=None) -> dict:
     ``stage_dir``: a resolve piece (:class:`ResolveTask`), a tokenize shard (``tokenize.shards``), a
     download (``web.download.DownloadTask``). A kernel compiled while it runs (a first run) is said on stderr."""
     announce_compiles()  # the task's ops are imported by now (numba with them, if they use it)
+    defer_blas_check()
     own = getattr(task, "run", None)
     shard = getattr(task, "shard", None)
     what = {"stage_dir": os.path.basename(task.stage_dir or ""),
@@ -101,12 +105,52 @@ def run_one(task: Task, progress=None) -> dict:
     return out
 
 
+def defer_blas_check() -> None:
+    """In a process whose ops use numba, before its first kernel: numba sets up its CPU target then
+    (``numba.np.arraymath``), and that module checks that a BLAS is there by importing ``scipy.linalg``
+    (~0.2 s of CPU: OpenBLAS and scipy.linalg's Python modules), which no gristmill kernel calls. The check
+    is answered from scipy's files instead (the extension module is there, and numba's integer-width check
+    as before); a kernel that does call BLAS (``np.dot``) imports scipy.linalg when it is compiled, as it
+    always did. Idempotent; nothing changes where numba is not imported, already set up, or differs."""
+    if "numba" not in sys.modules or "numba.np.linalg" in sys.modules or _blas_deferred:
+        return
+    _blas_deferred.append(True)
+    from ..ops._numba_cache import after_import
+
+    def quick_check(linalg, real):
+        def ensure_blas():
+            spec = importlib.util.find_spec("scipy")
+            where = os.path.join(os.path.dirname(spec.origin or ""), "linalg") if spec is not None else ""
+            if not any(os.path.exists(os.path.join(where, "cython_blas" + suffix))
+                       for suffix in importlib.machinery.EXTENSION_SUFFIXES):
+                return real()  # not there as expected: numba's own check (and its error)
+            linalg._check_lapack_int_width()
+        return ensure_blas
+
+    def patch():
+        linalg = sys.modules["numba.np.linalg"]
+        real = linalg.ensure_blas
+        if not hasattr(linalg, "_check_lapack_int_width"):
+            return
+        linalg.ensure_blas = quick_check(linalg, real)
+
+        def restore():  # numba.np.arraymath has checked: later callers get numba's own
+            linalg.ensure_blas = real
+            arraymath = sys.modules["numba.np.arraymath"]
+            if getattr(arraymath, "ensure_blas", None) is not real:
+                arraymath.ensure_blas = real
+        after_import("numba.np.arraymath", restore)
+    after_import("numba.np.linalg", patch)
+
+
+_blas_deferred: list = []
+
+
 def warm_worker(modules: list[str] | None, _=None) -> None:
     """Get a worker ready for its tasks while the main process still checks the input
     (``LocalExecutor.warm_up``): import the ops' modules, and set up numba's CPU target when they use numba
-    (its first kernel load in a process costs ~0.4 s of CPU: registries, the BLAS check importing
-    scipy.linalg), so the first task starts on its rows."""
-    import sys
+    (its first kernel load in a process costs ~0.3 s of CPU: its registries; the BLAS check's import of
+    scipy.linalg is skipped, see :func:`defer_blas_check`), so the first task starts on its rows."""
     for m in modules or []:
         try:
             importlib.import_module(m)
@@ -114,6 +158,7 @@ def warm_worker(modules: list[str] | None, _=None) -> None:
             pass
     if "numba" in sys.modules:
         announce_compiles()
+        defer_blas_check()
         try:
             from numba.core.registry import cpu_target
             cpu_target.typing_context.refresh()
