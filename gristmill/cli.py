@@ -52,9 +52,9 @@ def _start_workers_early(args) -> None:
         if np_ < 2 or (args.engine or raw.get("engine") or "local") != "local" or not raw.get("dataset_path") \
                 or raw.get("sources") or not isinstance(raw.get("process"), list):
             return
-        from .registry import indexed_module
+        from .ops._index import OPS  # the generated index itself: the registry imports pydantic (~0.04 s)
         names = [next(iter(p)) if isinstance(p, dict) else p for p in raw["process"]]
-        modules = {indexed_module(n) for n in names if isinstance(n, str)}
+        modules = {OPS.get(n) for n in names if isinstance(n, str)}
         if not names or None in modules:
             return
         from .engine.pool import start_server

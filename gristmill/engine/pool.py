@@ -190,6 +190,8 @@ def _forkserver(env: dict, modules: list[str]):
             mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
             try:
                 os.environ.update(want)
+                from .timeline import mark
+                mark("fork server requested")
                 server.ensure_running()
             finally:
                 os.environ.clear()
