@@ -147,6 +147,78 @@ def parquet_compose_figures(fs, s3, tmp: str, mb: int) -> None:
           f"{got['streamed'] / 1e6:,.2f} MB streamed, footer {len(footer):,} B); same bytes: {same}")
 
 
+def compressed_shards_figures(fs, tmp: str, mb: int) -> None:
+    """A compressed sharded JSONL export (.gz, export_shard_size) from 16 compressed fragments in the bucket,
+    two ways, bytes compared: the driver downloading every fragment, recompressing the shards
+    (io.writers.assemble) and uploading them (what a Ray run did before), against the workers' path
+    (engine.remote_parts.export_jsonl_compressed: line indexes, cuts planned in the driver, files compressed by
+    the tasks, parts copied into place). Here the tasks run one after another in this process (no Ray), so
+    the figure to compare is the driver's share: its bytes and its own time; the tasks' CPU time is what a
+    cluster spreads over its workers."""
+    import random
+    from gristmill.engine import remote_parts as rp
+    from gristmill.io import writers as W
+    r = random.Random(0)
+    words = [bytes(r.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(r.randint(2, 9))) for _ in range(5000)]
+    count, shard = 16, (mb << 20) // 7
+    local, raw, n = [], 0, 0
+    for i in range(count):
+        p = os.path.join(tmp, f"cs-frag-{i:02d}.jsonl.gz")
+        f, fh = W._open_compressed(p, ".gz")
+        while raw < (mb << 20) * (i + 1) // count:
+            line = b'{"id": %d, "text": "%s"}\n' % (n, b" ".join(r.choices(words, k=r.randint(20, 400))))
+            f.write(line)
+            raw, n = raw + len(line), n + 1
+        W._close_compressed(f, fh)
+        fs.upload(p, f"s3://gm-bench/csw/stages/01/out/{os.path.basename(p)}")
+        local.append(p)
+    comp_bytes = sum(os.path.getsize(p) for p in local)
+    # before: download, recompress here, upload
+    t, c = time.perf_counter(), time.process_time()
+    dl = os.path.join(tmp, "cs-dl")
+    os.makedirs(dl)
+    got = []
+    for p in local:
+        fs.download(f"s3://gm-bench/csw/stages/01/out/{os.path.basename(p)}", os.path.join(dl, os.path.basename(p)))
+        got.append(os.path.join(dl, os.path.basename(p)))
+    files = W.assemble([got], os.path.join(tmp, "cs-out", "c.jsonl.gz"), shard)
+    for f in files:
+        fs.upload(f, f"s3://gm-bench/cs-old/{os.path.basename(f)}")
+    t_old, c_old = time.perf_counter() - t, time.process_time() - c
+    driver_old = comp_bytes + sum(os.path.getsize(f) for f in files)
+    # now: the workers' path, the tasks run here through RemoteTask (timed apart from the driver's share)
+    work = rp.RemoteWork(os.path.join(tmp, "cs-staging"), "s3://gm-bench/csw")
+    task_cpu = [0.0]
+
+    def here(w, tasks):
+        out = []
+        for task in tasks:
+            c0 = time.process_time()
+            out.append(w.landed(w.wrap(task).run()))
+            task_cpu[0] += time.process_time() - c0
+        return out
+    logs = []
+    real, rp.run_on_workers = rp.run_on_workers, here
+    try:
+        t, c = time.perf_counter(), time.process_time()
+        names = rp.export_jsonl_compressed(work, [[os.path.join(work.local, "stages/01/out", os.path.basename(p))]
+                                                  for p in local], "s3://gm-bench/cs-new/c.jsonl.gz", shard, ".gz",
+                                           logs.append)
+        t_new, c_new = time.perf_counter() - t, time.process_time() - c
+    finally:
+        rp.run_on_workers = real
+    index_read = int(next(x for x in logs if "bytes of line index" in x).split("read ")[1].split(" bytes")[0]
+                     .replace(",", ""))
+    same = [fs.read_bytes(u) for u in names] == [open(f, "rb").read() for f in files]
+    print(f"compressed sharded export (.gz) of {raw / 1e6:,.0f} MB of JSONL ({comp_bytes / 1e6:,.0f} MB in {count} "
+          f"fragments, {len(files)} files): same bytes: {same}")
+    print(f"  before (driver downloads, recompresses, uploads): {t_old:6.1f} s wall, {c_old:6.1f} s driver CPU, "
+          f"{driver_old / 1e6:,.0f} MB through the driver")
+    print(f"  now (workers index + compress, parts copied in S3): driver {max(c_new - task_cpu[0], 0):6.2f} s CPU, "
+          f"{index_read / 1e6:,.3f} MB of line index read, 0 rows; tasks {task_cpu[0]:6.1f} s CPU in all "
+          f"(spread over the workers); {t_new:6.1f} s wall here with the tasks in series")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=256, help="size of the throughput file")
@@ -212,6 +284,7 @@ def main() -> None:
 
         compose_figures(fs, s3, data, tmp)
         parquet_compose_figures(fs, s3, tmp, args.mb)
+        compressed_shards_figures(fs, tmp, max(args.mb // 4, 8))
 
         # end to end: the same recipe, every path local vs every path on S3
         sample = os.path.join(REPO, "examples", "data", "cc-sample.jsonl.gz")

@@ -26,7 +26,9 @@ more, and small fragments streamed together into parts of at least 5 MiB; the ob
 upload completes, and the manifest is written after it. Parquet and HF ``arrow`` exports are composed from
 parts the workers write under the export's schema (:func:`export_parquet`: ``PAR1`` + the parts' row groups +
 one merged footer, ``io.parquet_footer``; :func:`export_arrow`: the schema message + the parts' batch
-messages + the end marker), with the local writer's bytes.
+messages + the end marker), with the local writer's bytes. A compressed sharded JSONL export is written by
+the workers too (:func:`export_jsonl_compressed`): the fragments' line indexes, the local writer's cuts
+planned from them, each file compressed by a worker from its ranges of the fragments and copied into place.
 """
 from __future__ import annotations
 
@@ -432,7 +434,8 @@ class RemoteWork:
 
     def cleanup_scratch(self) -> int:
         """Resolve scratch in the bucket (spill files written by workers) of resolves that are done, or
-        that will be redone, and the output parts of a killed tokenize run or Parquet export: the driver's local ``rmtree``
+        that will be redone, and the output parts of a killed tokenize run or composed export (Parquet, HF arrow,
+        compressed JSONL shards and their line indexes): the driver's local ``rmtree``
         does not reach keys it never had."""
         try:
             keys = fs.find(self.url)
@@ -443,7 +446,7 @@ class RemoteWork:
         for rel in rels:
             parts = rel.split("/")
             if parts[:2] == ["tokenize", "parts"] or rel.startswith(PARQUET_DIR + "/"):
-                # a killed tokenize run's output parts (tokenize.compose), a killed Parquet export's parts
+                # a killed tokenize run's output parts (tokenize.compose), a killed export's parts and indexes
                 fs.remove(fs.join(self.url, rel))
                 self.present.discard(rel)
                 gone += 1
@@ -733,7 +736,7 @@ def commit_directory(files: list[str], local_base: str, export_url: str, compose
 
 # -- Parquet exports composed in the bucket ---------------------------------------------------------------
 
-PARQUET_DIR = "stages/export-parquet/out"  # the workers' Parquet parts (data: never downloaded by the driver)
+PARQUET_DIR = "stages/export-parquet/out"  # the workers' export parts, every format (data: never downloaded here)
 
 
 @dataclasses.dataclass

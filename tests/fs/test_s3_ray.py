@@ -256,6 +256,22 @@ def test_ray_workers_read_and_write_s3_with_the_local_bytes(s3, s3_cluster, tmp_
     arrays = sorted(p.name for p in (tmp_path / "tok").iterdir() if p.suffix == ".npy")
     assert "data.npy" in arrays
     assert all(s3.cat_file(f"{b}/tok/{n}") == (tmp_path / "tok" / n).read_bytes() for n in arrays)
+    # the compressed export, sharded: the shards are reused, each file is compressed by a worker from byte ranges
+    # of the fragments (cut where the local writer cuts, found in the fragments' line indexes), copied into place
+    cs = {"export_path": f"{tmp_path}/out/cs.jsonl.gz", "export_shard_size": 50_000}
+    loc = _cli("run", _recipe(tmp_path, "l", dataset_path=local_in, work_dir=f"{tmp_path}/w", **cs), cwd=tmp_path)
+    assert loc.returncode == 0, loc.stderr
+    rem = _cli("run", _recipe(tmp_path, "r", **{**remote, **cs, "export_path": f"s3://{b}/out/cs.jsonl.gz"}),
+               cwd=tmp_path)
+    assert rem.returncode == 0, rem.stderr
+    assert "compressed shards written by" in rem.stderr, rem.stderr
+    shards = sorted(p.name for p in (tmp_path / "out").glob("cs-*.jsonl.gz"))
+    assert len(shards) >= 2, shards
+    assert sorted(k.rsplit("/", 1)[1] for k in s3.ls(f"{b}/out") if "/cs-" in k) == shards
+    for n in shards:
+        assert s3.cat_file(f"{b}/out/{n}") == (tmp_path / "out" / n).read_bytes(), n
+    assert not [k for k in s3.find(f"{b}/w") if "/export-parquet/" in k]  # parts and line indexes: deleted
+    assert _data_in_staging(tmp_path / "staging") == []
 
 
 @pytest.mark.ray
