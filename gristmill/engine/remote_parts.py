@@ -851,36 +851,108 @@ def export_parquet(work: "RemoteWork", fragments: list[list[str]], export_url: s
     return names
 
 
+def _merge_ranges(srcs: list[tuple]) -> list[tuple]:
+    out: list[tuple] = []
+    for u, a, b in srcs:
+        if out and out[-1][0] == u and out[-1][2] == a:
+            out[-1] = (u, out[-1][1], b)
+        elif b > a:
+            out.append((u, a, b))
+    return out
+
+
+def _arrow_dict_files(work: "RemoteWork", fragments: list[list[str]], schema, shard_size: int):
+    """The data files of an HF export whose schema has dictionary columns, as byte ranges of Arrow stream parts
+    the workers write (``io.writers.write_arrow_dict_part``): ``(part URLs, each file's ranges, batches per
+    file)``, or None when a part cannot tell its dictionaries apart exactly (then the driver rewrites it).
+    A file is the schema message; before its first batch, the message of every column's current dictionary
+    (the last one its part wrote at or before that batch); before a later batch of the same part, the
+    dictionary messages the part wrote there; before a part's first batch, the messages of the dictionaries
+    that differ from the previous shard's last batch's (the part's ``boundary``); then the record-batch
+    messages, and the end marker: what one stream writer writes for those batches."""
+    from ..fs.staging import _parallel
+    from ..io.writers import EOS
+    shards = [parts for parts in fragments if parts] or [[]]
+    prevs = [None] + [work.url_of(parts[-1]) for parts in shards[:-1]]
+    base = os.path.join(work.local, *PARQUET_DIR.split("/"))
+    tasks = [ExportPartTask(list(parts), (schema, prev), os.path.join(base, f"part-{i:05d}.arrow"), base,
+                             "write_arrow_dict_part") for i, (parts, prev) in enumerate(zip(shards, prevs))]
+    recs = [r["batches"] for r in run_on_workers(work, tasks)]
+    urls = [work.url_of(t.dest) for t in tasks]
+    if any(r["unsure"] for r in recs) or (len(recs) > 1 and not all(r["batches"] for r in recs)):
+        _parallel([lambda u=u: fs.remove(u) for u in urls])
+        return None
+    files: list[list[tuple[int, int]]] = []
+    cur, acc = None, 0
+    for p, r in enumerate(recs):  # the cuts io.writers._write_pieces makes: after the batch reaching shard_size
+        for j, bat in enumerate(r["batches"]):
+            if cur is None:
+                cur, acc = [], 0
+                files.append(cur)
+            cur.append((p, j))
+            acc += bat[0]
+            if shard_size > 0 and acc >= shard_size:
+                cur = None
+    files = files or [[]]
+    head, n0 = recs[0]["head"], recs[0]["size"]
+    out = []
+    for sel in files:
+        srcs = [(urls[0], 0, head)]
+        for k, (p, j) in enumerate(sel):
+            bats = recs[p]["batches"]
+            if k == 0:  # every column's current dictionary
+                current: dict[int, tuple] = {}
+                for b in bats[: j + 1]:
+                    current.update({i: (s, e) for i, s, e in b[3]})
+                srcs += [(urls[p], *current[i]) for i in sorted(current)]
+            elif j == 0:  # a part's first batch after the previous shard's last: the dictionaries that differ
+                srcs += [(urls[p], s, e) for i, s, e in bats[0][3] if not recs[p]["boundary"][i]]
+            else:
+                srcs += [(urls[p], s, e) for _, s, e in bats[j][3]]
+            srcs.append((urls[p], bats[j][2], bats[j][1]))
+        srcs.append((urls[0], n0 - len(EOS), n0))
+        out.append(_merge_ranges(srcs))
+    return urls, out, [len(sel) for sel in files]
+
+
 def export_arrow(work: "RemoteWork", fragments: list[list[str]], export_url: str, shard_size: int, local_dir: str,
                  log=lambda m: None) -> list[str] | None:
     """An HF ``save_to_disk`` directory composed in the bucket: the workers write each shard's fragments as
     an Arrow stream part under the unified schema; every data file is the schema message + byte ranges of
     the parts' record-batch messages + the end marker (server-side copies), the bytes ``io.writers`` writes
-    locally; ``dataset_info.json`` and ``state.json`` are written here; the directory is committed by its
-    manifest, last. None (rewritten in the driver) when the schema has dictionary columns."""
+    locally; with dictionary columns, the dictionary messages one stream writer would write between them
+    (:func:`_arrow_dict_files`). ``dataset_info.json`` and ``state.json`` are written here; the directory is
+    committed by its manifest, last. None (rewritten in the driver) when a dictionary cannot be compared
+    exactly on the workers (floats, nested dictionaries)."""
     import pyarrow as pa
     from ..fs import staging
     from ..fs.staging import _parallel
     from ..io.writers import EOS, arrow_composable, plan_arrow_files, write_hf_meta
     schema = _fragments_schema(work, fragments, pa.schema([]))
-    if not arrow_composable(schema):
-        return None
-    urls, batches = _write_parts(work, fragments, schema, "arrow", "write_arrow_part")
-    n0 = work.size(os.path.join(work.local, *PARQUET_DIR.split("/"), "part-00000.arrow"))
-    if n0 is None:
-        n0 = int(fs.filesystem(urls[0])[0].size(fs.filesystem(urls[0])[1]))
-    head = len(schema.serialize())
-    files = plan_arrow_files(batches, shard_size, head)
-    n = len(files)
+    if arrow_composable(schema):
+        urls, batches = _write_parts(work, fragments, schema, "arrow", "write_arrow_part")
+        n0 = work.size(os.path.join(work.local, *PARQUET_DIR.split("/"), "part-00000.arrow"))
+        if n0 is None:
+            n0 = int(fs.filesystem(urls[0])[0].size(fs.filesystem(urls[0])[1]))
+        head = len(schema.serialize())
+        files = plan_arrow_files(batches, shard_size, head)
+        sources = [[(urls[0], 0, head)] + [(urls[i], a, b) for i, a, b in sel] + [(urls[0], n0 - len(EOS), n0)]
+                   for sel in files]
+        counts = [len(sel) for sel in files]
+    else:
+        got = _arrow_dict_files(work, fragments, schema, shard_size)
+        if got is None:
+            return None
+        urls, sources, counts = got
+    n = len(sources)
     names = [f"data-{i:05d}-of-{n:05d}.arrow" for i in range(n)]
     old = staging.read_manifest(export_url, True)
     fs.remove(staging.manifest_url(export_url, True))
     composed = {}
-    for name, sel in zip(names, files):
+    for name, srcs, count in zip(names, sources, counts):
         url = fs.join(export_url, name)
-        srcs = [(urls[0], 0, head)] + [(urls[i], a, b) for i, a, b in sel] + [(urls[0], n0 - len(EOS), n0)]
         got = compose(srcs, url, log)
-        composed[url] = {"name": name, "size": got["size"], "etag": got["etag"], "composed_from": len(sel)}
+        composed[url] = {"name": name, "size": got["size"], "etag": got["etag"], "composed_from": count}
     os.makedirs(local_dir, exist_ok=True)
     meta = write_hf_meta(local_dir, schema, names)
     keep = set(names) | {"dataset_info.json", "state.json"}

@@ -542,6 +542,102 @@ def arrow_composable(schema: pa.Schema) -> bool:
     return not any(has_dict(f.type) for f in schema)
 
 
+def _float_inside(t: pa.DataType) -> bool:
+    if pa.types.is_floating(t):
+        return True
+    if pa.types.is_dictionary(t):
+        return _float_inside(t.value_type)
+    return any(_float_inside(t.field(i).type) for i in range(t.num_fields)) if t.num_fields else False
+
+
+def _dictionary_id(metadata) -> tuple[int, bool]:
+    """``(id, isDelta)`` of a DictionaryBatch message, read from its flatbuffer (Message.header is field 2,
+    DictionaryBatch.id field 0, isDelta field 2)."""
+    import struct
+    buf = memoryview(metadata)
+
+    def field(table: int, idx: int) -> int | None:
+        vt = table - struct.unpack_from("<i", buf, table)[0]
+        if 4 + 2 * idx >= struct.unpack_from("<H", buf, vt)[0]:
+            return None
+        off = struct.unpack_from("<H", buf, vt + 4 + 2 * idx)[0]
+        return table + off if off else None
+    root = struct.unpack_from("<I", buf, 0)[0]
+    h = field(root, 2)
+    header = h + struct.unpack_from("<I", buf, h)[0]
+    i, d = field(header, 0), field(header, 2)
+    return (struct.unpack_from("<q", buf, i)[0] if i is not None else 0,
+            bool(buf[d]) if d is not None else False)
+
+
+def write_arrow_dict_part(parts: list[str], arg: tuple, dest: str) -> dict:
+    """:func:`write_arrow_part` for a schema with dictionary columns (``arg``: ``(schema, prev)``, ``prev`` the
+    URL or path of the previous shard's last fragment, or None). A stream writer writes a column's dictionary
+    before the first batch and again before a batch whose dictionary differs (not the same length and equal,
+    NaNs equal) from the last one written, so the composer needs each batch's messages: per batch ``[Arrow
+    bytes, end of its record-batch message, its start, [[dictionary id, start, end], ...] written before
+    it]``, the schema message's end (``head``) and the part's size; and, for the part's first batch, whether each dictionary equals the one of the previous shard's
+    last batch (``boundary``), which this task reads (one batch, by ranged reads). ``unsure`` when that
+    cannot be told exactly here (a dictionary holding floats, whose NaNs pyarrow's ``equals`` does not count
+    equal as the writer does; nested dictionaries; a delta): the export is then rewritten by the driver."""
+    schema, prev = arg
+    top = [i for i, f in enumerate(schema) if pa.types.is_dictionary(f.type)]
+    unsure = any(not arrow_composable(pa.schema([pa.field("v", f.type.value_type if pa.types.is_dictionary(f.type)
+                                                           else f.type)])) for f in schema)  # nested dictionaries
+    tmp = tmp_path(dest)
+    sink = pa.OSFile(tmp, "wb")
+    w = ipc.new_stream(sink, schema)
+    first, nbytes = None, []
+    for b in read_shard_parts(parts):
+        a = align(b, schema) or C.conform(b, schema)
+        first = a if first is None else first
+        w.write_batch(a)
+        nbytes.append(b.nbytes)
+    w.close()
+    sink.close()
+    batches, pending, head = [], [], 0
+    with pa.memory_map(tmp) as f:
+        r = ipc.MessageReader.open_stream(f)
+        pos = 0
+        while True:
+            try:
+                m = r.read_next_message()
+            except StopIteration:
+                break
+            end = f.tell()
+            if m.type == "schema":
+                head = end
+            elif m.type == "dictionary batch" or m.type == "dictionary":
+                i, delta = _dictionary_id(m.metadata)
+                unsure = unsure or delta
+                pending.append([i, pos, end])
+            elif m.type == "record batch":
+                batches.append([nbytes[len(batches)], end, pos, pending])
+                pending = []
+            pos = end
+    if batches and [i for i, _, _ in batches[0][3]] != list(range(len(top))):
+        unsure = True
+    boundary = None
+    if prev is not None and first is not None and not unsure:
+        from .. import fs as _fs
+        with _fs.open_input(prev, block_size=256 << 10) as src:
+            rd = ipc.open_file(src)
+            last = rd.get_batch(rd.num_record_batches - 1) if rd.num_record_batches else None
+            last = align(last, schema) or C.conform(last, schema) if last is not None else None
+        if last is None:
+            unsure = True
+        else:
+            boundary = []
+            for i in top:
+                x, y = last.column(i).dictionary, first.column(i).dictionary
+                same = len(x) == len(y) and x.equals(y)
+                if not same and len(x) == len(y) and _float_inside(x.type):
+                    unsure = True  # equal but for NaNs? the writer would say equal
+                boundary.append(same)
+    atomic_rename(tmp, dest)
+    return {"batches": batches, "boundary": boundary, "unsure": unsure, "head": head, "size": os.path.getsize(dest)}
+
+
 def plan_arrow_files(batches: list[list[list[int]]], shard_size: int, schema_len: int) -> list[list[tuple]]:
     """The data files of an HF export as byte ranges ``(part, start, end)`` of the parts
     :func:`write_arrow_part` wrote, between the schema message and the end marker each file gets: the cuts

@@ -188,3 +188,66 @@ def test_compressed_shards_on_s3_are_copied_into_place(s3, tmp_path, monkeypatch
         man = json.loads(s3.cat_file(f"{s3.bucket}/o{limit}/.c.jsonl{comp}.gristmill-manifest.json"))
         assert [e["name"] for e in man["files"]] == [os.path.basename(n) for n in names]
     assert len(got[0][1]) > 2 and len(got[1][1]) == 1
+
+
+# -- HF arrow exports with dictionary columns, composed from the workers' stream parts ------------------------
+
+def _dict_fragments(tmp_path, url_root, dicts, floats=False):
+    """One Arrow IPC fragment per shard (ShardWriter: one dictionary per column per file), two batches each;
+    ``dicts``: per shard the values of the two dictionary columns' dictionaries."""
+    import pyarrow as pa
+    staging = tmp_path / "staging"
+    frags = []
+    for k, (d1, d2) in enumerate(dicts):
+        w = W.ShardWriter(str(tmp_path / f"shard-{k:05d}"))
+        for b in range(2):
+            idx = pa.array([(k + b + i) % len(d1) for i in range(5)], pa.int32())
+            col2 = pa.array([float(x) for x in d2]) if floats else pa.array(d2)
+            batch = pa.record_batch({
+                "id": pa.array([f"{k}-{b}-{i}" for i in range(5)]),
+                "lang": pa.DictionaryArray.from_arrays(idx, pa.array(d1)),
+                "tag": pa.DictionaryArray.from_arrays(pa.array([i % len(d2) for i in range(5)], pa.int8()), col2)})
+            w.write(batch)
+        parts = w.close()
+        frags.append([])
+        for p in parts:
+            rel = f"stages/01-ab/out/{os.path.basename(p)}"
+            fs.write_bytes(f"{url_root}/w/{rel}", open(p, "rb").read())
+            frags[-1].append(str(staging / rel))
+    return frags, [[str(tmp_path / os.path.basename(p)) for p in f] for f in frags], staging
+
+
+@pytest.mark.parametrize("shard_size", [0, 1, 700])
+def test_hf_arrow_with_dictionary_columns_composed_from_worker_parts_has_the_local_bytes(tmp_path, monkeypatch,
+                                                                                        shard_size):
+    """The same dictionaries across a shard boundary (no message again), a changed one (a replacement before
+    that batch), a file starting inside a part (every current dictionary first): the bytes of the one stream
+    writer io.writers._assemble_hf runs."""
+    monkeypatch.setattr(rp, "run_on_workers", _run_here)
+    root = f"memory://h26d{shard_size}"
+    dicts = [(["en", "fr"], ["a", "b", "c"]), (["en", "fr"], ["a", "b"]), (["de", "fr", "en"], ["a", "b"]),
+             (["de", "fr", "en"], ["a", "b"])]
+    frags, local, staging = _dict_fragments(tmp_path, root, dicts)
+    work = rp.RemoteWork(str(staging), f"{root}/w")
+    got = rp.export_arrow(work, frags, f"{root}/hf", shard_size, str(tmp_path / "meta"))
+    assert got is not None
+    want = W.assemble(local, str(tmp_path / "hf"), shard_size)
+    names = [os.path.basename(w) for w in want]
+    assert len(names) == (1 if shard_size == 0 else 8 if shard_size == 1 else len(names)) and len(names) >= 1
+    for n, w in zip(names, want):
+        assert fs.read_bytes(f"{root}/hf/{n}") == open(w, "rb").read(), n
+    for n in ("dataset_info.json", "state.json"):
+        assert fs.read_bytes(f"{root}/hf/{n}") == (tmp_path / "hf" / n).read_bytes()
+    assert not [k for k in fs.find(f"{root}/w") if "/export-parquet/" in k]
+
+
+def test_hf_arrow_with_float_dictionaries_is_left_to_the_driver(tmp_path, monkeypatch):
+    """A float dictionary that differs across a shard boundary: pyarrow's equals does not count NaNs equal
+    as the stream writer does, so the workers cannot tell the writer's choice; the export is rewritten (None)
+    and the parts are deleted."""
+    monkeypatch.setattr(rp, "run_on_workers", _run_here)
+    root = "memory://h26f"
+    frags, _, staging = _dict_fragments(tmp_path, root, [(["en"], [1, 2]), (["en"], [1, 3])], floats=True)
+    work = rp.RemoteWork(str(staging), f"{root}/w")
+    assert rp.export_arrow(work, frags, f"{root}/hf", 0, str(tmp_path / "meta")) is None
+    assert not [k for k in fs.find(f"{root}/w") if "/export-parquet/" in k]
