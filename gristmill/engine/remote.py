@@ -169,8 +169,8 @@ class RemoteRun:
         manifest; a Parquet export (one file or sharded) is composed from Parquet parts the workers write
         (``remote_parts.export_parquet``), an HF arrow directory from Arrow stream parts (``export_arrow``),
         compressed JSONL shards from files the workers compress (``export_jsonl_compressed``); any other export
-        (a local export, HF with dictionary columns) needs its fragments rewritten, so they are downloaded here
-        and assembled as before (None)."""
+        (a local export, HF with float or nested dictionary columns) needs its fragments rewritten, so they are
+        downloaded here and assembled as before (None)."""
         from ..io.writers import shard_names
         from .media_op import export_media_mode
         flat = [p for parts in fragments for p in parts]

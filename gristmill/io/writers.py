@@ -519,8 +519,8 @@ def write_arrow_part(parts: list[str], schema: pa.Schema, dest: str) -> list[lis
     """One shard's IPC parts as an Arrow stream written exactly as :func:`_assemble_hf` writes their batches
     into a data file (under the export's ``schema``): its messages after the schema message are position-
     independent, so data files compose from byte ranges of such parts (``RemoteRun.export`` on Ray). Returns
-    per batch ``[Arrow bytes, end of its message in the part]``. Schemas with dictionaries are not
-    composable (each stream would repeat its dictionaries): see :func:`arrow_composable`."""
+    per batch ``[Arrow bytes, end of its message in the part]``. Schemas with dictionaries (each stream
+    writes its own dictionary messages, :func:`arrow_composable`) take :func:`write_arrow_dict_part`."""
     tmp = tmp_path(dest)
     sink = pa.OSFile(tmp, "wb")
     w = ipc.new_stream(sink, schema)

@@ -6,7 +6,8 @@ server on 127.0.0.1) and a real two-node Ray cluster on this machine:
 - a driver SIGKILLed mid-stage resumes from what the workers committed, to the same bytes;
 - a one-file export is composed in the bucket: UploadPartCopy of the parts of 5 MiB or more, small parts
   streamed together (plan_parts and compose, checked byte for byte); Parquet (one file, sharded) and HF
-  arrow exports and tokenize's parquet format are composed from parts the workers write, with the local bytes.
+  arrow exports and tokenize's parquet format are composed from parts the workers write, with the local bytes;
+  a compressed sharded export's files are compressed by the workers from the fragments' line indexes.
 """
 from __future__ import annotations
 
