@@ -34,6 +34,7 @@ from .lock import ExportLock, WorkDirLock
 from .paths import check_outputs, check_writable
 from .plan import fingerprint
 from .report import POLICY_SKIPS
+from .timeline import mark
 
 
 @dataclass
@@ -68,42 +69,104 @@ class UnifyTextKey(Mapper):
 
 
 def run_sources(cfg: RunConfig, sources: list[SourceRun], ops: list,
-                log: Callable[[str], None] | None = None) -> dict:
+                log: Callable[[str], None] | None = None, after_stages: Callable[[], None] | None = None) -> dict:
     """Run every source's chain, then ``ops`` over all of them; returns the combined report (also written
-    to ``WORK/report.json``)."""
+    to ``WORK/report.json``). ``after_stages``: called when the shared chain's stages are done and the
+    workers closed, before its export and the reports (``StageEngine.after_stages``)."""
     log = log or (lambda m: None)
     from .remote import has_remote_outputs, run_sources_remote
     if has_remote_outputs(cfg):  # a work dir / export in object storage: staged locally, committed to it
-        return run_sources_remote(cfg, sources, lambda c, ss: run_sources(c, ss, ops, log), log)
+        return run_sources_remote(cfg, sources, lambda c, ss: run_sources(c, ss, ops, log, after_stages), log)
     t0 = time.perf_counter()
     work = os.path.abspath(cfg.work_dir)
-    _preflight(cfg, sources)
-    with WorkDirLock(work), (ExportLock(cfg.export_path, work) if cfg.export_path else contextlib.nullcontext()):
+    chains = []
+    for s in sources:
+        sops = list(s.ops)
+        if s.cfg.text_key != cfg.text_key:
+            sops.append(UnifyTextKey(from_key=s.cfg.text_key, to_key=cfg.text_key).bind(s.cfg.text_key, len(sops)))
+        chains.append(sops)
+    executor = _shared_executor(cfg, sources, chains, ops, log)  # its workers start while the inputs are checked
+    try:
+        _preflight(cfg, sources)
+        with WorkDirLock(work), (ExportLock(cfg.export_path, work) if cfg.export_path else contextlib.nullcontext()):
+            reports, tail, trep, owner = _run_all(cfg, sources, chains, ops, log, executor, after_stages)
+            if executor is not None:
+                executor.close()  # (done by the tail's after_stages already; a no-op then)
+            return _combine(cfg, work, sources, reports, trep, tail, owner, ops, time.perf_counter() - t0)
+    except BaseException:
+        if executor is not None:
+            executor.close(abort=True)
+        raise
+
+
+def _run_all(cfg, sources, chains, ops, log, executor, after_stages):
+    """Every source's chain, then the shared chain over their outputs: (the sources' reports, the shared
+    chain's engine and report, each shared shard's source)."""
+    work = os.path.abspath(cfg.work_dir)
+    if executor is None:
         reports = []
-        for s in sources:
-            sops = list(s.ops)
-            if s.cfg.text_key != cfg.text_key:
-                sops.append(UnifyTextKey(from_key=s.cfg.text_key, to_key=cfg.text_key).bind(s.cfg.text_key, len(sops)))
+        for s, sops in zip(sources, chains):
             log(f"source {s.name}: {len(s.ops)} ops over {s.path}")
             eng = create_engine(s.cfg, log=lambda m, n=s.name: log(f"{n}: {m}"))
             reports.append(eng.run(sops))
-        parts = [p for r in reports for p in r["final_parts"]]
-        owner = [k for k, r in enumerate(reports) for _ in r["final_parts"]]
-        from .remote_parts import current
-        remote = current()  # a URL work dir on Ray: the sources' parts are in the bucket, not here
-        stat = []
-        for p in (f for ps in parts for f in ps) if remote is None else ():
-            st = os.stat(p)
-            stat.append((p, st.st_size, st.st_mtime_ns))
-        if remote is not None:
-            stat = remote.identity([f for ps in parts for f in ps])
-        tcfg = replace(cfg, work_dir=os.path.join(work, "tail"), dataset_path=[s.name for s in sources],
-                       id_prefix=None, add_suffix=False)
-        log(f"shared: {len(ops)} ops over {len(parts)} shards of {len(sources)} sources")
-        tail = create_engine(tcfg, log=log)
-        trep = tail.run_parts(ops, parts, fingerprint("sources", stat, cfg.text_key))
-        report = _combine(cfg, work, sources, reports, trep, tail, owner, ops, time.perf_counter() - t0)
-    return report
+    else:  # every source's stages as one pool of tasks on the run's workers
+        from .runner import drive_many
+        loops = []
+        for s, sops in zip(sources, chains):
+            log(f"source {s.name}: {len(s.ops)} ops over {s.path}")
+            eng = create_engine(s.cfg, log=lambda m, n=s.name: log(f"{n}: {m}"))
+            loops.append(eng.steps(sops, executor))
+        reports = drive_many(loops, executor, cfg.progress)
+    parts = [p for r in reports for p in r["final_parts"]]
+    owner = [k for k, r in enumerate(reports) for _ in r["final_parts"]]
+    from .remote_parts import current
+    remote = current()  # a URL work dir on Ray: the sources' parts are in the bucket, not here
+    stat = []
+    for p in (f for ps in parts for f in ps) if remote is None else ():
+        st = os.stat(p)
+        stat.append((p, st.st_size, st.st_mtime_ns))
+    if remote is not None:
+        stat = remote.identity([f for ps in parts for f in ps])
+    tcfg = replace(cfg, work_dir=os.path.join(work, "tail"), dataset_path=[s.name for s in sources],
+                   id_prefix=None, add_suffix=False)
+    log(f"shared: {len(ops)} ops over {len(parts)} shards of {len(sources)} sources")
+    tail = create_engine(tcfg, log=log)
+    if executor is not None or after_stages is not None:
+        def stages_done():  # the workers are done: closed before the export and the reports
+            if executor is not None:
+                executor.close()
+                mark("executor closed")
+            if after_stages is not None:
+                after_stages()
+        tail.after_stages = stages_done
+    trep = tail.run_parts(ops, parts, fingerprint("sources", stat, cfg.text_key), executor)
+    return reports, tail, trep, owner
+
+
+def server_modules(sources, shared_ops) -> list[str]:
+    """The modules a multi-source run's workers import: every source's ops' and the shared ops', and this
+    module (``unify_text_key``); the fork server preloads them (``cli`` starts it with the same list read
+    from the recipe: ``recipe_modules``)."""
+    mods = {type(o).__module__ for chain in sources for o in chain} | {type(o).__module__ for o in shared_ops}
+    return sorted(mods | {__name__})
+
+
+def _shared_executor(cfg: RunConfig, sources: list[SourceRun], chains: list[list], ops: list, log):
+    """One executor for every source and the shared chain (local engine, np > 1): one fork server and one
+    set of workers for the whole run, instead of one per source and one more for the shared chain (each
+    preloading its own op modules: ~0.6-1.6 s each on 2 busy cores). Its workers start now, unless every
+    part of the run is already done (a resumed run may need none)."""
+    if cfg.engine != "local" or cfg.np < 2:
+        return None
+    from .executor import make_executor, warm_worker
+    executor = make_executor(cfg.engine, cfg.np, cfg.engine_address, log)
+    work = os.path.abspath(cfg.work_dir)
+    done = all(os.path.exists(os.path.join(os.path.abspath(s.cfg.work_dir), "manifest.json")) for s in sources) \
+        and os.path.exists(os.path.join(work, "tail", "manifest.json"))
+    if not done:
+        import functools
+        executor.warm_up(cfg.np, functools.partial(warm_worker, server_modules(chains, ops)))
+    return executor
 
 
 def _preflight(cfg: RunConfig, sources: list[SourceRun]) -> None:

@@ -18,6 +18,7 @@ import os
 import pickle
 import shutil
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 import pyarrow as pa
@@ -62,20 +63,32 @@ class StageEngine:
         self.log = log or (lambda m: None)
         self.work = os.path.abspath(cfg.work_dir)
         self._outputs: dict[int, list[str]] = {}  # op position -> files its resolve wrote for inspection
+        self.after_stages: Callable[[], None] | None = None
+        """Called once the stages are done (before the export and the report), when the workers are no
+        longer needed: the run's own executor is closed first. A pipeline starts the next step's workers
+        here (tokenize's fork server preloads while this run exports and writes its report)."""
 
     def _read_opts(self, shards_root: str, text_optional: bool = False) -> ReadOptions:
         return ReadOptions(text_key=self.cfg.text_key, batch_size=self.cfg.batch_size,
                            shard_bytes=self.cfg.shard_bytes, root=shards_root,
                            params=tuple(sorted(self.cfg.reader_params.items())), text_optional=text_optional)
 
-    def run(self, ops: list[Op]) -> dict:
+    def run(self, ops: list[Op], executor: Executor | None = None) -> dict:
         """Run ``ops`` over the dataset. Before any work: refuses outputs that would overwrite or re-read
         the input, unwritable directories, a text field absent from the data, and a work dir another run
         holds (``RunRefused`` / ``WorkDirBusy``). A work dir or export in object storage runs on a local
-        staging copy committed to the bucket (``engine.remote``)."""
+        staging copy committed to the bucket (``engine.remote``). ``executor``: one the caller owns and
+        closes (a multi-source run's, shared by its sources and its shared chain), else the run makes its own."""
         from .remote import has_remote_outputs, run_remote
         if has_remote_outputs(self.cfg):
-            return run_remote(self, lambda: self.run(ops))
+            return run_remote(self, lambda: self.run(ops, executor))
+        return drive(self.steps(ops, executor))
+
+    def steps(self, ops: list[Op], executor: Executor | None = None):
+        """:meth:`run` as a generator (local outputs only): it yields each stage's tasks as a request
+        ``(engine, stage, tasks, executor)``, is sent their results in task order, and returns the report.
+        ``drive`` runs one such loop alone; ``drive_many`` runs the stages of several (a multi-source run's
+        sources) as one pool of tasks."""
         cfg = self.cfg
         t_start = time.perf_counter()
         check_not_uri(cfg.export_path, "export_path", output=True)
@@ -83,14 +96,16 @@ class StageEngine:
         mark("engine run")
         shards = plan_dataset(cfg.dataset_path, self._read_opts(""), cfg.input_format)
         opts = self._read_opts(common_root(shards), text_optional=bool(ops) and ops[0].creates_text)
-        executor = self._early_executor(ops, len(shards))  # workers start while the input is checked
+        shared = executor is not None
+        executor = executor or self._early_executor(ops, len(shards))  # workers start while the input is checked
         try:
             mark("input planned")
             self._preflight(shards, opts, ops)
             mark("preflight done")
-            return self._start(ops, shards, opts, t_start, presplit_inputs=True, executor=executor)
+            return (yield from self._start(ops, shards, opts, t_start, presplit_inputs=True, executor=executor,
+                                           shared=shared))
         except BaseException:
-            if executor is not None:
+            if executor is not None and not shared:
                 executor.close(abort=True)
             raise
 
@@ -105,10 +120,11 @@ class StageEngine:
         executor.warm_up(n_tasks, functools.partial(warm_worker, sorted({type(o).__module__ for o in ops})))
         return executor
 
-    def run_parts(self, ops: list[Op], parts: list[list[str]], input_fp: str) -> dict:
+    def run_parts(self, ops: list[Op], parts: list[list[str]], input_fp: str,
+                  executor: Executor | None = None) -> dict:
         """Run ``ops`` over finished shards of earlier runs (Arrow IPC part files, one list per shard, in
         order) instead of a dataset: a multi-source recipe's shared chain over its sources' outputs.
-        ``input_fp`` identifies those inputs for resume."""
+        ``input_fp`` identifies those inputs for resume; ``executor`` as for :meth:`run`."""
         cfg = self.cfg
         t_start = time.perf_counter()
         check_not_uri(cfg.export_path, "export_path", output=True)
@@ -116,10 +132,11 @@ class StageEngine:
         check_writable(self.work, "work dir")
         if cfg.export_path:
             self._check_export()
-        return self._start(ops, parts, self._read_opts(""), t_start, presplit_inputs=False, input_fp=input_fp)
+        return drive(self._start(ops, parts, self._read_opts(""), t_start, presplit_inputs=False,
+                                 input_fp=input_fp, executor=executor, shared=executor is not None))
 
     def _start(self, ops, inputs: list, opts: ReadOptions, t_start: float, presplit_inputs: bool,
-               input_fp: str | None = None, executor: Executor | None = None) -> dict:
+               input_fp: str | None = None, executor: Executor | None = None, shared: bool = False):
         cfg = self.cfg
         with WorkDirLock(self.work), (ExportLock(cfg.export_path, self.work) if cfg.export_path
                                       else contextlib.nullcontext()):
@@ -138,9 +155,10 @@ class StageEngine:
                     inputs = presplit(inputs, opts, self.work, executor.workers, self.log,
                                       getattr(executor, "workers_label", None))  # big compressed files → pieces
                 except BaseException:
-                    executor.close(abort=True)
+                    if not shared:
+                        executor.close(abort=True)
                     raise
-            return self._run(ops, inputs, opts, t_start, executor, input_fp)
+            return (yield from self._run(ops, inputs, opts, t_start, executor, input_fp, shared))
 
     def _check_export(self) -> None:
         cfg = self.cfg
@@ -189,7 +207,7 @@ class StageEngine:
         check_inputs(ops, [*names, *([SUFFIX] if self.cfg.add_suffix else [])])
 
     def _run(self, ops: list[Op], shards: list, opts: ReadOptions, t_start: float,
-             executor: Executor, input_fp: str | None = None) -> dict:
+             executor: Executor, input_fp: str | None = None, shared: bool = False):
         cfg = self.cfg
         media = export_media_op(cfg)  # the media placing step ends the chain when the export takes media
         self._media_refs = None
@@ -248,7 +266,7 @@ class StageEngine:
                         t.state = state
                     tasks.append(t)
                 mark("stage start", stage=stage.index, tasks=len(tasks))
-                results = self._run_tasks(stage, tasks, executor)
+                results = yield (self, stage, tasks, executor)
                 mark("stage tasks done", stage=stage.index)
                 stage_results.append(results)
                 for r in results:
@@ -272,10 +290,21 @@ class StageEngine:
                 else:
                     inputs = parts
         except BaseException:
-            executor.close(abort=True)
+            if not shared:
+                executor.close(abort=True)
             raise
         t_export = time.perf_counter()
         mark("stages done")
+        if self.after_stages is not None:
+            try:
+                if not shared:
+                    executor.close()
+                    mark("executor closed")
+                self.after_stages()
+            except BaseException:
+                if not shared:
+                    executor.close(abort=True)
+                raise
         try:
             exported = []
             if cfg.export_path:
@@ -288,9 +317,10 @@ class StageEngine:
                                   exported, time.perf_counter() - t_start, len(shards), self._outputs, timings)
             mark("report written")
         finally:
-            executor.release()  # the workers exit on a thread; close() waits for them
-            executor.close()
-            mark("executor closed")
+            if not shared and self.after_stages is None:  # (a shared executor's owner closes it)
+                executor.release()  # the workers exit on a thread; close() waits for them
+                executor.close()
+                mark("executor closed")
         report["final_parts"] = [r["parts"] for r in stage_results[-1]]
         self.stage_results, self.stages = stage_results, stages  # per shard: a multi-source run splits them by source
         return report
@@ -467,3 +497,132 @@ def write_json(path: str, obj) -> None:
     with open(tmp, "w") as f:
         json.dump(obj, f)
     atomic_rename(tmp, path)
+
+
+def drive(loop):
+    """Run a stage loop (:meth:`StageEngine.steps`, or ``_start``'s generator) alone: each stage's tasks on
+    the executor it names; returns what the loop returns (the report)."""
+    try:
+        req = next(loop)
+    except StopIteration as e:
+        return e.value
+    while True:
+        eng, stage, tasks, executor = req
+        try:
+            res = eng._run_tasks(stage, tasks, executor)
+        except BaseException as e:  # the loop closes its executor (or not: a shared one) and re-raises
+            req = loop.throw(e)
+            continue
+        try:
+            req = loop.send(res)
+        except StopIteration as e:
+            return e.value
+
+
+@dataclass
+class TaggedTask:
+    """A shard task of one of several stage loops run as one pool of tasks (:func:`drive_many`): its
+    result comes back with ``tag``, the loop it belongs to."""
+    task: Task
+    tag: int
+
+    @property
+    def stage_dir(self) -> str:
+        return self.task.stage_dir
+
+    @property
+    def ops(self) -> list:
+        return self.task.ops
+
+    @property
+    def stage(self) -> int:
+        return self.task.stage
+
+    def run(self, progress=None) -> dict:
+        from .shard_task import run_task
+        return {**run_task(self.task, progress), TAG: self.tag}
+
+
+TAG = "__loop__"
+
+
+def drive_many(loops: list, executor: Executor, progress: bool = False, label: str = "sources") -> list:
+    """Run several stage loops (:meth:`StageEngine.steps`, each with this ``executor`` passed in) together:
+    the stages they are at run as one pool of tasks, so that np workers stay busy across them (a source of
+    two uneven shards no longer leaves a worker idle while the next source waits); a loop whose tasks are
+    all done goes on at once (its resolve, or its report, runs here while the workers work on the others'
+    tasks). Each loop's results are its own (its work dir, its markers): the same bytes as run one by one.
+    Returns each loop's report, in order. On an error the other loops are closed (their locks released)."""
+    from ..core.resources import local_workers, stage_resources
+    out: list = [None] * len(loops)
+    live: dict[int, tuple] = {}
+
+    def advance(k: int, value=None, first: bool = False) -> None:
+        try:
+            live[k] = next(loops[k]) if first else loops[k].send(value)
+        except StopIteration as e:
+            out[k] = e.value
+            live.pop(k, None)
+
+    try:
+        for k in range(len(loops)):
+            advance(k, first=True)
+        while live:
+            reqs = dict(live)
+            live.clear()
+            groups: dict[int, list[int]] = {}  # loops whose stages may run as many workers at once
+            for k, (_, _, tasks, _) in reqs.items():
+                n = local_workers(stage_resources(tasks[0].ops if tasks else []), executor.workers)
+                groups.setdefault(n, []).append(k)
+            for ks in groups.values():
+                _run_together({k: reqs[k] for k in ks}, executor, progress, label, advance)
+    except BaseException:
+        for g in loops:
+            g.close()
+        raise
+    return out
+
+
+def _run_together(reqs: dict[int, tuple], executor: Executor, progress: bool, label: str, advance) -> None:
+    results: dict[int, list] = {}
+    left: dict[int, int] = {}
+    todo: list[TaggedTask] = []
+    for k, (eng, stage, tasks, _) in reqs.items():
+        results[k] = [load_marker(t) for t in tasks]
+        mine = [TaggedTask(t, k) for t, r in zip(tasks, results[k]) if r is None]
+        if len(mine) < len(tasks):
+            eng.log(f"stage {stage.index}: {len(tasks) - len(mine)} of {len(tasks)} shards already done, skipped")
+        left[k] = len(mine)
+        todo += mine
+    prog = Progress(progress)
+    prog.start(f"{label}, stage {min(st.index for _, st, _, _ in reqs.values())}", sum(len(r) for r in results.values()))
+    for k, res in results.items():
+        for r in res:
+            if r is not None:
+                prog.shard_done()
+    # a loop whose stage ends the chain goes on (its export and report, in this process) as soon as its tasks
+    # are done, while the workers run the others'; one whose stage ends with a global op waits for this pool
+    # of tasks to finish (its resolve runs on the same workers)
+    later = []
+
+    def done(k: int) -> None:
+        if reqs[k][1].after is None:
+            advance(k, results[k])
+        else:
+            later.append(k)
+
+    try:
+        for k in [k for k in reqs if not left[k]]:  # nothing to run (resumed)
+            done(k)
+        for res in executor.run(todo, prog.add):
+            k = res.pop(TAG)
+            results[k][res["shard"]] = res
+            prog.shard_done()
+            left[k] -= 1
+            if not left[k]:
+                mark("stage tasks done", stage=reqs[k][1].index, loop=k)
+                done(k)
+    finally:
+        prog.stop()
+    for k in later:
+        advance(k, results[k])

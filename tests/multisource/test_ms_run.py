@@ -122,9 +122,12 @@ def test_any_np_same_bytes_and_rerun_reuses(tmp_path):
     assert "web" in res.stderr and (tmp_path / "tok-one" / "npy" / "data.npy").read_bytes() == before
 
 
-def test_killed_after_a_source_resumes_byte_identical(tmp_path):
+@pytest.mark.parametrize("np_", [1, 2])
+def test_killed_after_a_source_resumes_byte_identical(tmp_path, np_):
     """Killed while the second source runs (its op blocks while a gate file exists), the rerun reuses the
-    first source's work and gives the bytes of an uninterrupted run."""
+    first source's work and gives the bytes of an uninterrupted run. At np 2 the sources' shards run as one
+    pool of tasks on one set of workers (engine.runner.drive_many): the first source is finished (its
+    report written) while the second's tasks still run."""
     import signal
     import subprocess
     import sys
@@ -132,7 +135,7 @@ def test_killed_after_a_source_resumes_byte_identical(tmp_path):
     d = inputs(tmp_path)
     gate = tmp_path / "gate"
     block = (f"lambda s: (__import__('os').path.exists({str(gate)!r}) and __import__('time').sleep(3600), s)[1]")
-    clean = recipe(tmp_path, d, "clean")
+    clean = recipe(tmp_path, d, "clean", np_)
     r = json.loads(json.dumps(__import__("yaml").safe_load(open(clean))))
     r.update(project_name="killed", work_dir=str(tmp_path / "work-killed"), export_path=str(tmp_path / "killed.jsonl"),
              allow_scripts=True)
