@@ -223,7 +223,12 @@ class ExternalRoots:
         t = pa.concat_tables(tables) if tables else ID_SCHEMA.empty_table()
         return t.column("t").to_numpy(), t.column("id").combine_chunks()
 
+    def release(self) -> None:
+        """Drop the range ``load`` keeps (a later ``load`` reads it again)."""
+        self._cache = None
+
     def remove(self) -> None:
+        self._cache = None
         shutil.rmtree(self.directory, ignore_errors=True)
 
 

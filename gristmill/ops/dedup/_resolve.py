@@ -64,17 +64,24 @@ def emit(ctx, roots: np.ndarray, reason: str, earlier: tuple | None = None) -> d
         return _emit_ranges(ctx, roots, reason, earlier)
     n = roots.size
     sizes = np.bincount(roots, minlength=n)
-    remaining = sizes.copy()
-    kept_ids: dict[int, str] = {}  # ids of roots of clusters not yet fully seen (bounded by open clusters)
-    # when a kept row may come after its cluster's other rows (keep: longest/newest/last), collect the
-    # kept rows' ids first
-    prepass = bool((roots > np.arange(n, dtype=roots.dtype)).any())
+    # when a kept row may come after its cluster's other rows (keep: longest/newest/last, smallest uid),
+    # the kept rows' ids are collected first: their row numbers (sorted: the scan is in row order) and an
+    # Arrow string array, ~12 bytes + the id per cluster; otherwise a dict of the clusters not yet fully
+    # seen (``remaining``: their members still to come)
+    prepass = _any_later_root(roots)
+    remaining = None if prepass else sizes.copy()
+    kept_ids: dict[int, str] = {}
     if prepass:
+        keys, parts = [], []
         for _, _, g0, batch in scan(ctx, [C.ID]):
             g = np.arange(g0, g0 + batch.num_rows, dtype=np.int64)
             sel = np.flatnonzero((roots[g] == g) & (sizes[g] > 1))
             if sel.size:
-                kept_ids.update(zip((g0 + sel).tolist(), _ids(batch).take(pa.array(sel)).to_pylist()))
+                keys.append(g0 + sel)
+                parts.append(_ids(batch).take(pa.array(sel)).cast(pa.large_string()))
+        first_rows = np.concatenate(keys) if keys else np.empty(0, np.int64)
+        first_ids = pa.concat_arrays(parts) if parts else pa.array([], pa.large_string())
+        del keys, parts
     path = clusters_path(ctx)
     tmp = path.with_name(path.name + ".tmp")
     clusters = by_earlier = 0
@@ -94,14 +101,16 @@ def emit(ctx, roots: np.ndarray, reason: str, earlier: tuple | None = None) -> d
             idx = np.flatnonzero(member)
             r_m, g_m = r[idx], g[idx]
             is_root = r_m == g_m
+            clusters += int(is_root.sum())
+            if prepass:
+                kept = first_ids.take(pa.array(np.searchsorted(first_rows, r_m))).cast(pa.string())
+                out.members(shard, offset, idx, r_m, ids.take(pa.array(idx)), kept, is_root)
+                continue
             root_ids = ids.take(pa.array(idx[is_root])).to_pylist()
             for gr, i in zip(g_m[is_root].tolist(), root_ids):
                 kept_ids[gr] = i
-            clusters += int(is_root.sum())
             kept = pa.array([kept_ids[x] for x in r_m.tolist()], pa.string())
             out.members(shard, offset, idx, r_m, ids.take(pa.array(idx)), kept, is_root)
-            if prepass:
-                continue
             np.add.at(remaining, r_m, -1)
             for done in np.unique(r_m[remaining[r_m] == 0]).tolist():
                 kept_ids.pop(done, None)
@@ -163,6 +172,12 @@ def _remove_earlier(ctx, shard: int, offset: int, batch: pa.RecordBatch, ref: np
     ctx.remove(shard, offset + idx, reason, {"cluster": cluster, "kept_id": kept})
     return pa.record_batch([pa.array(cluster), _ids(batch).take(pa.array(idx)), kept,
                             pa.array(np.zeros(idx.size, bool))], schema=CLUSTER_SCHEMA)
+
+
+def _any_later_root(roots: np.ndarray, chunk: int = 1 << 18) -> bool:
+    """Whether a row's root comes after it (``roots > arange(n)``, ``chunk`` rows at a time)."""
+    return any(bool((roots[a:a + chunk] > np.arange(a, a + roots[a:a + chunk].size)).any())
+               for a in range(0, roots.size, chunk))
 
 
 def kept_mask(roots, base: int = 0):
@@ -274,9 +289,8 @@ def _emit_assigned(ctx, ext: ExternalRoots, reason: str, ref: Earlier | None = N
                     for q in ext.id_requests(k):  # a chunk at a time: at most the range's rows held
                         wanted = np.union1d(wanted, q["t"])
                     got, k_open = _Ids(), k
-                if wanted.size:
-                    rows = np.arange(a, b, dtype=np.int64)
-                    hit = rows[np.isin(rows, wanted)]
+                if wanted.size:  # sorted: the requested rows of a..b-1 are a slice (no per-batch isin)
+                    hit = wanted[np.searchsorted(wanted, a):np.searchsorted(wanted, b)]
                     if hit.size:
                         got.append(hit, _ids(batch).take(pa.array(hit - g0)))
                 if b == ext.bounds(k)[1] and wanted.size:

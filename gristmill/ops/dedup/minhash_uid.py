@@ -5,8 +5,8 @@ This is how Data-Juicer does incremental dedup: give the rows of an already dedu
 uids than those of a new dataset B, run the op over A and B together, and every near-duplicate is resolved
 in favour of A's row. Clusters are the same as ``document_minhash_deduplicator``'s (rows sharing an LSH
 bucket in any band, transitively); only the kept member changes. While the rows fit the driver's memory
-budget (``GRISTMILL_RESOLVE_MEMORY``) it holds one int64 per row (the uids), like the roots array of the
-clustering itself; past it the roots are on disk (``_extcc``) and the smallest uids are found range by
+budget (``GRISTMILL_RESOLVE_MEMORY``) the rule holds the uids, each root's smallest uid and a bool per row
+besides the roots (25 bytes a row, less than the clustering's union-find; ``min_uid_roots``); past it the roots are on disk (``_extcc``) and the smallest uids are found range by
 range there too (``min_uid_on_disk``: one range's arrays and one chunk of records at a time). With ``reference_signatures_path`` (gristmill's
 incremental dedup, which does not re-read A) a cluster holding an earlier run's row keeps that row
 whatever the uids; the others keep their smallest uid."""
@@ -27,15 +27,36 @@ from .minhash import DocumentMinhashDeduplicator
 UID = "__dj__uid"
 
 
-def min_uid_roots(roots: np.ndarray, uids: np.ndarray) -> np.ndarray:
-    """Each row's cluster root moved to the member with the smallest uid."""
+CHUNK = 1 << 18  # rows per vectorised step of the in-memory rule (its temporaries: a few arrays this long)
+
+
+def min_uid_roots(roots: np.ndarray, uids: np.ndarray, chunk: int = CHUNK) -> np.ndarray:
+    """Each row's cluster root moved to the member with the smallest uid (uids unique). ``roots`` is
+    overwritten and returned. Besides roots and uids the rule holds one int64 and one bool per row (each
+    root's smallest uid, then its row; the winners) and ``chunk``-long temporaries: 25 bytes a row with
+    the inputs (a sort by (root, uid) holds ~56 at its peak)."""
     n = roots.size
-    order = np.lexsort((uids, roots))  # by cluster, then uid
-    first = np.ones(n, bool)
-    first[1:] = roots[order][1:] != roots[order][:-1]
-    best = np.empty(n, np.int64)
-    best[roots[order][first]] = order[first]
-    return best[roots]
+    best = np.full(n, np.iinfo(np.int64).max, np.int64)  # by root: its members' smallest uid
+    np.minimum.at(best, roots, uids)
+    win = np.empty(n, bool)  # the row holding its root's smallest uid (one per root: uids are unique)
+    for a in range(0, n, chunk):
+        np.equal(uids[a:a + chunk], best[roots[a:a + chunk]], out=win[a:a + chunk])
+    for a in range(0, n, chunk):  # best: by root, its winner's row (every root has one)
+        w = np.flatnonzero(win[a:a + chunk])
+        best[roots[a:a + chunk][w]] = a + w
+    del win
+    for a in range(0, n, chunk):
+        roots[a:a + chunk] = best[roots[a:a + chunk]]
+    return roots
+
+
+def check_unique(uids: np.ndarray, error: str, chunk: int = CHUNK) -> None:
+    """``ValueError(error)`` when a uid repeats (a sorted copy, compared ``chunk`` at a time)."""
+    s = np.sort(uids)
+    for a in range(0, s.size - 1, chunk):
+        b = min(s.size, a + chunk + 1)
+        if (s[a + 1:b] == s[a:b - 1]).any():
+            raise ValueError(error)
 
 
 # a cluster member's record, filed by its root's range: (root, uid, row)
@@ -80,13 +101,15 @@ def min_uid_on_disk(ext: X.ExternalRoots, uid_batches: Iterator[tuple[int, np.nd
         rec["r"], rec["u"], rec["g"] = r[idx], u[idx], g0 + idx
         members.add(rec)
     f_through.close()
+    r = member = rec = u = None  # views of the scan's last range: with release, not held below
+    ext.release()
     uids.flush()
     members.flush()
     for b in range(buckets):
         if uids.path(b).exists():
             u = np.fromfile(uids.path(b), UIDREC)["u"]
-            if np.unique(u).size != u.size:
-                raise ValueError(duplicate_error)
+            check_unique(u, duplicate_error)
+            del u
             uids.path(b).unlink()
     pairs = out / "kept.bin"
     with open(pairs, "wb") as f:
@@ -108,6 +131,7 @@ def min_uid_on_disk(ext: X.ExternalRoots, uid_batches: Iterator[tuple[int, np.nd
             for rec in members.read(k, chunk):
                 X._pairs(rec["g"], best_g[rec["r"] - lo]).tofile(f)
             members.path(k).unlink()
+            best_u = best_g = rec = i = better = None  # not held into the next range or assign
     shutil.rmtree(out / "members", ignore_errors=True)
     res = X.assign([through, pairs], ext.n, out / "roots", width, chunk)
     pairs.unlink()
@@ -145,8 +169,7 @@ class DocumentMinhashDeduplicatorWithUid(DocumentMinhashDeduplicator):
         out = np.empty(n, np.int64)
         for g0, u in self._uid_batches(ctx):
             out[g0:g0 + u.size] = u
-        if np.unique(out).size != n:
-            raise ValueError(self._not_unique)
+        check_unique(out, self._not_unique)
         return out
 
     @property
