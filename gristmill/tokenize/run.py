@@ -332,7 +332,7 @@ def _run_with(cfg, jobs, names, executor: Executor, np_engine: tuple[int, str], 
     results: dict[str, ShardResult] = {k: v for k, v in done.items() if v is not None}
     fast_used = any(r.backend == "tiktoken" for r in results.values())
     concurrent = (cfg.backend == "auto" and bool(check_jobs) and passed is None and (bool(todo) or fast_used)
-                  and spec.fast() is not None)
+                  and spec.has_fast())  # (the encoder itself is built on the check's thread)
     # The check runs on a thread of this process, which only waits while workers (or Ray tasks) tokenize.
     # When this process tokenizes itself (np=1), the reference goes to a helper process if a core is spare:
     # it holds the GIL ~0.4 s while it loads, which would stall the tokenizing here.

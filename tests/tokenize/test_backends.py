@@ -115,3 +115,38 @@ def test_fast_path_conversion_is_cached(tok_json, tmp_path, monkeypatch):
     files[0].write_bytes(b"not a pickle")  # a broken cache entry is ignored
     c = load_tokenizer(tok_json)
     assert c.fast().encode(TEXTS[0]) == fa.encode(TEXTS[0])
+
+
+def test_nfc_quick_check_encodes_like_normalising_every_text(tok_json):
+    """The fast path normalises only texts the quick check flags; ids equal NFC of every text."""
+    import unicodedata
+    fast = load_tokenizer(tok_json).fast()
+    docs = ["caf\u00e9", "cafe\u0301", "A\u030a \u212b", "\u1100\u1161 \uac00", "x\u0345\u0301", "plain ascii", "\u2019quoted\u201d"]
+    ids, lens = fast.encode_batch(docs)
+    want, wlens = fast.encode_batch([unicodedata.normalize("NFC", d) for d in docs])
+    assert np.array_equal(ids, want) and np.array_equal(lens, wlens)
+    assert fast.encode("cafe\u0301") == fast.encode("caf\u00e9")
+
+
+def test_run_setup_builds_no_encoder_and_loads_the_tokenizer_once(tok_json, tmp_path, monkeypatch):
+    monkeypatch.setenv("GRISTMILL_CACHE", str(tmp_path))
+    load_tokenizer(tok_json).fast()  # the conversion cache entry
+    a = load_tokenizer(tok_json)
+    assert a.has_fast() and "_fast" not in a.__dict__  # known without building tiktoken's encoder
+    assert a.vocab_size == a.fast().vocab_size  # from the conversion, not a parse of the JSON
+    assert "_data" not in a.__dict__
+    from gristmill.tokenize import backends
+    loads = []
+    real_load = backends._cache_load
+    monkeypatch.setattr(backends, "_cache_load", lambda fp: loads.append(fp) or real_load(fp))
+    b = load_tokenizer(tok_json)  # the same bytes again: the spec of a moment ago, its backends not shared
+    assert loads == []
+    assert b.fingerprint == a.fingerprint and b.specials == a.specials and "_fast" not in b.__dict__
+    assert b.fast().encode(TEXTS[1]) == a.fast().encode(TEXTS[1])
+    with open(tok_json, "rb") as f:
+        raw = f.read()
+    changed = tmp_path / "tok" / "tokenizer.json"
+    changed.parent.mkdir()
+    changed.write_bytes(raw.replace(b'"<|im_start|>"', b'"<|im_begin|>"'))
+    c = load_tokenizer(str(changed))  # other bytes: loaded anew
+    assert c.fingerprint != a.fingerprint and "<|im_begin|>" in c.specials
