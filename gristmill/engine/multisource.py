@@ -108,6 +108,7 @@ def _run_all(cfg, sources, chains, ops, log, executor, after_stages):
         for s, sops in zip(sources, chains):
             log(f"source {s.name}: {len(s.ops)} ops over {s.path}")
             eng = create_engine(s.cfg, log=lambda m, n=s.name: log(f"{n}: {m}"))
+            eng.inputs_checked = True  # by _preflight, before any source ran
             reports.append(eng.run(sops))
     else:  # every source's stages as one pool of tasks on the run's workers
         from .runner import drive_many
@@ -115,6 +116,7 @@ def _run_all(cfg, sources, chains, ops, log, executor, after_stages):
         for s, sops in zip(sources, chains):
             log(f"source {s.name}: {len(s.ops)} ops over {s.path}")
             eng = create_engine(s.cfg, log=lambda m, n=s.name: log(f"{n}: {m}"))
+            eng.inputs_checked = True  # by _preflight, before any source ran
             loops.append(eng.steps(sops, executor))
         reports = drive_many(loops, executor, cfg.progress)
     parts = [p for r in reports for p in r["final_parts"]]

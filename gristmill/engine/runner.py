@@ -63,6 +63,9 @@ class StageEngine:
         self.log = log or (lambda m: None)
         self.work = os.path.abspath(cfg.work_dir)
         self._outputs: dict[int, list[str]] = {}  # op position -> files its resolve wrote for inspection
+        self.inputs_checked = False
+        """The first batch's fields were checked already (a multi-source run checks every source's before
+        any of them runs): ``_preflight`` does not read it again."""
         self.after_stages: Callable[[], None] | None = None
         """Called once the stages are done (before the export and the report), when the workers are no
         longer needed: the run's own executor is closed first. A pipeline starts the next step's workers
@@ -180,7 +183,7 @@ class StageEngine:
         warning = free_space_warning(self.work, size)
         if warning:
             self.log(f"warning: {warning}")
-        if shards:
+        if shards and not self.inputs_checked:
             self._check_first_batch(shards[0], opts, ops)
 
     def _check_first_batch(self, shard: Shard, opts: ReadOptions, ops: list[Op]) -> None:
