@@ -19,11 +19,21 @@ pairs from a new row to a reference row anywhere, half to a new row close by; ``
 ``document_minhash_deduplicator_with_uid``'s merge and smallest-uid rule (uids unique, in no order) with the
 roots and uids in memory vs range by range on disk (``min_uid_on_disk``). ``--what semantic``: a
 ``semantic_deduplicator`` resolve over ``--rows`` synthetic embeddings (groups of four near copies) with
-``--clusters`` k-means clusters (``--dim`` dimensions), both with ``GRISTMILL_SEMDEDUP_MEMORY=--budget``: every
-centroid and their sums in memory (the resolve before) vs the centroids in a scratch file, 8,192 at a time.
+``--clusters`` k-means clusters (``--dim`` dimensions), both with ``GRISTMILL_SEMDEDUP_MEMORY=--budget``: the
+resolve before (every centroid and their sums in memory, scores 8,192 rows x 8,192 centroids at a time: 512
+MiB) vs today's (past the budget the centroids in a scratch file, 8,192 at a time; scores in tiles of
+``_semantic.TILE`` centroids: at most 64 MiB).
 
     python bench/dedup_resolve_memory.py --what incremental --rows 4000000 --ref-rows 4000000 --pairs 2000000 --budget 32M
     python bench/dedup_resolve_memory.py --what uid --rows 4000000 --pairs 2000000 --budget 32M
+
+``--switch``: the size where the budget's switch to the range-by-range merge happens (``--rows`` set to
+``_extcc.range_rows(budget) + 1``, the first size merged on disk; ``--pairs`` half of it unless given): the
+in-memory run (no budget set) then shows what the in-memory path would hold one row past the switch, the
+range-by-range run the on-disk path's first size, and both are checked to stay within the budget (memory
+above the process's RSS after its imports).
+
+    python bench/dedup_resolve_memory.py --what uid --switch --budget 256M
     python bench/dedup_resolve_memory.py --what semantic --rows 100000 --clusters 16384 --dim 256 --budget 16M
 """
 from __future__ import annotations
@@ -140,8 +150,9 @@ k, dim = extra, int(os.environ["BENCH_DIM"])
 with models.unchecked():
     op = SemanticDeduplicator(embedding_key="emb", num_clusters=k, kmeans_sample=k, kmeans_iterations=1,
                               threshold=0.95)
-if mode == "memory":
-    S.memory_budget = lambda: 1 << 62  # every centroid (and their sums) in memory: the resolve before
+if mode == "memory":  # the resolve before: every centroid (and their sums) in memory, one product per block
+    S.memory_budget = lambda: 1 << 62
+    S.TILE = S.CENTROIDS
 
 
 class EmbCtx(Ctx):
@@ -213,7 +224,7 @@ def make_forests(out: Path, rows: int, pairs: int, seed: int = 1) -> None:
 def run(work: Path, rows: int, mode: str, budget: str, what: str = "minhash", extra: int = 0, dim: int = 16) -> dict:
     env = dict(os.environ, BENCH_DIM=str(dim))
     env.pop("GRISTMILL_RESOLVE_MEMORY", None)
-    if what == "semantic":  # both runs: the same blocks; the centroids in memory (before) or not
+    if what == "semantic":  # both runs: the same budget; the resolve before or today's
         unit = " KMGT".find(budget[-1].upper()) if budget[-1].isalpha() else 0  # it takes bytes only
         env["GRISTMILL_SEMDEDUP_MEMORY"] = str(int(float(budget.rstrip("KMGTkmgt")) * 1024 ** max(unit, 0)))
     elif mode == "ranges":
@@ -243,7 +254,19 @@ def main() -> None:
     ap.add_argument("--ref-rows", type=int, default=4_000_000, help="--what incremental: reference rows")
     ap.add_argument("--clusters", type=int, default=30_000, help="--what semantic: k-means clusters")
     ap.add_argument("--dim", type=int, default=16, help="--what semantic: embedding dimensions")
+    ap.add_argument("--switch", action="store_true",
+                    help="--rows at the budget's switch to the range-by-range merge; check both runs stay under it")
     args = ap.parse_args()
+    budget_bytes = None
+    if args.switch:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        os.environ["GRISTMILL_RESOLVE_MEMORY"] = args.budget
+        from gristmill.ops.dedup import _extcc as X
+        budget_bytes = X.budget()
+        del os.environ["GRISTMILL_RESOLVE_MEMORY"]
+        args.rows = X.range_rows(budget_bytes) + 1
+        if "--pairs" not in sys.argv:
+            args.pairs = args.rows // 2
     extra = {"minhash": 0, "uid": 0, "incremental": args.ref_rows, "semantic": args.clusters}[args.what]
     with tempfile.TemporaryDirectory(dir=args.work) as d:
         work = Path(d)
@@ -266,12 +289,19 @@ def main() -> None:
               f"{'removed':>12}{'clusters':>11}  output file")
         for r in res:
             if args.what == "semantic":
-                name = "centroids in memory (before)" if r["mode"] == "memory" else "centroids on disk"
+                name = "before (8,192-wide scores)" if r["mode"] == "memory" else "centroid file, score tiles"
             else:
                 name = "in memory (today)" if r["mode"] == "memory" else f"range by range ({args.budget} budget)"
             extra = r["peak"] - r["base"]
             print(f"{name:<34}{r['peak'] / 2**20:>8.0f}Mi{extra / 2**20:>11.0f}Mi{extra / args.rows:>7.1f}"
                   f"{r['merge_s']:>9.1f}{r['emit_s']:>8.1f}{r['removed']:>12,}{r['clusters']:>11,}  {r['sha']}")
+        if budget_bytes:
+            over = [r["mode"] for r in res if r["peak"] - r["base"] > budget_bytes]
+            print(f"switch at {args.rows - 1:,} rows ({args.budget} budget): above start "
+                  + ", ".join(f"{r['mode']} {(r['peak'] - r['base']) / budget_bytes:.2f}" for r in res)
+                  + f" of the budget; {'within it' if not over else 'OVER it: ' + ', '.join(over)}")
+            if over:
+                sys.exit(1)
         if args.ranges_only:
             return
         same = res[0]["sha"] == res[1]["sha"] and res[0]["removed"] == res[1]["removed"]

@@ -128,3 +128,22 @@ def test_on_disk_with_a_reference_gives_the_in_memory_bytes(tmp_path, monkeypatc
     reasons = memory["counts"][3]
     assert reasons.get("minhash duplicate of an earlier run", 0) >= 5 and reasons.get("minhash duplicate", 0) >= 5
     assert spilled == memory
+
+
+def test_switch_to_ranges_where_the_budget_says(tmp_path, monkeypatch):
+    """The resolve goes range by range exactly when the rows pass ``GRISTMILL_RESOLVE_MEMORY //
+    BYTES_PER_ROW``: a budget of n rows (plus a byte short of one more) keeps the n-row dataset in memory,
+    one of n - 1 rows spills, with the same bytes either side."""
+    rows = _corpus()
+    src = _write(tmp_path / "in", rows)
+    n = len(rows)
+    calls = []
+    real = U.min_uid_on_disk
+    monkeypatch.setattr(U, "min_uid_on_disk", lambda *a, **k: calls.append(a[0].width) or real(*a, **k))
+    got = {}
+    for name, budget in (("fits", (n + 1) * X.BYTES_PER_ROW - 1), ("over", (n - 1) * X.BYTES_PER_ROW)):
+        monkeypatch.setenv(X.BUDGET_ENV, str(budget))
+        got[name] = (_run(tmp_path / name, src), list(calls))
+    assert got["fits"][1] == [] and got["over"][1] == [n - 1]
+    assert got["fits"][0]["counts"][2] >= 15
+    assert got["fits"][0] == got["over"][0]

@@ -50,7 +50,10 @@ from ._unionfind import UnionFind
 BUDGET_ENV = "GRISTMILL_RESOLVE_MEMORY"
 DEFAULT_BUDGET = 2 << 30
 # what one row of a range costs in the passes below: union-find parent and its pointer-jumping copies
-# (3 x 8), the reach-back minimum (8), the pointer (8), membership (1), the cluster-file pass's slices
+# (3 x 8), the reach-back minimum (8), the pointer (8), membership (1), the cluster-file pass's slices.
+# Also the switch: the in-memory paths stay under it (union-find 25 B/row at its peak, the cluster-file
+# pass 16-24 B/row + ~12 B and the id per cluster, with_uid's smallest-uid rule 25 B/row with the roots;
+# measured at the switch with bench/dedup_resolve_memory.py --switch)
 BYTES_PER_ROW = 64
 EDGE = np.dtype([("a", "<i8"), ("b", "<i8")])
 REQ = np.dtype([("t", "<i8"), ("r", "<i8")])

@@ -16,7 +16,11 @@ import numpy as np
 from ._semantic_store import memory_budget, open_emb
 
 CHUNK = 8192  # rows per matrix product when assigning rows to centroids
-CENTROIDS = 8192  # centroids per matrix product: at most CHUNK x CENTROIDS x 8 B (512 MiB), whatever k is
+CENTROIDS = 8192  # centroids per block read from the centroid file (one block held), whatever k is
+# centroids per matrix product, inside a block: tiles of TILE, the last one taking the block's remainder,
+# so at most CHUNK x (2 x TILE - 1) x 8 B (64 MiB) of scores, whatever k and the memory budget (fixed: the
+# labels do not depend on the budget)
+TILE = 512
 # a task's removed-row records: (gone row, kept row, similarity, cluster)
 PAIR = np.dtype([("gone", np.int64), ("kept", np.int64), ("sim", np.float32), ("cluster", np.int64)])
 
@@ -56,20 +60,45 @@ class Centroids:
             f.write(np.ascontiguousarray(rows, np.float64).tobytes())
 
 
+def _tiles(rows: int) -> list[tuple[int, int]]:
+    """(start, end) of the products over a block of ``rows`` centroids: ``TILE`` each, the last one taking
+    the remainder (narrower tiles round differently in BLAS's edge kernels; a one-centroid product is a
+    matrix-vector one)."""
+    starts = list(range(0, rows, TILE))
+    if len(starts) > 1 and rows - starts[-1] < TILE:
+        starts.pop()
+    return list(zip(starts, starts[1:] + [rows]))
+
+
+def _scan_block(xi: np.ndarray, blk: np.ndarray, c0: int, best: np.ndarray, arg: np.ndarray) -> None:
+    """Fold a block of centroids (the first is centroid ``c0``) into the best score and centroid of every
+    row of ``xi``, one tile of scores at a time (an earlier centroid wins ties, as ``np.argmax``)."""
+    for t0, t1 in _tiles(blk.shape[0]):
+        p = xi @ blk[t0:t1].T
+        a = np.argmax(p, axis=1)
+        v = p[np.arange(a.size), a]
+        del p  # before the next tile's product: one held at a time
+        better = v > best
+        arg[better], best[better] = a[better] + (c0 + t0), v[better]
+
+
 def _best(x, cent, out: np.ndarray | None = None) -> np.ndarray:
     """Index of the most similar centroid of every row (first on ties), in chunks of ``CHUNK`` rows (fixed:
-    BLAS may round a product differently for another number of rows), against ``CENTROIDS`` centroids at a
-    time (up to that many: one product, as always; more: the best of each block, an earlier block winning
-    ties), so the products never grow with the number of clusters. ``x``: an array or a ``ValidRows``;
-    ``cent``: an array or ``Centroids`` (on disk: each block is read once per run of rows held under the
-    memory budget, not once per chunk); ``out``: where the labels go (e.g. a memory-mapped file)."""
+    BLAS may round a product differently for another number of rows), against the centroids ``CENTROIDS``
+    at a time, each block in products of ``TILE`` centroids (``_tiles``; the best of each, an earlier one
+    winning ties), so the scores held never grow with the number of clusters. ``x``: an array or a
+    ``ValidRows``; ``cent``: an array or ``Centroids`` (on disk: each block is read once per run of rows held
+    under the memory budget, not once per chunk); ``out``: where the labels go (e.g. a memory-mapped file)."""
     out = np.empty(x.shape[0], np.int64) if out is None else out
     cent = cent if isinstance(cent, Centroids) else Centroids.of(cent)
     k = cent.k
     if k <= CENTROIDS:
         c = cent.block(0)
         for i in range(0, x.shape[0], CHUNK):
-            out[i:i + CHUNK] = np.argmax(x[i:i + CHUNK].astype(np.float64) @ c.T, axis=1)
+            xi = x[i:i + CHUNK].astype(np.float64)
+            best, arg = np.full(xi.shape[0], -np.inf), np.zeros(xi.shape[0], np.int64)
+            _scan_block(xi, c, 0, best, arg)
+            out[i:i + CHUNK] = arg
         return out
     held = CHUNK if cent.array is not None else CHUNK * max(1, memory_budget() // (2 * CHUNK * 8 * cent.d))
     for r0 in range(0, x.shape[0], held):
@@ -79,12 +108,7 @@ def _best(x, cent, out: np.ndarray | None = None) -> np.ndarray:
         for c in range(0, k, CENTROIDS):
             blk = cent.block(c)
             for xi, b, g in zip(xs, best, arg):
-                p = xi @ blk.T
-                a = np.argmax(p, axis=1)
-                v = p[np.arange(a.size), a]
-                better = v > b
-                g[better], b[better] = a[better] + c, v[better]
-                del p  # before the next block's product: one held at a time
+                _scan_block(xi, blk, c, b, g)
         for j, g in enumerate(arg):
             out[r0 + j * CHUNK:r0 + j * CHUNK + g.size] = g
     return out
