@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Protocol
 
 from ..core.resources import Resources, local_workers, stage_resources
+from ..ops import _lazy_jit
 from ..ops._numba_cache import announce_compiles
 from .paths import naming
 from .pool import WorkerPool, report_progress
@@ -92,7 +93,9 @@ def run_one(task: Task, progress=None) -> dict:
     a shard task (``shard_task.Task``), and those that bring their own ``run(progress) -> dict`` and
     ``stage_dir``: a resolve piece (:class:`ResolveTask`), a tokenize shard (``tokenize.shards``), a
     download (``web.download.DownloadTask``). A kernel compiled while it runs (a first run) is said on stderr."""
-    announce_compiles()  # the task's ops are imported by now (numba with them, if they use it)
+    if _lazy_jit.pending():  # the task's ops are imported by now: their kernels real before they run, so
+        _lazy_jit.materialize()  # that a compile is said (and locked) below
+    announce_compiles()  # numba is imported by now if the task's ops use it
     defer_blas_check()
     own = getattr(task, "run", None)
     shard = getattr(task, "shard", None)
@@ -155,6 +158,11 @@ def warm_worker(modules: list[str] | None, _=None) -> None:
         try:
             importlib.import_module(m)
         except Exception:  # noqa: BLE001 - the task itself reports what is wrong with its op
+            pass
+    if _lazy_jit.pending():  # kernels the planning process never imports numba for: real here
+        try:
+            _lazy_jit.materialize()
+        except Exception:  # noqa: BLE001 - the first kernel call reports it
             pass
     if "numba" in sys.modules:
         announce_compiles()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-from numba import njit
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 
 from ._hashing import string_offsets
 from ._kernels import F_P, F_WS, MODES, _decode, unicode_tables

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numba import njit
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 
 U64 = np.uint64
 M1 = U64(0xFF51AFD7ED558CCD)

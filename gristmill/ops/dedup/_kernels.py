@@ -18,7 +18,7 @@ from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
-from numba import njit
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 
 from ._hashing import BYTE_BASE, GOLDEN, WINDOW_BASE, fmix, string_offsets
 from ...cache import cached_arrays

@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from numba import njit
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 
 from . import _shuffle as S
 from ._extcc import ExternalRoots

@@ -1,0 +1,97 @@
+"""``njit`` that imports numba when a kernel is first used, not when its module is imported.
+
+A recipe's ops are imported by every process that plans it, and a kernel module's ``@numba.njit`` imports
+numba (~0.25 s of CPU) even where no kernel ever runs: the main process of an np ≥ 2 run plans, checks and
+resolves, and its workers run the kernels (issue 25). A module that takes ``njit`` from here gets, while
+numba is not imported yet, a :class:`LazyKernel` per kernel; the first call of any of them (or any other
+use: an attribute, pickling) imports numba and turns every lazy kernel of the process into the real
+dispatcher at once (:func:`materialize`), in place in every module that holds one, so that kernels calling
+each other see real dispatchers when they compile. Once numba is imported, ``njit`` is numba's own. The
+kernels are the same functions with the same options: compiled, cached and loaded exactly as before.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+
+_lock = threading.RLock()
+_pending: list["LazyKernel"] = []
+
+
+class LazyKernel:
+    """A kernel whose ``numba.njit(**options)(py_func)`` is made on first use."""
+
+    __slots__ = ("py_func", "options", "dispatcher", "__weakref__")
+
+    def __init__(self, py_func, options: dict):
+        self.py_func, self.options, self.dispatcher = py_func, options, None
+
+    def real(self):
+        if self.dispatcher is None:
+            materialize()
+        return self.dispatcher
+
+    def __call__(self, *args, **kwargs):
+        return self.real()(*args, **kwargs)
+
+    def __getattr__(self, name):  # py_func, signatures, stats, …: the dispatcher's
+        return getattr(self.real(), name)
+
+    def __reduce__(self):
+        return self.real().__reduce__()
+
+    def __repr__(self) -> str:
+        return f"<lazy kernel {self.py_func.__module__}.{self.py_func.__qualname__}>"
+
+
+def njit(*args, **options):
+    """``numba.njit``, as a decorator with or without options; lazy while numba is not imported."""
+    if len(args) == 1 and callable(args[0]) and not options and "numba" not in sys.modules:  # @njit
+        return _lazy(args[0], {})
+    if args or "numba" in sys.modules:  # numba is there (or eager signatures): numba's own
+        import numba
+        materialize()  # kernels decorated earlier are real before this one can compile against them
+        return numba.njit(*args, **options)
+    return lambda fn: _lazy(fn, options) if "numba" not in sys.modules else njit(**options)(fn)
+
+
+def _lazy(fn, options: dict) -> LazyKernel:
+    k = LazyKernel(fn, options)
+    with _lock:
+        _pending.append(k)
+    return k
+
+
+def pending() -> bool:
+    """Whether some kernel of this process is still lazy."""
+    return bool(_pending)
+
+
+def materialize() -> None:
+    """Import numba and make every lazy kernel of this process real, replacing it in every loaded module
+    (idempotent; what a worker about to run kernels does in advance: ``engine.executor.warm_worker``)."""
+    if not _pending:
+        return
+    with _lock:
+        if not _pending:
+            return
+        import numba
+        from numba.extending import typeof_impl
+        kernels = list(_pending)
+        for k in kernels:
+            k.dispatcher = numba.njit(**k.options)(k.py_func)
+        # a lazy kernel left somewhere the scan does not reach (a container, a closure) still types as its
+        # dispatcher inside a kernel
+        typeof_impl.register(LazyKernel)(lambda val, c: typeof_impl(val.real(), c))
+        for mod in list(sys.modules.values()):
+            d = getattr(mod, "__dict__", None)
+            if not d or not str(getattr(mod, "__name__", "")).startswith(_OWNERS):
+                continue
+            for name, v in list(d.items()):
+                if type(v) is LazyKernel:
+                    d[name] = v.real()
+        del _pending[:len(kernels)]
+
+
+# the packages whose modules may hold lazy kernels (their own or imported by name): all of gristmill's
+_OWNERS = ("gristmill",)
