@@ -27,7 +27,6 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .. import fs as _fs
-from ..io.writers import atomic_rename, tmp_path
 from .backends import Backend, TokenizerSpec, verify
 from .formats import read_json, write_json
 
@@ -110,7 +109,8 @@ def tokenize_shard(job: ShardJob, settings: EncodeSettings, tok_dir: str, progre
     """Tokenize ``job.shard`` into ``tok_dir/<name>.*``; returns the shard's counts (also in its marker).
     ``progress(tokens, chars)`` is told what each batch added."""
     from ..io.formats import read_texts
-    from ..core.accounting import Reject
+    from ..io.writers import atomic_rename, tmp_path  # here: the module imports polars, which a worker
+    from ..core.accounting import Reject  # reading JSONL for tiktoken does not need (nor the main process)
 
     t0 = time.time()
     run, ref = _backends(settings)
