@@ -232,3 +232,14 @@ def test_np2_sources_and_shared_chain_share_one_fork_server(tmp_path):
     assert len(servers) == 1
     assert len({e["pid"] for e in tasks}) == 2 and len(stage_dirs) >= 4  # 3 sources' stages + the shared ones
     assert (tmp_path / "one.jsonl").read_bytes() == (tmp_path / "two.jsonl").read_bytes()
+
+
+def test_shared_shards_join_one_sources_shards_up_to_the_limit(tmp_path):
+    from gristmill.engine.multisource import shared_shards
+    f = {}
+    for name, n in (("a", 5), ("b", 5), ("c", 5), ("d", 3), ("e", 0)):
+        f[name] = str(tmp_path / name)
+        (tmp_path / name).write_bytes(b"x" * n)
+    src = [[[f["a"]], [f["b"]], [f["c"]]], [[f["d"]], []], [[f["e"]]]]
+    assert shared_shards(src, 10) == ([[f["a"], f["b"]], [f["c"]], [f["d"]], [f["e"]]], [0, 0, 1, 2])
+    assert shared_shards(src, 4) == ([[f["a"]], [f["b"]], [f["c"]], [f["d"]], [f["e"]]], [0, 0, 0, 1, 2])
