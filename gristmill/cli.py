@@ -51,22 +51,21 @@ def _start_workers_early(args) -> None:
         np_ = int(np_) if isinstance(np_, (int, float)) or (isinstance(np_, str) and np_.isdigit()) else 0
         if np_ < 2 or (args.engine or raw.get("engine") or "local") != "local":
             return
-        extra = set()
-        if isinstance(raw.get("sources"), list) and isinstance(raw.get("process") or [], list):
-            # one server for every source and the shared chain (engine.multisource.server_modules)
-            steps = [p for s in raw["sources"] for p in (s.get("process") or [])] + list(raw.get("process") or [])
-            extra = {"gristmill.engine.multisource"}
-        elif raw.get("dataset_path") and not raw.get("sources") and isinstance(raw.get("process"), list):
-            steps = raw["process"]
-        else:
+        if isinstance(raw.get("sources"), list):
+            # one server for every source, the shared chain and tokenize: no op modules preloaded (the
+            # workers import them, engine.multisource.warm_ops)
+            from .engine.pool import start_server
+            start_server(np_, [])
+            return
+        if not raw.get("dataset_path") or not isinstance(raw.get("process"), list):
             return
         from .ops._index import OPS  # the generated index itself: the registry imports pydantic (~0.04 s)
-        names = [next(iter(p)) if isinstance(p, dict) else p for p in steps]
+        names = [next(iter(p)) if isinstance(p, dict) else p for p in raw["process"]]
         modules = {OPS.get(n) for n in names if isinstance(n, str)}
-        if not (names or extra) or None in modules:
+        if not names or None in modules:
             return
         from .engine.pool import start_server
-        start_server(np_, sorted(modules | extra))
+        start_server(np_, sorted(modules))
     except Exception:  # noqa: BLE001 - an optimisation only: planning reports what is wrong with the recipe
         pass
 

@@ -176,29 +176,39 @@ def shared_shards(source_parts: list[list[list[str]]], limit: int) -> tuple[list
     return shards, owner
 
 
-def server_modules(sources, shared_ops) -> list[str]:
-    """The modules a multi-source run's workers import: every source's ops' and the shared ops', and this
-    module (``unify_text_key``); the fork server preloads them (``cli`` starts it with the same list read
-    from the recipe: ``recipe_modules``)."""
+def worker_modules(sources, shared_ops) -> list[str]:
+    """The modules a multi-source run's workers import before their first task: every source's ops' and
+    the shared ops', and this module (``unify_text_key``)."""
     mods = {type(o).__module__ for chain in sources for o in chain} | {type(o).__module__ for o in shared_ops}
     return sorted(mods | {__name__})
+
+
+def warm_ops(modules: list[str], _=None) -> None:
+    """A worker's warm-up (``executor.warm_worker``) with ``modules`` imported in the worker itself, not
+    preloaded by the fork server: the server stays keyed as the tokenize step's pool asks for (no op
+    modules), so that step reuses it instead of starting another (~0.7 s of CPU and 1-2 s on busy cores,
+    after the export)."""
+    from .executor import warm_worker
+    warm_worker(modules)
 
 
 def _shared_executor(cfg: RunConfig, sources: list[SourceRun], chains: list[list], ops: list, log):
     """One executor for every source and the shared chain (local engine, np > 1): one fork server and one
     set of workers for the whole run, instead of one per source and one more for the shared chain (each
     preloading its own op modules: ~0.6-1.6 s each on 2 busy cores). Its workers start now, unless every
-    part of the run is already done (a resumed run may need none)."""
+    part of the run is already done (a resumed run may need none); they import the ops' modules while this
+    process checks the inputs (``warm_ops``). The server is the one ``gristmill run`` started before planning
+    (``cli._start_workers_early``: no op modules), and the tokenize step's after it."""
     if cfg.engine != "local" or cfg.np < 2:
         return None
-    from .executor import make_executor, warm_worker
+    from .executor import make_executor
     executor = make_executor(cfg.engine, cfg.np, cfg.engine_address, log)
     work = os.path.abspath(cfg.work_dir)
     done = all(os.path.exists(os.path.join(os.path.abspath(s.cfg.work_dir), "manifest.json")) for s in sources) \
         and os.path.exists(os.path.join(work, "tail", "manifest.json"))
     if not done:
         import functools
-        executor.warm_up(cfg.np, functools.partial(warm_worker, server_modules(chains, ops)))
+        executor.warm_up(cfg.np, functools.partial(warm_ops, worker_modules(chains, ops)))
     return executor
 
 

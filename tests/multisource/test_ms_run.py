@@ -212,14 +212,15 @@ def test_source_left_empty_is_left_out_of_the_mixture(tmp_path):
 
 def test_np2_sources_and_shared_chain_share_one_fork_server(tmp_path):
     """At np 2 every source and the shared chain run on one executor: one fork server preloads (started by
-    the CLI before planning, with every source's op modules), the same two workers run the tasks of all
-    sources and of the shared stages, and the export equals np 1's."""
+    the CLI before planning), the same two workers run the tasks of all sources and of the shared stages,
+    the tokenize step's workers fork from that server too, and the export equals np 1's."""
     import subprocess
     import sys
     d = inputs(tmp_path)
     r1 = recipe(tmp_path, d, "one", 1)
     assert cli("run", r1, "--no-progress").returncode == 0
-    r2 = recipe(tmp_path, d, "two", 2)
+    r2 = recipe(tmp_path, d, "two", 2, tokenize={"tokenizer": "qwen.tiktoken", "seq_len": 64, "formats": ["npy"],
+                                                 "eos": "<|im_end|>", "output": str(tmp_path / "tok-two")})
     timeline = tmp_path / "timeline.jsonl"
     res = subprocess.run([sys.executable, "-m", "gristmill.cli", "run", r2, "--no-progress"], capture_output=True,
                          text=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
@@ -227,7 +228,7 @@ def test_np2_sources_and_shared_chain_share_one_fork_server(tmp_path):
     assert res.returncode == 0, res.stderr
     events = [json.loads(x) for x in timeline.read_text().splitlines()]
     servers = {e["pid"] for e in events if e["event"] == "fork server preloaded"}
-    tasks = [e for e in events if e["event"] == "task start" and e.get("stage_dir")]
+    tasks = [e for e in events if e["event"] == "task start" and e.get("stage_dir") and e["stage_dir"] != "tok"]
     stage_dirs = {e["stage_dir"] for e in tasks}
     assert len(servers) == 1
     assert len({e["pid"] for e in tasks}) == 2 and len(stage_dirs) >= 4  # 3 sources' stages + the shared ones
