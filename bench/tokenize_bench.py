@@ -237,10 +237,44 @@ def full_path(tok_json: str, inp: str, work: str, nproc: int, seq_len: int) -> t
     path = os.path.join(work, f"tokenize-np{nproc}.yaml")
     with open(path, "w") as f:
         yaml.safe_dump(cfg, f)
-    wall, cpu = _timed([sys.executable, "-m", "gristmill.cli", "tokenize", path, "--np", str(nproc), "--work-dir", w,
-                        "--no-progress"], cwd=os.path.dirname(_HERE))
+    tl = os.path.join(work, f"timeline-np{nproc}.jsonl")
+    if os.path.exists(tl):
+        os.remove(tl)
+    os.environ["GRISTMILL_TIMELINE"] = tl  # the command's (and its workers') events and CPU seconds
+    try:
+        t0 = time.time()
+        wall, cpu = _timed([sys.executable, "-m", "gristmill.cli", "tokenize", path, "--np", str(nproc), "--work-dir",
+                            w, "--no-progress"], cwd=os.path.dirname(_HERE))
+    finally:
+        del os.environ["GRISTMILL_TIMELINE"]
     with open(os.path.join(out, "report.json")) as f:
-        return json.load(f), wall, out, cpu
+        rep = json.load(f)
+    rep["_timeline"] = _where_time_goes(tl, t0)
+    return rep, wall, out, cpu
+
+
+def _where_time_goes(path: str, t0: float) -> dict:
+    """From the run's timeline (engine/timeline.py): seconds after launch when the first shard started and
+    when phase 1 and phase 2 ended, the main process's CPU seconds (at its setup's end and in all), and the
+    CPU seconds of the processes that tokenized."""
+    try:
+        with open(path) as f:
+            ev = [json.loads(line) for line in f]
+    except (OSError, ValueError):
+        return {}
+    main = next((e["pid"] for e in ev if e["event"] == "cli main"), None)
+    at = {e["event"]: e for e in ev if e["pid"] == main}
+    shards = [e for e in ev if e["event"] in ("task start", "task end") and e.get("stage_dir") == "tok"]
+    workers = {}
+    for e in shards:
+        workers[e["pid"]] = e.get("cpu", 0.0)  # the last mark of each: its CPU at its last shard's end
+    first = min((e["t"] for e in shards if e["event"] == "task start"), default=None)
+    rel = lambda k: round(at[k]["t"] - t0, 2) if k in at else None  # noqa: E731
+    return {"first_shard": round(first - t0, 2) if first else None, "setup_done": rel("tokenize setup done"),
+            "phase1_done": rel("phase 1 done"), "phase2_done": rel("phase 2 done"),
+            "main_setup_cpu": round(at.get("tokenize setup done", {}).get("cpu", 0.0), 2),
+            "main_cpu": round(at.get("main returned", {}).get("cpu", 0.0), 2),
+            "worker_cpu": sorted(round(c, 2) for p, c in workers.items() if p != main)}
 
 
 def bench_lang(lang: str, tok_json: str, inp: str, work: str, a) -> None:
@@ -278,6 +312,13 @@ def bench_lang(lang: str, tok_json: str, inp: str, work: str, a) -> None:
               f"wall min {min(walls):.2f} s, median {med(walls):.2f} s (runs: {', '.join(f'{x:.2f}' for x in walls)}); "
               f"CPU median {med(cpus):.2f} s -> {tps / r:.2f}x raw by medians, {tokens / min(walls) / max(rates):.2f}x "
               f"best to best (target >= 0.9x)")
+        tls = [f[0].get("_timeline") or {} for f in full[npw]]
+        if all(tls):
+            m = lambda k: med([t[k] for t in tls if t.get(k) is not None] or [float("nan")])  # noqa: E731
+            print(f"        where the time goes (medians, s after launch): first shard starts {m('first_shard'):.2f}, "
+                  f"phase 1 ends {m('phase1_done'):.2f}, phase 2 ends {m('phase2_done'):.2f}; main process CPU "
+                  f"{m('main_setup_cpu'):.2f} s to its first task, {m('main_cpu'):.2f} s in all; tokenizing processes' "
+                  f"CPU {', '.join(f'{c:.2f}' for c in tls[0].get('worker_cpu', []))} s (first run)")
         print(f"        setup {rep['setup_seconds']:.2f}s (tokenizer load + fast-path check: "
               f"{rep['backend_info'].get('verified_docs', 0)} docs from {rep['backend_info'].get('checked_shards', 0)} "
               f"shards), tokenize {rep['tokenize_seconds']:.2f}s, pack+write {rep['write_seconds']:.2f}s; "
