@@ -2,9 +2,12 @@
 ``WORK/sources/<name>``), then the shared chain runs over the concatenation of their outputs, in source order
 (``WORK/tail``), and exports once.
 
+At np > 1 every source and the shared chain share one executor (one fork server, one set of workers), and
+the sources' stages run as one pool of tasks (``runner.drive_many``).
+
 Why this shape: each source is a plain run (resume, determinism, rejects and removed rows work as for any
-recipe), and the shared chain's shards are the sources' shards in order, so every shard of it still belongs
-to one source (until a grouper merges rows): its counts and its final files split by source, which gives the
+recipe), and the shared chain's shards are the sources' shards in order (a source's consecutive small shards
+joined: ``shared_shards``), so every shard of it still belongs to one source (until a grouper merges rows): its counts and its final files split by source, which gives the
 per-source funnels and the per-source inputs a ``tokenize:`` mixture needs. ``WORK/report.json`` holds the
 whole run: per source its funnel through its own ops and through the shared ones; ``WORK/report.html`` shows
 one funnel over every source's ops and the shared ones.
