@@ -124,17 +124,16 @@ def _run_all(cfg, sources, chains, ops, log, executor, after_stages):
         reports = drive_many(loops, executor, cfg.progress)
     from .remote_parts import current
     remote = current()  # a URL work dir on Ray: the sources' parts are in the bucket, not here
+    files = [f for r in reports for ps in r["final_parts"] for f in ps]
     if remote is None:
-        parts, owner = shared_shards([r["final_parts"] for r in reports], TAIL_SHARD_BYTES)
+        stat = []
+        for p in files:
+            st = os.stat(p)
+            stat.append((p, st.st_size, st.st_mtime_ns))
     else:
-        parts = [p for r in reports for p in r["final_parts"]]
-        owner = [k for k, r in enumerate(reports) for _ in r["final_parts"]]
-    stat = []
-    for p in (f for ps in parts for f in ps) if remote is None else ():
-        st = os.stat(p)
-        stat.append((p, st.st_size, st.st_mtime_ns))
-    if remote is not None:
-        stat = remote.identity([f for ps in parts for f in ps])
+        stat = remote.identity(files)
+    sizes = {p: n for p, n, _ in stat}
+    parts, owner = shared_shards([r["final_parts"] for r in reports], TAIL_SHARD_BYTES, sizes.__getitem__)
     tcfg = replace(cfg, work_dir=os.path.join(work, "tail"), dataset_path=[s.name for s in sources],
                    id_prefix=None, add_suffix=False)
     log(f"shared: {len(ops)} ops over {len(parts)} shards of {len(sources)} sources")
@@ -147,7 +146,8 @@ def _run_all(cfg, sources, chains, ops, log, executor, after_stages):
             if after_stages is not None:
                 after_stages()
         tail.after_stages = stages_done
-    trep = tail.run_parts(ops, parts, fingerprint("sources", stat, cfg.text_key), executor)
+    # (the shards' grouping is part of what the shared stages' shard numbers mean)
+    trep = tail.run_parts(ops, parts, fingerprint("sources", stat, cfg.text_key, [len(p) for p in parts]), executor)
     return reports, tail, trep, owner
 
 
@@ -156,20 +156,22 @@ TAIL_SHARD_BYTES = 16 << 20
 IPC each (each source shard is still read whole)."""
 
 
-def shared_shards(source_parts: list[list[list[str]]], limit: int) -> tuple[list[list[str]], list[int]]:
+def shared_shards(source_parts: list[list[list[str]]], limit: int,
+                  size_of: Callable[[str], int] = os.path.getsize) -> tuple[list[list[str]], list[int]]:
     """The shared chain's shards from the sources' finished shards (per source, per shard, its part files):
     consecutive shards of the same source joined until they hold ``limit`` bytes, and each one's source.
     Sources cut their input in ~4-16 MB shards; run one by one through the shared chain, every small shard
     cost a task round trip in each of its stages and in every resolve step's scan (41 shards of 0.1-4 MB in
     the Steel mix: three passes of 41 tasks doing ~10 ms of work each). Joined, the rows and their order are
     the same (a shard is its parts read in order), a shard still belongs to one source (the per-source
-    counts and files), and the grouping depends on the sizes only, not on np (same bytes, same resume)."""
+    counts and files), and the grouping depends on the sizes only, not on np (same bytes, same resume).
+    ``size_of``: a file's size (the bucket's listing for a URL work dir)."""
     shards: list[list[str]] = []
     owner: list[int] = []
     for k, per_shard in enumerate(source_parts):
         size = limit  # a new shard at each source's start
         for files in per_shard:
-            n = sum(os.path.getsize(f) for f in files)
+            n = sum(size_of(f) for f in files)
             if size + n > limit or not shards or owner[-1] != k:
                 shards.append([])
                 owner.append(k)
