@@ -24,8 +24,11 @@ ends with its EOS text (plus whitespace) gets no second one.
 from __future__ import annotations
 
 import re
+import string
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import Field
 
 from ..core import columns as C
@@ -61,7 +64,12 @@ class ChatTemplateMapper(Mapper):
     ShareGPT ``conversations``, MOSS ``chat``, Alpaca/BELLE ``instruction/input/output`` and QA fields. A row
     with none of them is an error (it goes to rejects with the reason). Per-row Python: the inputs are
     nested, variably-shaped lists of dicts, and string formatting per message is the whole job. As the
-    first op of a recipe it lets rows without a text field through the reader (``creates_text``)."""
+    first op of a recipe it lets rows without a text field through the reader (``creates_text``).
+
+    Fast path: a batch of Alpaca/BELLE, QA or Firefly rows rendered with a built-in or custom
+    ``{role}``/``{content}`` format is rendered column-wise with Arrow string kernels, byte for byte what
+    the per-row path gives; any other batch (Jinja templates, other shapes, a row the fast path cannot
+    decide) takes the per-row path."""
 
     creates_text = True
 
@@ -130,6 +138,15 @@ class ChatTemplateMapper(Mapper):
         if p.input_format not in INPUT_FORMATS:
             raise ValueError(f"unknown input_format {p.input_format!r}; one of {', '.join(INPUT_FORMATS)}")
         self.qa_keys = [(p.question_key, p.answer_key)] if p.question_key and p.answer_key else QA_KEYS
+        self._segs = _split_format(self.fmt) if self.fmt and self.jinja_source is None else None
+        self._new_tail = None  # drop_last_end on the fast path: the format's tail literal without the end
+        if self._segs is not None and p.drop_last_end:
+            tail = self._segs[-1][1] if self._segs[-1][0] == "lit" else ""
+            stripped = tail.rstrip()
+            if stripped and self.end and stripped.endswith(self.end):
+                self._new_tail = (len(tail), stripped[: len(stripped) - len(self.end)])
+            else:
+                self._segs = None
 
     def config(self) -> dict:
         c = super().config()
@@ -224,10 +241,170 @@ class ChatTemplateMapper(Mapper):
                   p.input_key, p.output_key, p.system_key, p.firefly_key} | {k for qa in self.qa_keys for k in qa}
         if p.input_format in ("chatml", "llama3"):
             wanted.add(self.text_key)
+        fast = self._fast_render(batch)
+        if fast is not None:
+            return C.set_column(batch, self.text_key, fast)
         cols = [n for n in batch.schema.names if n in wanted]
         rows = C.to_pylist(batch.select(cols)) if cols else [{}] * batch.num_rows
         texts = [self.render(r) for r in rows]
         return C.set_column(batch, self.text_key, pa.array(texts, pa.string()))
+
+    # -- the column-wise fast path ----------------------------------------------------------------------
+    def _fast_render(self, batch: pa.RecordBatch) -> pa.Array | None:
+        """The batch's texts rendered with Arrow kernels, or None when the batch needs the per-row path."""
+        p = self.params
+        if self._segs is None or batch.num_rows == 0:
+            return None
+        f = p.input_format
+        names = set(batch.schema.names)
+        try:
+            if f == "firefly" or (f == "auto" and p.firefly_key in names
+                                  and not names & {p.messages_key, p.conversations_key, p.moss_key}):
+                return self._fast_firefly(batch)
+            if f in ("alpaca", "qa") or (f == "auto" and not names & {p.messages_key, p.conversations_key,
+                                                                            p.moss_key, p.firefly_key}):
+                return self._fast_pair(batch, f)
+        except _NoFast:
+            return None
+        return None
+
+    def _msg(self, role: str, content) -> pa.Array:
+        """One message per row (null where ``content`` is null)."""
+        pieces = [v if k == "lit" else (role if k == "role" else content) for k, v in self._segs]
+        merged: list = []
+        for x in pieces:  # adjacent literals (the role is one) merged
+            if isinstance(x, str) and merged and isinstance(merged[-1], str):
+                merged[-1] += x
+            else:
+                merged.append(x)
+        if len(merged) == 1:
+            return merged[0]
+        return pc.binary_join_element_wise(*merged, "")
+
+    def _finish(self, batch: pa.RecordBatch, body: pa.Array, first_is_system) -> pa.Array:
+        """prefix + the system prompt where it applies + the messages; drop_last_end applied."""
+        p = self.params
+        sys_col = _str_col(batch, p.system_key)
+        sys_prompt = pc.if_else(pc.fill_null(pc.not_equal(sys_col, ""), False), sys_col,
+                                pa.scalar(str(p.system) if p.system else None, pa.string()))
+        if first_is_system is not None:
+            sys_prompt = pc.if_else(first_is_system, pa.scalar(None, pa.string()), sys_prompt)
+        sys_msg = pc.fill_null(self._msg("system", sys_prompt), "")
+        text = pc.binary_join_element_wise(self.prefix, sys_msg, body, "")
+        if self._new_tail is not None:
+            n, new_tail = self._new_tail
+            text = pc.binary_join_element_wise(pc.utf8_slice_codeunits(text, 0, -n), new_tail, "")
+        return text.cast(pa.string())
+
+    def _fast_pair(self, batch: pa.RecordBatch, f: str) -> pa.Array | None:
+        """Alpaca/BELLE and QA rows: one user and one assistant message."""
+        p = self.params
+        user = pa.nulls(batch.num_rows, pa.string())
+        answer = user
+        done = pa.array(np.zeros(batch.num_rows, bool))
+        if f in ("auto", "alpaca"):
+            ins, out = _str_col(batch, p.instruction_key), _str_col(batch, p.output_key)
+            inp = _str_col(batch, p.input_key)
+            done = pc.and_(pc.is_valid(ins), pc.is_valid(out))
+            with_input = pc.fill_null(pc.not_equal(inp, ""), False)
+            user = pc.if_else(done, pc.if_else(with_input, pc.binary_join_element_wise(ins, inp, "\n"), ins), user)
+            answer = pc.if_else(done, out, answer)
+        if f in ("auto", "qa"):
+            for qk, ak in self.qa_keys:
+                q, a = _str_col(batch, qk), _str_col(batch, ak)
+                take = pc.and_(pc.invert(done), pc.and_(pc.is_valid(q), pc.is_valid(a)))
+                user, answer = pc.if_else(take, q, user), pc.if_else(take, a, answer)
+                done = pc.or_(done, take)
+        if not pc.all(done).as_py():
+            return None  # a row without the shape: the per-row path reports it
+        body = pc.binary_join_element_wise(self._msg("user", user), self._msg("assistant", answer), "")
+        return self._finish(batch, body, None)
+
+    def _fast_firefly(self, batch: pa.RecordBatch) -> pa.Array | None:
+        """Firefly/MOSS ``[{system?, human, assistant}]`` turns."""
+        p = self.params
+        i = batch.schema.get_field_index(p.firefly_key)
+        if i < 0 or C.json_tag(batch.schema.field(i)) == C.RAW:
+            return None
+        lst = batch.column(i)
+        if isinstance(lst, pa.ChunkedArray):
+            lst = lst.combine_chunks()
+        if not (pa.types.is_list(lst.type) or pa.types.is_large_list(lst.type)) or lst.null_count \
+                or not pa.types.is_struct(lst.type.value_type):
+            return None
+        turns = pc.list_flatten(lst)
+        fields = dict(zip([f.name for f in turns.type], turns.flatten()))  # parent validity applied
+        n_turns = len(turns)
+
+        def field(name):
+            a = fields.get(name)
+            if a is None:
+                return pa.nulls(n_turns, pa.string())
+            if not (pa.types.is_string(a.type) or pa.types.is_large_string(a.type) or pa.types.is_null(a.type)):
+                raise _NoFast
+            return a.cast(pa.string())
+        try:
+            sys_t, human, asst = field("system"), field("human"), field("assistant")
+        except _NoFast:
+            return None
+        sys_on = pc.fill_null(pc.not_equal(sys_t, ""), False)
+        sys_t = pc.if_else(sys_on, sys_t, pa.scalar(None, pa.string()))
+        produces = pc.or_(sys_on, pc.or_(pc.is_valid(human), pc.is_valid(asst)))
+        turn_text = pc.binary_join_element_wise(pc.fill_null(self._msg("system", sys_t), ""),
+                                                pc.fill_null(self._msg("user", human), ""),
+                                                pc.fill_null(self._msg("assistant", asst), ""), "")
+        lengths = pc.list_value_length(lst).to_numpy(zero_copy_only=False).astype(np.int64)
+        offsets = np.zeros(len(lengths) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        parents = pc.list_parent_indices(lst).to_numpy(zero_copy_only=False)
+        prod = produces.to_numpy(zero_copy_only=False)
+        if (np.bincount(parents[prod], minlength=len(lengths)) == 0).any():
+            return None  # a conversation without messages: an error the per-row path reports
+        first = offsets[:-1]
+        if not prod[first].all():
+            return None  # the first message is not in the first turn: left to the per-row path
+        first_is_system = pa.array(sys_on.to_numpy(zero_copy_only=False)[first])
+        body = pc.binary_join(pa.LargeListArray.from_arrays(pa.array(offsets), turn_text), "")
+        return self._finish(batch, body, first_is_system)
+
+
+class _NoFast(Exception):
+    """A column the fast path does not render exactly as the per-row path (left to the per-row path)."""
+
+
+def _str_col(batch: pa.RecordBatch, name: str) -> pa.Array:
+    """A top-level string column (all null when absent); _NoFast for any other type or raw JSON."""
+    i = batch.schema.get_field_index(name)
+    if i < 0:
+        return pa.nulls(batch.num_rows, pa.string())
+    fld = batch.schema.field(i)
+    t = fld.type
+    if C.json_tag(fld) == C.RAW or not (pa.types.is_string(t) or pa.types.is_large_string(t)
+                                        or pa.types.is_null(t)):
+        raise _NoFast
+    col = batch.column(i)
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    return col.cast(pa.string())
+
+
+def _split_format(fmt: str) -> list[tuple[str, str]] | None:
+    """A message format as [("lit", text) | ("role", "") | ("content", "")], or None when it uses anything
+    but plain {role} and {content} (left to str.format on the per-row path)."""
+    segs: list[tuple[str, str]] = []
+    try:
+        parsed = list(string.Formatter().parse(fmt))
+    except ValueError:
+        return None
+    for lit, name, spec, conv in parsed:
+        if lit:
+            segs.append(("lit", lit))
+        if name is None:
+            continue
+        if name not in ("role", "content") or spec or conv:
+            return None
+        segs.append((name, ""))
+    return segs if any(k == "content" for k, _ in segs) else None
 
 
 def _content(c) -> str:
