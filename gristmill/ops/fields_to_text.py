@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Optional, Union
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -86,8 +87,9 @@ class FieldsToTextMapper(Mapper):
     parts: [title, content]}]``; Zhihu → ``parts: [{field: INSTRUCTION, prefix: "问："}, {field: RESPONSE,
     prefix: "答："}]``, ``sep: "\\n"``.
 
-    ``{field}`` parts are joined vectorised (Arrow compute) when the field is a string or integer column;
-    ``each`` parts and other value types are rendered per row in Python. As the first op of a recipe it
+    ``{field}`` parts are joined vectorised (Arrow compute) when the field is a string or integer column,
+    and so are ``each`` parts over a list of strings or of objects whose rendered fields are strings (one
+    level, no nested ``each``); other shapes and value types are rendered per row in Python. As the first op of a recipe it
     lets rows without a text field through the reader (``creates_text``)."""
 
     creates_text = True
@@ -129,6 +131,9 @@ class FieldsToTextMapper(Mapper):
             one = Part(field=".", prefix=part.prefix, suffix=part.suffix)
             values = [_render_value(v, one) for v in _py_values(batch, part.field)]
         else:
+            fast = _each_fast(batch, part)
+            if fast is not None:
+                return fast
             one = Part(each=".", parts=part.parts, sep=part.sep, item_sep=part.item_sep, prefix=part.prefix,
                        suffix=part.suffix)
             values = [_render_value(v, one) for v in _py_values(batch, part.each)]
@@ -136,13 +141,71 @@ class FieldsToTextMapper(Mapper):
 
     def process_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         cols = [self._part_column(batch, p) for p in self.parts]
-        sep = self.params.sep
-        # each part after the first as sep + value, then one concatenation and the leading sep cut where
-        # the first part is empty (binary_join_element_wise's null_handling="skip" drops all-null rows)
-        pieces = [pc.fill_null(cols[0], "")]
-        pieces += [pc.fill_null(pc.binary_join_element_wise(sep, c, ""), "") for c in cols[1:]]
-        text = pc.binary_join_element_wise(*pieces, "") if len(pieces) > 1 else pieces[0]
-        if len(pieces) > 1 and sep:
-            cut = pc.and_(pc.is_null(cols[0]), pc.not_equal(text, ""))
-            text = pc.if_else(cut, pc.utf8_slice_codeunits(text, len(sep)), text)
-        return C.set_column(batch, self.text_key, text.cast(pa.string()))
+        return C.set_column(batch, self.text_key, _join_nonempty(cols, self.params.sep))
+
+
+def _join_nonempty(cols: list, sep: str) -> pa.Array:
+    """The non-null values of each row joined with ``sep`` ("" where all are null)."""
+    # each part after the first as sep + value, then one concatenation and the leading sep cut where
+    # the first part is empty (binary_join_element_wise's null_handling="skip" drops all-null rows)
+    pieces = [pc.fill_null(cols[0], "")]
+    pieces += [pc.fill_null(pc.binary_join_element_wise(sep, c, ""), "") for c in cols[1:]]
+    text = pc.binary_join_element_wise(*pieces, "") if len(pieces) > 1 else pieces[0]
+    if len(pieces) > 1 and sep:
+        cut = pc.and_(pc.is_null(cols[0]), pc.not_equal(text, ""))
+        text = pc.if_else(cut, pc.utf8_slice_codeunits(text, len(sep)), text)
+    return text.cast(pa.string())
+
+
+def _is_str(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t)
+
+
+def _affix(s: pa.Array, part: Part) -> pa.Array:
+    """Strings with "" made null, prefix/suffix put around the rest."""
+    s = pc.if_else(pc.equal(s, ""), pa.scalar(None, pa.string()), s)
+    return pc.binary_join_element_wise(part.prefix, s, part.suffix, "") if part.prefix or part.suffix else s
+
+
+def _each_fast(batch: pa.RecordBatch, part: Part) -> pa.Array | None:
+    """An ``each`` part over a top-level list column rendered with Arrow kernels (items' parts joined
+    element-wise, then the non-empty items of each row joined by their row), or None when the column or
+    the item parts need the per-row path."""
+    i = batch.schema.get_field_index(part.each)
+    if i < 0 or C.json_tag(batch.schema.field(i)) == C.RAW:
+        return None
+    lst = batch.column(i)
+    if isinstance(lst, pa.ChunkedArray):
+        lst = lst.combine_chunks()
+    if not (pa.types.is_list(lst.type) or pa.types.is_large_list(lst.type)):
+        return None
+    items = pc.list_flatten(lst)
+    vt = items.type
+    children = dict(zip([f.name for f in vt], items.flatten())) if pa.types.is_struct(vt) else None
+    if children is None and not _is_str(vt):
+        return None
+    subs = []
+    for sp in (_as_part(p) for p in part.parts):
+        if sp.field is None or ("." in sp.field and sp.field != "."):
+            return None  # nested each or a dotted path inside the item
+        if sp.field == ".":
+            if children is not None:
+                return None  # an object item as JSON text
+            col = items
+        elif children is None:
+            col = pa.nulls(len(items), pa.string())  # a string item has no fields
+        else:
+            col = children.get(sp.field)
+            if col is None:
+                col = pa.nulls(len(items), pa.string())
+            elif not _is_str(col.type):
+                return None
+        subs.append(_affix(col.cast(pa.string()), sp))
+    rendered = _join_nonempty(subs, part.sep)
+    keep = pc.not_equal(rendered, "").to_numpy(zero_copy_only=False)
+    parents = pc.list_parent_indices(lst).to_numpy(zero_copy_only=False)[keep]
+    offsets = np.zeros(len(lst) + 1, np.int64)
+    np.cumsum(np.bincount(parents, minlength=len(lst)), out=offsets[1:])
+    kept = rendered.filter(pa.array(keep))
+    joined = pc.binary_join(pa.LargeListArray.from_arrays(pa.array(offsets), kept), part.item_sep)
+    return _affix(joined.cast(pa.string()), part)
