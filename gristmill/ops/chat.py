@@ -62,8 +62,7 @@ class ChatTemplateMapper(Mapper):
     """Render chat/instruction samples into one text with a chat template (default ChatML, which Qwen uses).
     Each message becomes ``<|im_start|>{role}\\n{content}<|im_end|>\\n``. Detects OpenAI ``messages``,
     ShareGPT ``conversations``, MOSS ``chat``, Alpaca/BELLE ``instruction/input/output`` and QA fields. A row
-    with none of them is an error (it goes to rejects with the reason). Per-row Python: the inputs are
-    nested, variably-shaped lists of dicts, and string formatting per message is the whole job. As the
+    with none of them is an error (it goes to rejects with the reason). As the
     first op of a recipe it lets rows without a text field through the reader (``creates_text``).
 
     Fast path: a batch of Alpaca/BELLE, QA or Firefly rows rendered with a built-in or custom
