@@ -109,10 +109,24 @@ def test_a_process_interprets_its_first_megabytes_then_compiles(monkeypatch):
     monkeypatch.setattr(cc, "_interpreted", 0)
     assert [cc.interpret(n) for n in (8, 8, 8, 1)] == [True, True, False, False]  # spent for good
     monkeypatch.setattr(cc, "_interpreted", 0)
+    monkeypatch.setattr(cc, "_kernel_ready", lambda kernel, n: False)  # as on a fresh install: nothing cached yet
     arr = pa.array(["one two", "three"])  # 12 bytes, 12 code points: the first call interprets
     cps, cpo = cc.decode(arr)
     assert cpo.tolist() == [0, 7, 12] and W.dj_words(cps, cpo)[2].tolist() == [0, 2, 3]  # the second compiles
     assert cc._interpreted == 21
+
+
+def test_a_kernel_ready_to_run_is_used_from_the_first_byte(monkeypatch):
+    """A kernel compiled in this process (or cached, after `gristmill warm-up`) needs no twin: a forked worker
+    would otherwise pay the twins' slower first megabytes on every first shard."""
+    monkeypatch.setattr(cc, "_interpreted", 0)
+    arr = pa.array(["one two", "three"])
+    offs, data = cc.buffers(arr)
+    cc._decode(offs, data)  # compiled or loaded here
+    assert cc._kernel_ready(cc._decode, 1)
+    assert not cc.interpret(12, cc._decode) and cc._interpreted == 0  # budget left, not spent
+    assert not cc.interpret(cc.LOAD_AT, W._dj_words)  # cached: loaded for a big call
+    assert cc.interpret(12)  # no kernel named: the budget rule
 
 
 def test_readme_job_compiles_no_kernel(tmp_path):

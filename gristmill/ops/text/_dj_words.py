@@ -49,7 +49,7 @@ def _dj_words(cps, cpo, tab, strip):
 
 def dj_words(cps, cpo, strip: bool = True):
     """Word spans (start, end) and per-row offsets, Data-Juicer's split + SPECIAL_CHARACTERS strip."""
-    if cc.interpret(len(cps)):
+    if cc.interpret(len(cps), _dj_words):
         return _dj_words_small(cps, cpo, cc.table(), strip)
     return _dj_words(cps, cpo, cc.table(), strip)
 

@@ -238,16 +238,39 @@ def _decode(offs, data):
     return out[:k], cpo
 
 
-# Where a kernel has an uncompiled twin (numpy / Python codecs, same results), a process uses the twin for
-# its first INTERPRET_BUDGET bytes or code points, then the kernel: a job on small data (the README's)
-# compiles nothing on its first run, and a big one compiles after a few MB (the twins cost ~25 ms/MB more).
+# Where a kernel has an uncompiled twin (numpy / Python codecs, same results), a process whose kernel would
+# have to compile uses the twin for its first INTERPRET_BUDGET bytes or code points, then the kernel: a job on
+# small data (the README's) compiles nothing on its first run, and a big one compiles after a few MB (the twins
+# cost ~25 ms/MB more). A kernel already loaded is used from the first byte, and so is one in numba's cache
+# (after `gristmill warm-up`) for a call of a megabyte or more (its load, ~20 ms, is worth it there): every
+# forked worker would otherwise pay the twins' cost again on its first shard.
 INTERPRET_BUDGET = 8 << 20
+LOAD_AT = 1 << 20
 _interpreted = 0
+_ready: dict = {}
 
 
-def interpret(n: int) -> bool:
-    """Whether to take the uncompiled twin for ``n`` more units; False for good once the budget is spent."""
+def _kernel_ready(kernel, n: int) -> bool:
+    """Whether ``kernel`` runs ``n`` units without compiling: loaded in this process, or (for ``LOAD_AT``
+    units or more) its cache index is current."""
+    if kernel.signatures:
+        return True
+    if n < LOAD_AT:
+        return False
+    if kernel not in _ready:
+        try:  # numba's own index reader: {} when the file is missing or its source stamp is stale
+            _ready[kernel] = bool(kernel._cache._cache_file._load_index())
+        except Exception:  # no cache (cache=False, an unwritable dir): take the budget rule
+            _ready[kernel] = False
+    return _ready[kernel]
+
+
+def interpret(n: int, kernel=None) -> bool:
+    """Whether to take the uncompiled twin for ``n`` more units: not when ``kernel`` is loaded (or cached, for
+    ``LOAD_AT`` units or more), else until the budget is spent (then False for good)."""
     global _interpreted
+    if kernel is not None and _kernel_ready(kernel, n):
+        return False
     if _interpreted + n > INTERPRET_BUDGET:
         _interpreted = INTERPRET_BUDGET + 1
         return False
@@ -258,7 +281,7 @@ def interpret(n: int) -> bool:
 def decode(arr: pa.Array):
     """Code points of a whole string column: (cps int32, per-row start offsets int64 of length n+1)."""
     offs, data = buffers(arr)
-    if interpret(int(offs[-1] - offs[0])):
+    if interpret(int(offs[-1] - offs[0]), _decode):
         return _decode_small(offs, data)
     return _decode(offs, data)
 
