@@ -3,7 +3,8 @@
 The stage loop runs unchanged on a local staging copy (``gristmill.fs.staging``): the work dir is committed
 to its URL while the run goes, in marker-last order, and restored from it before the run starts (so a
 killed run resumes from what the bucket holds, on this machine or another); the export is uploaded at the
-end and committed by its manifest, written last. Before any work: every bucket answers with the
+end and committed by its manifest, written last (an intent record written before the first export key
+claims the keys for the rerun of a run killed in between). Before any work: every bucket answers with the
 credentials at hand (and takes a probe write for the outputs), no input overlaps an output, and no foreign
 object sits in the export's name space — else one line naming the URL, exit 2, nothing written.
 """
@@ -116,7 +117,8 @@ class RemoteRun:
         if foreign:
             more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
             raise RunRefused(f"export_path {fs.redact(self.export_url)}: {fs.redact(foreign[0])}{more} exists and "
-                             "was not written by gristmill (no manifest claims it); refusing to replace it")
+                             "was not written by gristmill (no manifest or commit intent claims it); refusing to "
+                             "replace it")
 
     # -- the run -----------------------------------------------------------------------------------------
     def __enter__(self):
@@ -158,7 +160,8 @@ class RemoteRun:
             if self.work is not None and self.work.composed:  # files composed in the bucket, the rest here
                 urls = remote_parts.commit_directory(files, base, self.export_url, self.work.composed, self.log)
             else:
-                urls = staging.commit_export(files, base, self.export_url, self.directory, self.log)
+                urls = staging.commit_export(files, base, self.export_url, self.directory, self.log,
+                                             run=self.work_url or os.path.abspath(self.local_work))
             report["exported_files"] = urls
         return report
 

@@ -579,32 +579,34 @@ def _compose_s3(fsys, srcs: list[str], sizes: list[int], dpath: str, log, bases:
     return {"size": sum(sizes), "etag": str(r.get("ETag", "")), "copied": copied, "streamed": streamed}
 
 
+def _run_id() -> str | None:
+    """The work dir URL of the run committing (recorded in an export's commit intent)."""
+    w = current()
+    return w.url if w is not None else None
+
+
 def dest_url(bucket: str, key: str) -> str:
     return f"s3://{bucket}/{key}"
 
 
 def commit_composed(sources: list, export_url: str, log=lambda m: None, extra: dict | None = None,
                     files: list[tuple[str, list]] | None = None) -> dict:
-    """An export composed from committed fragments, committed like ``staging.commit_export``: the old
-    manifest removed first, the object(s) composed (each whole at completion), files of the previous export
+    """An export composed from committed fragments, committed like ``staging.commit_export``: the intent
+    recorded and the old manifest removed first (``staging.open_commit``), the object(s) composed (each whole at completion), files of the previous export
     that this one lacks deleted, the manifest (names, sizes, ETags, the parts composed) last. ``files``:
     several files (a sharded export), each ``(url, its sources)``; else ``export_url`` from ``sources``."""
     from ..fs import staging
     files = files if files is not None else [(export_url, sources)]
-    old = staging.read_manifest(export_url, False)
-    fs.remove(staging.manifest_url(export_url, False))
+    stale = staging.open_commit(export_url, False, [fs.basename(u) for u, _ in files], _run_id())
     from ..fs.staging import _parallel
     done = _parallel([lambda u=u, s=s: compose(s, u, log) for u, s in files])  # in order of files
     entries = [{"name": fs.basename(u), "size": g["size"], "etag": g["etag"]} for (u, _), g in zip(files, done)]
     got = done[-1] if done else {}
-    names = {e["name"] for e in entries}
-    for e in (old or {}).get("files", []):
-        if e["name"] not in names:
-            fs.remove(fs.join(posixpath.dirname(export_url), e["name"]))
+    _parallel([lambda n=n: fs.remove(fs.join(posixpath.dirname(export_url), n)) for n in stale])
     n = sum(len(srcs) for _, srcs in files)
     body = {"export": fs.redact(export_url), "files": entries, "composed_from": n, "committed": time.time(),
             **(extra or {})}
-    fs.write_bytes(staging.manifest_url(export_url, False), json.dumps(body, indent=1).encode())
+    staging.close_commit(export_url, False, body)
     log(f"committed the export to {fs.redact(export_url)} ({len(entries)} file(s) composed from {n} "
         "range(s) of the fragments, manifest written last)")
     return got
@@ -698,17 +700,18 @@ class LineIndex:
 
 
 def commit_directory(files: list[str], local_base: str, export_url: str, composed: dict[str, dict],
-                     log=lambda m: None) -> list[str]:
+                     log=lambda m: None, stale: list[str] | None = None) -> list[str]:
     """A directory output (tokenize's) whose big files were composed in the bucket (``composed``: URL ->
-    ``{"name", "size", "etag", ...}``, the old manifest already removed before they were) and whose other
-    files are here: those uploaded, files of the previous output that this one lacks deleted, the manifest
-    (every file: SHA-256 for the uploaded ones, size and ETag for the composed ones) written last."""
+    ``{"name", "size", "etag", ...}``, the commit already opened before they were: ``staging.open_commit``,
+    whose stale names are ``stale`` or, when None, found here) and whose other files are here: those uploaded,
+    files of the previous output that this one lacks deleted, the manifest (every file: SHA-256 for the
+    uploaded ones, size and ETag for the composed ones) written last."""
     from ..fs import staging
     from ..fs.staging import _parallel
     base_url = export_url.rstrip("/")
-    old = staging.read_manifest(export_url, True)
-    fs.remove(staging.manifest_url(export_url, True))
     rels = sorted(os.path.relpath(f, local_base).replace(os.sep, "/") for f in files)
+    if stale is None:
+        stale = staging.open_commit(export_url, True, rels + [composed[u]["name"] for u in composed], _run_id())
 
     def put(rel):
         import hashlib
@@ -723,12 +726,10 @@ def commit_directory(files: list[str], local_base: str, export_url: str, compose
     entries += [composed[u] for u in sorted(composed)]
     entries.sort(key=lambda e: e["name"])
     names = {e["name"] for e in entries}
-    for e in (old or {}).get("files", []):
-        if e["name"] not in names:
-            fs.remove(fs.join(base_url, e["name"]))
+    _parallel([lambda n=n: fs.remove(fs.join(base_url, n)) for n in stale if n not in names])
     body = {"export": fs.redact(export_url), "files": entries, "committed": time.time(),
             "composed": sorted(composed[u]["name"] for u in composed)}
-    fs.write_bytes(staging.manifest_url(export_url, True), json.dumps(body, indent=1).encode())
+    staging.close_commit(export_url, True, body)
     log(f"committed the output {fs.redact(export_url)} ({len(entries)} file(s), {len(composed)} composed in the "
         "bucket, manifest written last)")
     return [fs.join(base_url, e["name"]) for e in entries]
@@ -946,8 +947,7 @@ def export_arrow(work: "RemoteWork", fragments: list[list[str]], export_url: str
         urls, sources, counts = got
     n = len(sources)
     names = [f"data-{i:05d}-of-{n:05d}.arrow" for i in range(n)]
-    old = staging.read_manifest(export_url, True)
-    fs.remove(staging.manifest_url(export_url, True))
+    stale = staging.open_commit(export_url, True, names + ["dataset_info.json", "state.json"], _run_id())
     composed = {}
     for name, srcs, count in zip(names, sources, counts):
         url = fs.join(export_url, name)
@@ -955,11 +955,7 @@ def export_arrow(work: "RemoteWork", fragments: list[list[str]], export_url: str
         composed[url] = {"name": name, "size": got["size"], "etag": got["etag"], "composed_from": count}
     os.makedirs(local_dir, exist_ok=True)
     meta = write_hf_meta(local_dir, schema, names)
-    keep = set(names) | {"dataset_info.json", "state.json"}
-    for e in (old or {}).get("files", []):  # the previous export's files that this one lacks
-        if e["name"] not in keep:
-            fs.remove(fs.join(export_url, e["name"]))
-    out = commit_directory(meta, local_dir, export_url, composed, log)
+    out = commit_directory(meta, local_dir, export_url, composed, log, stale)
     _parallel([lambda u=u: fs.remove(u) for u in urls])
     return out
 
@@ -992,7 +988,7 @@ def export_jsonl_compressed(work: "RemoteWork", fragments: list[list[str]], expo
     (``io.writers.write_jsonl_parts``) into a part in the work dir; every file is composed from its part at its
     final URL (a server-side copy on S3) and the export committed by its manifest, last. The driver holds
     the plan and every 4096th newline offset, no row. A killed run's parts are deleted at the next start
-    (``RemoteWork.cleanup_scratch``), and no export file is written before the old manifest is removed."""
+    (``RemoteWork.cleanup_scratch``), and no export file is written before the commit's intent is recorded."""
     from ..fs.staging import _parallel
     from ..io.base import strip_compression
     from ..io.writers import shard_names

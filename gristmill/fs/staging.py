@@ -13,9 +13,12 @@ kept by running the engine on a local staging copy and *committing* it to the bu
 - one run per work dir: :class:`RemoteLock` is an object created with a conditional write (S3
   ``If-None-Match: *``) holding a lease that the run renews; a lease left by a killed run expires and is
   taken over;
-- an export is committed by a manifest written last (:func:`commit_export`): the old manifest is removed
-  first, the files uploaded, stale files of the previous export deleted, then the manifest written; a reader
-  that trusts only manifested exports never sees a half-written one.
+- an export is committed by a manifest written last (:func:`commit_export`): an intent record listing the
+  keys about to be written (and the previous export's) is written first (:func:`open_commit`), the old
+  manifest removed, the files uploaded, stale files of the previous export deleted, then the manifest written
+  and the intent removed (:func:`close_commit`); a reader that trusts only manifested exports never sees a
+  half-written one, and a run killed inside that window finds its keys claimed by the intent, so its rerun
+  overwrites them (files nobody recorded are still refused).
 """
 from __future__ import annotations
 
@@ -44,6 +47,8 @@ def _setting(name: str, default: float) -> float:
     except ValueError:
         return default
 MANIFEST_SUFFIX = ".gristmill-manifest.json"
+INTENT_SUFFIX = ".gristmill-intent.json"  # an export commit under way (open_commit .. close_commit)
+FAULT_ENV = "GRISTMILL_FAULT"  # tests: the commit point at which this process SIGKILLs itself
 
 
 def staging_root() -> str:
@@ -323,10 +328,71 @@ def read_manifest(export_url: str, directory: bool) -> dict | None:
         return None
 
 
+def intent_url(export_url: str, directory: bool) -> str:
+    """The intent record of an export commit under way: hidden, inside a directory export, beside a file one."""
+    u = export_url.rstrip("/")
+    if directory:
+        return join(u, INTENT_SUFFIX)
+    return join(u.rsplit("/", 1)[0], f".{basename(u)}{INTENT_SUFFIX}")
+
+
+def read_intent(export_url: str, directory: bool) -> dict | None:
+    try:
+        got = json.loads(read_bytes(intent_url(export_url, directory)))
+        return got if isinstance(got, dict) else None
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def fault(point: str) -> None:
+    """Tests: SIGKILL this process at ``point`` when ``GRISTMILL_FAULT`` names it (a kill inside a commit)."""
+    if os.environ.get(FAULT_ENV) == point:
+        import signal
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _present(export_url: str) -> list[str]:
+    """Names (relative to the directory) of the files in a directory export, hidden ones aside."""
+    u = export_url.rstrip("/")
+    try:
+        return [x[len(u):].lstrip("/") for x in find(u) if not basename(x).startswith(".")
+                and x != manifest_url(u, True)]
+    except FileNotFoundError:
+        return []
+
+
+def open_commit(export_url: str, directory: bool, names, run: str | None = None, whole: bool = False) -> list[str]:
+    """Before the first final key of an export is written: record the intent (the names about to be written,
+    the previous export's names, the run) and remove the old manifest. Until :func:`close_commit`, every name
+    in the intent counts as this export's (``whole``, a directory output whose names are not known yet: every
+    file in it), so the rerun of a run killed in between overwrites or deletes them instead of refusing them.
+    Returns the previous exports' names (the old manifest's, a killed commit's intent's) that this one lacks:
+    delete them before the manifest is written."""
+    old = read_manifest(export_url, directory) or {}
+    prev = read_intent(export_url, directory) or {}
+    before = {e["name"] for e in old.get("files", [])} | {str(n) for n in prev.get("names", [])}
+    if prev.get("whole") and directory:
+        before |= set(_present(export_url))
+    names = set(names)
+    body = {"export": redact(export_url), "names": sorted(before | names), "whole": bool(whole or prev.get("whole")),
+            "run": {"work_dir": redact(run) if run else None, "host": socket.gethostname(), "pid": os.getpid()},
+            "started": time.time()}
+    write_bytes(intent_url(export_url, directory), json.dumps(body, indent=1).encode())
+    remove(manifest_url(export_url, directory))  # uncommitted from here until close_commit
+    return sorted(before - names)
+
+
+def close_commit(export_url: str, directory: bool, body: dict) -> None:
+    """The export's files are in place: its manifest written, then the intent removed."""
+    fault("export-commit")
+    write_bytes(manifest_url(export_url, directory), json.dumps(body, indent=1).encode())
+    remove(intent_url(export_url, directory))
+
+
 def commit_export(files: list[str], local_base: str, export_url: str, directory: bool, log=lambda m: None,
-                  extra: dict | None = None) -> list[str]:
+                  extra: dict | None = None, run: str | None = None) -> list[str]:
     """Upload an export written under ``local_base`` (a directory holding it) to ``export_url``'s
-    directory and commit it: old manifest removed, files uploaded, stale files of the previous export
+    directory and commit it: the intent recorded and the old manifest removed (:func:`open_commit`), files uploaded, stale files of the previous export
     deleted, the manifest (names, sizes, SHA-256) written last. Returns the URLs written."""
     base_url = export_url.rstrip("/") if directory else export_url.rsplit("/", 1)[0]
     old = read_manifest(export_url, directory)
@@ -342,35 +408,34 @@ def commit_export(files: list[str], local_base: str, export_url: str, directory:
     entries = _parallel([lambda r=r: digest(r) for r in rels])  # in order of rels
     if old and old.get("files") == entries and all(exists(u) for u in urls):
         log(f"export {redact(export_url)} unchanged (its manifest lists these bytes): nothing uploaded")
+        remove(intent_url(export_url, directory))  # a commit killed after its manifest
         return urls
-    remove(manifest_url(export_url, directory))  # uncommitted from here until the new manifest
+    stale = open_commit(export_url, directory, rels, run)
     _parallel([lambda r=r: upload(os.path.join(local_base, r), join(base_url, r)) for r in rels])
-    for e in (old or {}).get("files", []):
-        if e["name"] not in rels:
-            remove(join(base_url, e["name"]))
+    _parallel([lambda n=n: remove(join(base_url, n)) for n in stale])
     body = {"export": redact(export_url), "files": entries, "committed": time.time(), **(extra or {})}
-    write_bytes(manifest_url(export_url, directory), json.dumps(body, indent=1).encode())
+    close_commit(export_url, directory, body)
     log(f"committed the export to {redact(export_url)} ({len(entries)} file(s), manifest written last)")
     return urls
 
 
 def foreign_files(export_url: str, directory: bool, names: list[str]) -> list[str]:
-    """Objects in the export's name space that no gristmill manifest claims (refused before any work, as
-    foreign files beside a local export are)."""
+    """Objects in the export's name space that neither a gristmill manifest nor the intent of a commit under
+    way (a run killed before its manifest: :func:`open_commit`) claims (refused before any work, as foreign
+    files beside a local export are)."""
     fs, p = filesystem(export_url)
-    if directory:
-        try:
-            present = [u for u in find(export_url) if not basename(u).startswith(".")
-                       and u != manifest_url(export_url, True)]
-        except FileNotFoundError:
-            present = []
-    else:
-        present = [u for u in (join(export_url.rsplit("/", 1)[0], basename(n)) for n in names)
-                   if fs.exists(filesystem(u)[1])]
-    claimed = {e["name"] for e in (read_manifest(export_url, directory) or {}).get("files", [])}
     base_url = export_url.rstrip("/") if directory else export_url.rsplit("/", 1)[0]
+    if directory:
+        present = [join(base_url, n) for n in _present(export_url)]
+    else:
+        present = [u for u in (join(base_url, basename(n)) for n in names) if fs.exists(filesystem(u)[1])]
+    intent = read_intent(export_url, directory) or {}
+    if directory and intent.get("whole"):
+        return []
+    claimed = {e["name"] for e in (read_manifest(export_url, directory) or {}).get("files", [])}
+    claimed |= {str(n) for n in intent.get("names", [])}
     return [u for u in present if u[len(base_url):].lstrip("/") not in claimed]
 
 
-__all__ = ["Mirror", "RemoteLock", "RemoteLockBusy", "commit_export", "foreign_files", "is_url", "manifest_url",
-           "read_manifest", "staging_dir"]
+__all__ = ["Mirror", "RemoteLock", "RemoteLockBusy", "close_commit", "commit_export", "foreign_files", "intent_url",
+           "is_url", "manifest_url", "open_commit", "read_intent", "read_manifest", "staging_dir"]

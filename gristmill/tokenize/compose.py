@@ -393,10 +393,11 @@ def _row_ranges(plan, p_src, p_vstart, store, url_of, r0: int, r1: int):
 
 
 def uncommit(remote) -> None:
-    """The output is uncommitted from the first file written to it until its new manifest."""
+    """The output is uncommitted from the first file written to it until its new manifest: the commit's
+    intent claims the whole directory meanwhile (a killed run's rerun overwrites what it wrote)."""
     if not getattr(remote, "_output_uncommitted", False):
         from ..fs import staging
-        _fs.remove(staging.manifest_url(remote.outputs[1], True))
+        staging.open_commit(remote.outputs[1], True, [], remote.url, whole=True)
         remote._output_uncommitted = True
 
 

@@ -168,7 +168,9 @@ def test_export_is_committed_by_a_manifest_written_last(mem, tmp_path, monkeypat
     monkeypatch.setattr(staging, "upload", lambda s, u: (written.append(u), realup(s, u)))
     export = f"{url}/out/clean.jsonl"
     staging.commit_export(sorted(str(p) for p in d.iterdir()), str(d), export, directory=False)
-    assert written[-1] == staging.manifest_url(export, False) and len(written) == 3
+    assert written[0] == staging.intent_url(export, False)  # the keys claimed before the first is written
+    assert written[-1] == staging.manifest_url(export, False) and len(written) == 4
+    assert not fs.exists(staging.intent_url(export, False))
     man = json.loads(fs.read_bytes(written[-1]))
     assert [e["name"] for e in man["files"]] == ["clean-00000-of-00002.jsonl", "clean-00001-of-00002.jsonl"]
     assert staging.foreign_files(export, False, [f"{url}/out/clean-00000-of-00002.jsonl"]) == []
