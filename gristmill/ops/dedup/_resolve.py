@@ -63,25 +63,19 @@ def emit(ctx, roots: np.ndarray, reason: str, earlier: tuple | None = None) -> d
             raise TypeError("on-disk roots take an Earlier for the reference rows")
         return _emit_ranges(ctx, roots, reason, earlier)
     n = roots.size
-    sizes = np.bincount(roots, minlength=n)
-    # when a kept row may come after its cluster's other rows (keep: longest/newest/last, smallest uid),
-    # the kept rows' ids are collected first: their row numbers (sorted: the scan is in row order) and an
-    # Arrow string array, ~12 bytes + the id per cluster; otherwise a dict of the clusters not yet fully
-    # seen (``remaining``: their members still to come)
+    member = members(roots)  # in a cluster of more than one row: 1 byte a row, no cluster sizes
+    # the kept rows' ids, as sorted row numbers and Arrow string arrays (~16 bytes + the id per cluster, no
+    # per-row Python objects). When a kept row may come after its cluster's other rows (keep: longest/
+    # newest/last, smallest uid) they are collected by a first scan; otherwise (every root its cluster's
+    # first row) as the one scan reaches them, before any member asks for them
     prepass = _any_later_root(roots)
-    remaining = None if prepass else sizes.copy()
-    kept_ids: dict[int, str] = {}
+    kept_ids = _GrowingIds()
     if prepass:
-        keys, parts = [], []
         for _, _, g0, batch in scan(ctx, [C.ID]):
             g = np.arange(g0, g0 + batch.num_rows, dtype=np.int64)
-            sel = np.flatnonzero((roots[g] == g) & (sizes[g] > 1))
+            sel = np.flatnonzero((roots[g] == g) & member[g])
             if sel.size:
-                keys.append(g0 + sel)
-                parts.append(_ids(batch).take(pa.array(sel)).cast(pa.large_string()))
-        first_rows = np.concatenate(keys) if keys else np.empty(0, np.int64)
-        first_ids = pa.concat_arrays(parts) if parts else pa.array([], pa.large_string())
-        del keys, parts
+                kept_ids.append(g0 + sel, _ids(batch).take(pa.array(sel)))
     path = clusters_path(ctx)
     tmp = path.with_name(path.name + ".tmp")
     clusters = by_earlier = 0
@@ -90,30 +84,21 @@ def emit(ctx, roots: np.ndarray, reason: str, earlier: tuple | None = None) -> d
         for shard, offset, g0, batch in scan(ctx, [C.ID]):
             g = np.arange(g0, g0 + batch.num_rows, dtype=np.int64)
             r = roots[g]
-            member = sizes[r] > 1
+            m = member[g]
             if earlier is not None and (earlier[0][g] >= 0).any():
                 gone = _remove_earlier(ctx, shard, offset, batch, earlier[0][g], earlier[1], earlier[2])
                 out.add(gone)
                 by_earlier += gone.num_rows
-            if not member.any():
+            if not m.any():
                 continue
             ids = _ids(batch)
-            idx = np.flatnonzero(member)
+            idx = np.flatnonzero(m)
             r_m, g_m = r[idx], g[idx]
             is_root = r_m == g_m
             clusters += int(is_root.sum())
-            if prepass:
-                kept = first_ids.take(pa.array(np.searchsorted(first_rows, r_m))).cast(pa.string())
-                out.members(shard, offset, idx, r_m, ids.take(pa.array(idx)), kept, is_root)
-                continue
-            root_ids = ids.take(pa.array(idx[is_root])).to_pylist()
-            for gr, i in zip(g_m[is_root].tolist(), root_ids):
-                kept_ids[gr] = i
-            kept = pa.array([kept_ids[x] for x in r_m.tolist()], pa.string())
-            out.members(shard, offset, idx, r_m, ids.take(pa.array(idx)), kept, is_root)
-            np.add.at(remaining, r_m, -1)
-            for done in np.unique(r_m[remaining[r_m] == 0]).tolist():
-                kept_ids.pop(done, None)
+            if not prepass:
+                kept_ids.append(g_m[is_root], ids.take(pa.array(idx[is_root])))
+            out.members(shard, offset, idx, r_m, ids.take(pa.array(idx)), kept_ids.get(r_m), is_root)
         out.flush()
     tmp.replace(path)
     res = {"rows": n, "removed": out.removed + by_earlier, "clusters": clusters, "clusters_file": str(path)}
@@ -172,6 +157,17 @@ def _remove_earlier(ctx, shard: int, offset: int, batch: pa.RecordBatch, ref: np
     ctx.remove(shard, offset + idx, reason, {"cluster": cluster, "kept_id": kept})
     return pa.record_batch([pa.array(cluster), _ids(batch).take(pa.array(idx)), kept,
                             pa.array(np.zeros(idx.size, bool))], schema=CLUSTER_SCHEMA)
+
+
+def members(roots: np.ndarray, chunk: int = 1 << 20) -> np.ndarray:
+    """Rows in a cluster of more than one row (``bincount(roots)[roots] > 1``) as a bool array: a row
+    whose root is another row, and every root such a row names (``chunk`` rows at a time)."""
+    out = np.zeros(roots.size, bool)
+    for a in range(0, roots.size, chunk):
+        r = roots[a:a + chunk]
+        out[a:a + r.size] |= r != np.arange(a, a + r.size, dtype=r.dtype)
+        out[r[out[a:a + r.size]]] = True
+    return out
 
 
 def _any_later_root(roots: np.ndarray, chunk: int = 1 << 18) -> bool:
@@ -379,6 +375,43 @@ def _kept_ids(r_m: np.ndarray, g_m: np.ndarray, open_from: int, width: int, here
     inv = np.empty(pos.size, np.int64)
     inv[pos] = np.arange(pos.size)
     return pa.concat_arrays(parts).take(pa.array(inv))
+
+
+class _GrowingIds:
+    """Row number → id for rows appended in increasing order: runs of sorted keys with their ids, merged
+    as a binary counter (a run is merged into the one before it once it is as large), so a lookup searches
+    and takes from a few runs (log2 of the appends) and no id is copied more than log2 times."""
+
+    def __init__(self):
+        self.runs: list[tuple[np.ndarray, pa.Array]] = []
+
+    def append(self, keys: np.ndarray, ids: pa.Array) -> None:
+        if not keys.size:
+            return
+        self.runs.append((keys, ids.cast(pa.large_string())))
+        while len(self.runs) > 1 and self.runs[-1][0].size >= self.runs[-2][0].size:
+            (k1, i1), (k2, i2) = self.runs[-2], self.runs[-1]
+            self.runs[-2:] = [(np.concatenate([k1, k2]), pa.concat_arrays([i1, i2]))]
+
+    def get(self, keys: np.ndarray) -> pa.Array:
+        """Ids of ``keys`` (every one appended), in their order."""
+        if len(self.runs) == 1:
+            k, ids = self.runs[0]
+            return ids.take(pa.array(np.searchsorted(k, keys))).cast(pa.string())
+        firsts = np.array([k[0] for k, _ in self.runs])
+        run = np.searchsorted(firsts, keys, side="right") - 1
+        parts, where = [], []
+        for j in np.unique(run).tolist():
+            sel = np.flatnonzero(run == j)
+            k, ids = self.runs[j]
+            parts.append(ids.take(pa.array(np.searchsorted(k, keys[sel]))))
+            where.append(sel)
+        if len(parts) == 1:
+            return parts[0].cast(pa.string())
+        pos = np.concatenate(where)
+        inv = np.empty(pos.size, np.int64)
+        inv[pos] = np.arange(pos.size)
+        return pa.concat_arrays(parts).take(pa.array(inv)).cast(pa.string())
 
 
 class _Ids:
