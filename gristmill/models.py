@@ -16,6 +16,8 @@ import re
 import shutil
 from pathlib import Path
 
+from .core.defaults import TMP as _TMP_PREFIX  # the runs' temp-file prefix
+
 # Data-Juicer's model host (data_juicer/utils/model_utils.py, MODEL_LINKS)
 DEFAULT_BASE_URL = "https://dail-wlcb.oss-cn-wulanchabu.aliyuncs.com/data_juicer/models/"
 
@@ -30,7 +32,6 @@ PATTERNS = {  # regex → what it is
     r"[A-Za-z0-9][\w.+-]*\.onnx": "ONNX model (e.g. rembg's u2net.onnx)",  # image_remove_background_mapper
     r"[A-Za-z0-9][\w.+-]*\.(?:onnx|torchscript\.pt)": "ONNX or TorchScript export",  # flow, pose ops (video)
 }
-_TMP_PREFIX = ".gm-tmp-"
 _checking = contextvars.ContextVar("gristmill_models_checking", default=True)
 
 

@@ -16,8 +16,8 @@ import os
 import re
 
 from gristmill.analysis import plots
+from gristmill.core.defaults import TMP  # a killed run's temp files are found and removed by it
 
-TMP_PREFIX = ".gm-tmp-"  # io.writers.TMP: a killed run's temp files are found and removed by it
 TEXT_LIMIT = 2000  # characters of a sample text shown in a table cell
 DIFF_INPUT_LIMIT = 20000  # characters of each side that a trace diff looks at
 DIFF_OUTPUT_LIMIT = 6000  # characters of diff shown per row
@@ -640,7 +640,7 @@ def write_report_html(model: dict, path: str) -> None:
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
     while True:
-        tmp = os.path.join(d, f"{TMP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}-report.html")
+        tmp = os.path.join(d, f"{TMP}{os.getpid()}-{secrets.token_hex(4)}-report.html")
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
             break

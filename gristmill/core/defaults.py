@@ -5,6 +5,7 @@ TEXT_KEY = "text"  # the field holding a sample's text
 BATCH_SIZE = 1000  # rows per Arrow record batch
 SHARD_SIZE_MB = 16  # big plain JSONL/text inputs are split into byte ranges of about this size
 SHARD_BYTES = SHARD_SIZE_MB << 20
+TMP = ".gm-tmp-"  # prefix of every temp file a run writes (a killed run's are found and removed by it)
 SEED = 42  # sampling, selectors and mixture weights
 REMOVED_SAMPLE = 100  # removed rows kept per op for inspection (unless keep_removed)
 MAX_REJECT_RATIO = 0.05  # `gristmill run` exits 1 when more than this share of the rows read was rejected

@@ -14,7 +14,7 @@ import shutil
 
 from .. import fs
 from ..io.planner import parse_weighted
-from ..io.writers import TMP
+from ..core.defaults import TMP  # not io.writers: that imports polars and pyarrow (~0.1 s) for a constant
 
 
 class RunRefused(ValueError):

@@ -30,11 +30,11 @@ import pyarrow as pa
 
 from ..core import columns as C
 from ..core import trust
+from ..core.defaults import TMP
 from ..media import MEDIA_KEYS
 
 MODES = ("copy", "link")  # what the stand-alone command does
 EXPORT_MODES = ("none", "link", "copy", "bytes")  # gristmill run's export_media
-TMP = ".gm-tmp-"  # the engine's temp-file prefix (stale ones are cleaned by the next run)
 
 
 _DIGESTS: dict[tuple, str] = {}  # (path, inode, size, mtime) -> content hash, per process

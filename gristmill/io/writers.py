@@ -18,10 +18,9 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from ..core import columns as C
+from ..core.defaults import TMP
 from .base import Writer, register_writer, strip_compression
 from .streams import copy_range, iter_decompressed
-
-TMP = ".gm-tmp-"
 
 
 def tmp_path(path: str) -> str:
