@@ -1,11 +1,11 @@
 """Connected components of the dedup forests with bounded memory: the driver's merge when the dataset
 has more rows than its memory budget allows for one int64 union-find over every row.
 
-The in-memory merge (``_shuffle.merge_forests``) holds ~8 bytes per row in the union-find, and the
-cluster-file pass (``_resolve.emit``) another ~25 (cluster sizes, countdown, ``roots == arange``): about
-32 GB at 10⁹ rows. Here the rows are cut into ranges of ``width`` rows (``width`` from the budget,
-``GRISTMILL_RESOLVE_MEMORY``), and nothing ever holds more than one range's dense arrays plus one chunk of
-edges, whatever the number of rows, edges or the size of the largest cluster:
+The in-memory merge (``_shuffle.merge_forests``) holds ~24 bytes per row at its peak (the union-find's
+parents and pointer-jumping copies), and the cluster-file pass (``_resolve.emit``) ~9 (roots, membership)
+plus ~16 and the id per cluster (the kept ids): about 25 GB at 10⁹ rows. Here the rows are cut into
+ranges of ``width`` rows (``width`` from the budget, ``GRISTMILL_RESOLVE_MEMORY``), and nothing ever holds
+more than one range's dense arrays plus one chunk of edges, whatever the number of rows, edges or the size of the largest cluster:
 
 1. **Spill.** Every forest pair (a, b), b < a, is appended to the edge file of a's range, ``chunk``
    pairs at a time.
@@ -52,7 +52,7 @@ DEFAULT_BUDGET = 2 << 30
 # what one row of a range costs in the passes below: union-find parent and its pointer-jumping copies
 # (3 x 8), the reach-back minimum (8), the pointer (8), membership (1), the cluster-file pass's slices.
 # Also the switch: the in-memory paths stay under it (union-find 25 B/row at its peak, the cluster-file
-# pass 16-24 B/row + ~12 B and the id per cluster, with_uid's smallest-uid rule 25 B/row with the roots;
+# pass 9 B/row + ~16 B and the id per cluster, with_uid's smallest-uid rule 25 B/row with the roots;
 # measured at the switch with bench/dedup_resolve_memory.py --switch)
 BYTES_PER_ROW = 64
 EDGE = np.dtype([("a", "<i8"), ("b", "<i8")])
