@@ -5,7 +5,8 @@ The in-memory merge (``_shuffle.merge_forests``) holds ~24 bytes per row at its 
 parents and pointer-jumping copies), and the cluster-file pass (``_resolve.emit``) ~9 (roots, membership)
 plus ~16 and the id per cluster (the kept ids): about 25 GB at 10⁹ rows. Here the rows are cut into
 ranges of ``width`` rows (``width`` from the budget, ``GRISTMILL_RESOLVE_MEMORY``), and nothing ever holds
-more than one range's dense arrays plus one chunk of edges, whatever the number of rows, edges or the size of the largest cluster:
+more than one range's dense arrays plus one chunk of edges, whatever the number of rows, edges or the size
+of the largest cluster:
 
 1. **Spill.** Every forest pair (a, b), b < a, is appended to the edge file of a's range, ``chunk``
    pairs at a time.
