@@ -132,3 +132,18 @@ WORDS = ["the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with
 
 def random_doc(rng: random.Random, n_words: int) -> str:
     return " ".join(rng.choice(WORDS) + str(rng.randrange(1000)) for _ in range(n_words))
+
+
+def run_export(tmp: Path, src: Path, op, np_: int = 2) -> dict:
+    """Everything a dedup op's run writes, as bytes: the export, its removed rows, its counts and its output
+    files (clusters, signatures), for comparing two runs (e.g. either side of a memory budget's switch)."""
+    from gristmill.dataset import Dataset
+    report = Dataset.load(str(src)).process([op]).export(str(tmp / "out.jsonl"), np=np_, work_dir=str(tmp / "w"),
+                                                        keep_removed=True)
+    o = next(o for o in report["ops"] if o["op"] == op.name)
+    got = {"export": b"".join(Path(p).read_bytes() for p in report["exported_files"]),
+           "removed": Path(o["removed_samples"]).read_bytes(),
+           "counts": (o["rows_in"], o["rows_out"], o["removed"], o["reasons"])}
+    for p in o.get("outputs", []):
+        got[Path(p).name] = Path(p).read_bytes()
+    return got

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from deduputil import random_doc
+from deduputil import random_doc, run_export
 
 from gristmill.dataset import Dataset
 from gristmill.ops.dedup import _extcc as X
@@ -25,16 +25,6 @@ def _write(d: Path, rows: list[dict], shards: int) -> Path:
     return d
 
 
-def _run(tmp: Path, src: Path, op) -> dict:
-    report = Dataset.load(str(src)).process([op]).export(str(tmp / "out.jsonl"), np=2, work_dir=str(tmp / "w"),
-                                                        keep_removed=True)
-    o = report["ops"][-1]
-    got = {"export": b"".join(Path(p).read_bytes() for p in report["exported_files"]),
-           "removed": Path(o["removed_samples"]).read_bytes(),
-           "counts": (o["rows_in"], o["rows_out"], o["removed"], o["reasons"])}
-    for p in o.get("outputs", []):
-        got[Path(p).name] = Path(p).read_bytes()
-    return got
 
 
 @pytest.fixture(scope="module")
@@ -68,12 +58,12 @@ def test_on_disk_incremental_merge_gives_the_in_memory_bytes(data, tmp_path, mon
         return DocumentMinhashDeduplicator(reference_signatures_path=str(sig),
                                            save_signatures_path=str(tmp_path / f"{name}.parquet"))
 
-    memory = _run(tmp_path / "memory", src, op("memory"))
+    memory = run_export(tmp_path / "memory", src, op("memory"))
     calls = []
     real = X.components
     monkeypatch.setattr(X, "components", lambda *a, **k: calls.append(k.get("shift")) or real(*a, **k))
     monkeypatch.setenv(X.BUDGET_ENV, str(11 * X.BYTES_PER_ROW))  # ranges of 11 rows
-    spilled = _run(tmp_path / "spill", src, op("spill"))
+    spilled = run_export(tmp_path / "spill", src, op("spill"))
     n_ref = pq.read_metadata(sig).num_rows
     assert calls == [(n_ref, -(-n_ref // 11) * 11 - n_ref)], "the resolve did not merge range by range"
     reasons = memory["counts"][3]

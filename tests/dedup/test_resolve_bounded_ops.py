@@ -4,12 +4,10 @@ when its budget (``GRISTMILL_RESOLVE_MEMORY``) forces the range-by-range merge o
 export, removed rows, clusters file and counts."""
 import json
 import random
-from pathlib import Path
 
 import pytest
-from deduputil import random_doc
+from deduputil import random_doc, run_export
 
-from gristmill.dataset import Dataset
 from gristmill.ops.dedup import _extcc as X
 from gristmill.ops.dedup.exact import DocumentDeduplicator, FieldDeduplicator
 from gristmill.ops.dedup.minhash import DocumentMinhashDeduplicator
@@ -31,16 +29,6 @@ def _corpus() -> list[dict]:
     return rows
 
 
-def _run(tmp: Path, src: Path, op) -> dict:
-    report = Dataset.load(str(src)).process([op]).export(str(tmp / "out.jsonl"), np=2, work_dir=str(tmp / "w"),
-                                                        keep_removed=True)
-    o = next(o for o in report["ops"] if o["op"] == op.name)
-    got = {"export": b"".join(Path(p).read_bytes() for p in report["exported_files"]),
-           "removed": Path(o["removed_samples"]).read_bytes(),
-           "counts": (o["rows_in"], o["rows_out"], o["removed"], o["reasons"])}
-    for p in o.get("outputs", []):
-        got[Path(p).name] = Path(p).read_bytes()
-    return got
 
 
 OPS = {
@@ -62,13 +50,13 @@ def test_on_disk_merge_gives_the_in_memory_bytes(tmp_path, monkeypatch, name):
         with open(src / f"part-{k}.jsonl", "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in rows[k::3])
     monkeypatch.delenv(X.BUDGET_ENV, raising=False)
-    memory = _run(tmp_path / "memory", src, OPS[name]())
+    memory = run_export(tmp_path / "memory", src, OPS[name]())
     calls = []
     for fn in ("components", "assign"):
         real = getattr(X, fn)
         monkeypatch.setattr(X, fn, lambda *a, _r=real, _f=fn, **k: calls.append(_f) or _r(*a, **k))
     monkeypatch.setenv(X.BUDGET_ENV, str(11 * X.BYTES_PER_ROW))  # ranges of 11 rows
-    spilled = _run(tmp_path / "spill", src, OPS[name]())
+    spilled = run_export(tmp_path / "spill", src, OPS[name]())
     assert calls, "the resolve did not go through the range-by-range merge"
     if name == "minhash-verify":
         assert calls == ["components", "assign"]  # candidate components, then the stars

@@ -5,14 +5,12 @@ in-memory emit's pieces against their plain definitions: membership (``bincount(
 kept-id runs (a dict)."""
 import json
 import random
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pytest
-from deduputil import random_doc
+from deduputil import random_doc, run_export
 
-from gristmill.dataset import Dataset
 from gristmill.ops.dedup import _extcc as X
 from gristmill.ops.dedup import _resolve as R
 from gristmill.ops.dedup.exact import FieldDeduplicator
@@ -41,16 +39,6 @@ OPS = {
 }
 
 
-def _run(tmp: Path, src: Path, op) -> dict:
-    report = Dataset.load(str(src)).process([op]).export(str(tmp / "out.jsonl"), np=1, work_dir=str(tmp / "w"),
-                                                        keep_removed=True)
-    o = next(o for o in report["ops"] if o["op"] == op.name)
-    got = {"export": b"".join(Path(p).read_bytes() for p in report["exported_files"]),
-           "removed": Path(o["removed_samples"]).read_bytes(),
-           "counts": (o["rows_in"], o["rows_out"], o["removed"], o["reasons"])}
-    for p in o.get("outputs", []):
-        got[Path(p).name] = Path(p).read_bytes()
-    return got
 
 
 @pytest.mark.parametrize("name", list(OPS))
@@ -69,7 +57,7 @@ def test_same_bytes_either_side_of_the_switch(tmp_path, monkeypatch, name):
     got = {}
     for side, budget in (("fits", (n + 1) * X.BYTES_PER_ROW - 1), ("over", (n - 1) * X.BYTES_PER_ROW)):
         monkeypatch.setenv(X.BUDGET_ENV, str(budget))
-        got[side] = (_run(tmp_path / side, src, OPS[name]()), list(calls))
+        got[side] = (run_export(tmp_path / side, src, OPS[name](), np_=1), list(calls))
         calls.clear()
     assert got["fits"][1] == [] and got["over"][1] == [n - 1]  # in memory, then ranges of n - 1 rows
     assert got["fits"][0]["counts"][2] >= 10 and "clusters.parquet" in got["fits"][0]
