@@ -198,6 +198,18 @@ def is_raw_json(field: pa.Field) -> bool:
     return json_tag(field) == RAW
 
 
+def list_column(batch: pa.RecordBatch, key: str) -> pa.Array | None:
+    """``key``'s column as one Arrow list array (for column-wise rendering), or None when it is missing,
+    raw JSON text or not a list: the caller's per-row path handles those."""
+    i = batch.schema.get_field_index(key)
+    if i < 0 or is_raw_json(batch.schema.field(i)):
+        return None
+    lst = batch.column(i)
+    if isinstance(lst, pa.ChunkedArray):
+        lst = lst.combine_chunks()
+    return lst if pa.types.is_list(lst.type) or pa.types.is_large_list(lst.type) else None
+
+
 def decode_json(arr: pa.Array, path: list[str] = ()) -> pa.Array:
     """Values of a raw JSON column (optionally the dotted ``path`` inside each value) as an Arrow array:
     typed when the values allow it, else the JSON text of each non-string value (so that comparisons

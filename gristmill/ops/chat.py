@@ -322,14 +322,8 @@ class ChatTemplateMapper(Mapper):
     def _fast_firefly(self, batch: pa.RecordBatch) -> pa.Array | None:
         """Firefly/MOSS ``[{system?, human, assistant}]`` turns."""
         p = self.params
-        i = batch.schema.get_field_index(p.firefly_key)
-        if i < 0 or C.json_tag(batch.schema.field(i)) == C.RAW:
-            return None
-        lst = batch.column(i)
-        if isinstance(lst, pa.ChunkedArray):
-            lst = lst.combine_chunks()
-        if not (pa.types.is_list(lst.type) or pa.types.is_large_list(lst.type)) or lst.null_count \
-                or not pa.types.is_struct(lst.type.value_type):
+        lst = C.list_column(batch, p.firefly_key)
+        if lst is None or lst.null_count or not pa.types.is_struct(lst.type.value_type):
             return None
         turns = pc.list_flatten(lst)
         fields = dict(zip([f.name for f in turns.type], turns.flatten()))  # parent validity applied

@@ -171,13 +171,8 @@ def _each_fast(batch: pa.RecordBatch, part: Part) -> pa.Array | None:
     """An ``each`` part over a top-level list column rendered with Arrow kernels (items' parts joined
     element-wise, then the non-empty items of each row joined by their row), or None when the column or
     the item parts need the per-row path."""
-    i = batch.schema.get_field_index(part.each)
-    if i < 0 or C.json_tag(batch.schema.field(i)) == C.RAW:
-        return None
-    lst = batch.column(i)
-    if isinstance(lst, pa.ChunkedArray):
-        lst = lst.combine_chunks()
-    if not (pa.types.is_list(lst.type) or pa.types.is_large_list(lst.type)):
+    lst = C.list_column(batch, part.each)
+    if lst is None:
         return None
     items = pc.list_flatten(lst)
     vt = items.type
