@@ -106,22 +106,19 @@ def _run_all(cfg, sources, chains, ops, log, executor, after_stages):
     """Every source's chain, then the shared chain over their outputs: (the sources' reports, the shared
     chain's engine and report, each shared shard's source)."""
     work = os.path.abspath(cfg.work_dir)
+
+    def engine(s: SourceRun):
+        log(f"source {s.name}: {len(s.ops)} ops over {s.path}")
+        eng = create_engine(s.cfg, log=lambda m, n=s.name: log(f"{n}: {m}"))
+        eng.inputs_checked = True  # by _preflight, before any source ran
+        return eng
+
     if executor is None:
-        reports = []
-        for s, sops in zip(sources, chains):
-            log(f"source {s.name}: {len(s.ops)} ops over {s.path}")
-            eng = create_engine(s.cfg, log=lambda m, n=s.name: log(f"{n}: {m}"))
-            eng.inputs_checked = True  # by _preflight, before any source ran
-            reports.append(eng.run(sops))
+        reports = [engine(s).run(sops) for s, sops in zip(sources, chains)]
     else:  # every source's stages as one pool of tasks on the run's workers
         from .runner import drive_many
-        loops = []
-        for s, sops in zip(sources, chains):
-            log(f"source {s.name}: {len(s.ops)} ops over {s.path}")
-            eng = create_engine(s.cfg, log=lambda m, n=s.name: log(f"{n}: {m}"))
-            eng.inputs_checked = True  # by _preflight, before any source ran
-            loops.append(eng.steps(sops, executor))
-        reports = drive_many(loops, executor, cfg.progress)
+        reports = drive_many([engine(s).steps(sops, executor) for s, sops in zip(sources, chains)], executor,
+                             cfg.progress)
     from .remote_parts import current
     remote = current()  # a URL work dir on Ray: the sources' parts are in the bucket, not here
     files = [f for r in reports for ps in r["final_parts"] for f in ps]
@@ -192,7 +189,8 @@ def warm_ops(modules: list[str], _=None) -> None:
     """A worker's warm-up (``executor.warm_worker``) with ``modules`` imported in the worker itself, not
     preloaded by the fork server: the server stays keyed as the tokenize step's pool asks for (no op
     modules), so that step reuses it instead of starting another (~0.7 s of CPU and 1-2 s on busy cores,
-    after the export)."""
+    after the export). (A ``partial`` of ``warm_worker`` itself would be read by ``LocalExecutor.warm_up`` as
+    the modules to preload.)"""
     from .executor import warm_worker
     warm_worker(modules)
 

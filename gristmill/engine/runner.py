@@ -332,11 +332,16 @@ class StageEngine:
     def make_executor(self) -> Executor:
         return make_executor(self.cfg.engine, self.cfg.np, self.cfg.engine_address, self.log)
 
-    def _run_tasks(self, stage: Stage, tasks: list[Task], executor: Executor) -> list[dict]:
+    def _pending(self, stage: Stage, tasks: list[Task]) -> tuple[list[dict | None], list[Task]]:
+        """Each task's result from its marker (a shard an earlier run finished) or None, and the tasks left."""
         results: list[dict | None] = [load_marker(t) for t in tasks]
         todo = [t for t, r in zip(tasks, results) if r is None]
         if len(todo) < len(tasks):
             self.log(f"stage {stage.index}: {len(tasks) - len(todo)} of {len(tasks)} shards already done, skipped")
+        return results, todo
+
+    def _run_tasks(self, stage: Stage, tasks: list[Task], executor: Executor) -> list[dict]:
+        results, todo = self._pending(stage, tasks)
         prog = Progress(self.cfg.progress, {**getattr(self, "_op_names", {}), **{o.position: o.name for o in stage.ops}})
         prog.start(f"stage {stage.index}", len(tasks))
         for r in results:
@@ -591,12 +596,9 @@ def _run_together(reqs: dict[int, tuple], executor: Executor, progress: bool, la
     left: dict[int, int] = {}
     todo: list[TaggedTask] = []
     for k, (eng, stage, tasks, _) in reqs.items():
-        results[k] = [load_marker(t) for t in tasks]
-        mine = [TaggedTask(t, k) for t, r in zip(tasks, results[k]) if r is None]
-        if len(mine) < len(tasks):
-            eng.log(f"stage {stage.index}: {len(tasks) - len(mine)} of {len(tasks)} shards already done, skipped")
+        results[k], mine = eng._pending(stage, tasks)
         left[k] = len(mine)
-        todo += mine
+        todo += [TaggedTask(t, k) for t in mine]
     prog = Progress(progress)
     prog.start(f"{label}, stage {min(st.index for _, st, _, _ in reqs.values())}", sum(len(r) for r in results.values()))
     for k, res in results.items():
