@@ -813,14 +813,23 @@ def _fragments_schema(work: "RemoteWork", fragments: list[list[str]], empty):
     return unify(schemas) if schemas else empty
 
 
-def _write_parts(work: "RemoteWork", fragments: list[list[str]], schema, ext: str, writer: str):
-    """One part per shard that has fragments (one empty part when none has), written on the workers by
-    ``io.writers.<writer>`` under ``schema`` into ``WORK/stages/export-parquet/out/``: ``(their URLs, what each
-    writer returned)``."""
-    shards = [parts for parts in fragments if parts] or [[]]
-    base = os.path.join(work.local, *PARQUET_DIR.split("/"))
-    tasks = [ExportPartTask(list(parts), schema, os.path.join(base, f"part-{i:05d}.{ext}"), base, writer)
-             for i, parts in enumerate(shards)]
+def _parts_dir(work: "RemoteWork") -> str:
+    """Where the workers write the parts of a composed export (``PARQUET_DIR`` in the local work dir)."""
+    return os.path.join(work.local, *PARQUET_DIR.split("/"))
+
+
+def _part_shards(fragments: list[list[str]]) -> list[list[str]]:
+    """The shards that have fragments, one part each (one empty part when none has)."""
+    return [parts for parts in fragments if parts] or [[]]
+
+
+def _write_parts(work: "RemoteWork", shards: list[list[str]], args: list, ext: str, writer: str):
+    """One part per shard of :func:`_part_shards`, written on the workers by ``io.writers.<writer>`` with
+    its ``args`` entry into ``WORK/stages/export-parquet/out/part-IIIII.EXT``: ``(their URLs, what each writer
+    returned)``."""
+    base = _parts_dir(work)
+    tasks = [ExportPartTask(list(parts), arg, os.path.join(base, f"part-{i:05d}.{ext}"), base, writer)
+             for i, (parts, arg) in enumerate(zip(shards, args))]
     recs = run_on_workers(work, tasks)
     return [work.url_of(t.dest) for t in tasks], [r["batches"] for r in recs]
 
@@ -836,7 +845,8 @@ def export_parquet(work: "RemoteWork", fragments: list[list[str]], export_url: s
     from ..io import parquet_footer as pf
     from ..io.writers import _unified_schema, plan_parquet_files, shard_names
     schema = _fragments_schema(work, fragments, _unified_schema([]))
-    urls, batches = _write_parts(work, fragments, schema, "parquet", "write_parquet_part")
+    shards = _part_shards(fragments)
+    urls, batches = _write_parts(work, shards, [schema] * len(shards), "parquet", "write_parquet_part")
     footers = _parallel([lambda u=u: read_parquet_footer(u) for u in urls])
     files = plan_parquet_files(batches, shard_size)
     names = shard_names(export_url, len(files))
@@ -852,16 +862,6 @@ def export_parquet(work: "RemoteWork", fragments: list[list[str]], export_url: s
     return names
 
 
-def _merge_ranges(srcs: list[tuple]) -> list[tuple]:
-    out: list[tuple] = []
-    for u, a, b in srcs:
-        if out and out[-1][0] == u and out[-1][2] == a:
-            out[-1] = (u, out[-1][1], b)
-        elif b > a:
-            out.append((u, a, b))
-    return out
-
-
 def _arrow_dict_files(work: "RemoteWork", fragments: list[list[str]], schema, shard_size: int):
     """The data files of an HF export whose schema has dictionary columns, as byte ranges of Arrow stream parts
     the workers write (``io.writers.write_arrow_dict_part``): ``(part URLs, each file's ranges, batches per
@@ -872,29 +872,14 @@ def _arrow_dict_files(work: "RemoteWork", fragments: list[list[str]], schema, sh
     that differ from the previous shard's last batch's (the part's ``boundary``); then the record-batch
     messages, and the end marker: what one stream writer writes for those batches."""
     from ..fs.staging import _parallel
-    from ..io.writers import EOS
-    shards = [parts for parts in fragments if parts] or [[]]
+    from ..io.writers import EOS, merge_ranges, plan_batch_files
+    shards = _part_shards(fragments)
     prevs = [None] + [work.url_of(parts[-1]) for parts in shards[:-1]]
-    base = os.path.join(work.local, *PARQUET_DIR.split("/"))
-    tasks = [ExportPartTask(list(parts), (schema, prev), os.path.join(base, f"part-{i:05d}.arrow"), base,
-                             "write_arrow_dict_part") for i, (parts, prev) in enumerate(zip(shards, prevs))]
-    recs = [r["batches"] for r in run_on_workers(work, tasks)]
-    urls = [work.url_of(t.dest) for t in tasks]
+    urls, recs = _write_parts(work, shards, [(schema, prev) for prev in prevs], "arrow", "write_arrow_dict_part")
     if any(r["unsure"] for r in recs) or (len(recs) > 1 and not all(r["batches"] for r in recs)):
         _parallel([lambda u=u: fs.remove(u) for u in urls])
         return None
-    files: list[list[tuple[int, int]]] = []
-    cur, acc = None, 0
-    for p, r in enumerate(recs):  # the cuts io.writers._write_pieces makes: after the batch reaching shard_size
-        for j, bat in enumerate(r["batches"]):
-            if cur is None:
-                cur, acc = [], 0
-                files.append(cur)
-            cur.append((p, j))
-            acc += bat[0]
-            if shard_size > 0 and acc >= shard_size:
-                cur = None
-    files = files or [[]]
+    files = plan_batch_files([[bat[0] for bat in r["batches"]] for r in recs], shard_size)
     head, n0 = recs[0]["head"], recs[0]["size"]
     out = []
     for sel in files:
@@ -912,7 +897,7 @@ def _arrow_dict_files(work: "RemoteWork", fragments: list[list[str]], schema, sh
                 srcs += [(urls[p], s, e) for _, s, e in bats[j][3]]
             srcs.append((urls[p], bats[j][2], bats[j][1]))
         srcs.append((urls[0], n0 - len(EOS), n0))
-        out.append(_merge_ranges(srcs))
+        out.append(merge_ranges(srcs))
     return urls, out, [len(sel) for sel in files]
 
 
@@ -931,8 +916,9 @@ def export_arrow(work: "RemoteWork", fragments: list[list[str]], export_url: str
     from ..io.writers import EOS, arrow_composable, plan_arrow_files, write_hf_meta
     schema = _fragments_schema(work, fragments, pa.schema([]))
     if arrow_composable(schema):
-        urls, batches = _write_parts(work, fragments, schema, "arrow", "write_arrow_part")
-        n0 = work.size(os.path.join(work.local, *PARQUET_DIR.split("/"), "part-00000.arrow"))
+        shards = _part_shards(fragments)
+        urls, batches = _write_parts(work, shards, [schema] * len(shards), "arrow", "write_arrow_part")
+        n0 = work.size(os.path.join(_parts_dir(work), "part-00000.arrow"))
         if n0 is None:
             n0 = int(fs.filesystem(urls[0])[0].size(fs.filesystem(urls[0])[1]))
         head = len(schema.serialize())
@@ -993,7 +979,7 @@ def export_jsonl_compressed(work: "RemoteWork", fragments: list[list[str]], expo
     from ..io.base import strip_compression
     from ..io.writers import shard_names
     flat = [p for parts in fragments for p in parts]
-    base = os.path.join(work.local, *PARQUET_DIR.split("/"))
+    base = _parts_dir(work)
     scans = [ExportPartTask(p, comp, os.path.join(base, f"lines-{i:05d}.bin"), base, "index_jsonl_fragment")
              for i, p in enumerate(flat)]
     recs = [r["batches"] for r in run_on_workers(work, scans)] if scans else []

@@ -6,6 +6,7 @@ Exports are assembled from per-shard fragments that workers serialise in paralle
 from __future__ import annotations
 
 import gzip
+import itertools
 import io
 import json
 import os
@@ -488,27 +489,43 @@ def write_parquet_part(parts: list[str], schema: pa.Schema, dest: str) -> list[l
     return out
 
 
-def plan_parquet_files(batches: list[list[list[int]]], shard_size: int) -> list[list[tuple[int, int, int]]]:
-    """The files of a Parquet export as row-group ranges ``(part, first, end)`` of the parts
-    :func:`write_parquet_part` wrote (``batches``: what each returned): the cuts :func:`_write_pieces` makes
-    (after the batch whose bytes reach ``shard_size``; one file when 0)."""
-    files: list[list[tuple[int, int, int]]] = []
+def plan_batch_files(nbytes: list[list[int]], shard_size: int) -> list[list[tuple[int, int]]]:
+    """The files of an export as ``(part, batch)`` pairs, given each part's batches' Arrow bytes: the cuts
+    :func:`_write_pieces` makes (after the batch whose bytes reach ``shard_size``; one file when 0; one
+    empty file when there is no batch)."""
+    files: list[list[tuple[int, int]]] = []
     cur, acc = None, 0
-    for i, part in enumerate(batches):
-        g = 0
-        for nbytes, k in part:
+    for i, part in enumerate(nbytes):
+        for j, n in enumerate(part):
             if cur is None:
                 cur, acc = [], 0
                 files.append(cur)
-            if cur and cur[-1][0] == i and cur[-1][2] == g:
-                cur[-1] = (i, cur[-1][1], g + k)
-            else:
-                cur.append((i, g, g + k))
-            g += k
-            acc += nbytes
+            cur.append((i, j))
+            acc += n
             if shard_size > 0 and acc >= shard_size:
                 cur = None
     return files or [[]]
+
+
+def merge_ranges(ranges, keep_empty: bool = False) -> list[tuple]:
+    """Byte (or row-group) ranges ``(source, start, end)`` in order, a range that continues the one before
+    it in the same source joined to it, empty ones dropped unless ``keep_empty``."""
+    out: list[tuple] = []
+    for u, a, b in ranges:
+        if out and out[-1][0] == u and out[-1][2] == a:
+            out[-1] = (u, out[-1][1], b)
+        elif b > a or keep_empty:
+            out.append((u, a, b))
+    return out
+
+
+def plan_parquet_files(batches: list[list[list[int]]], shard_size: int) -> list[list[tuple[int, int, int]]]:
+    """The files of a Parquet export as row-group ranges ``(part, first, end)`` of the parts
+    :func:`write_parquet_part` wrote (``batches``: what each returned, ``[Arrow bytes, row groups]`` per
+    batch), cut as :func:`plan_batch_files` says."""
+    firsts = [list(itertools.accumulate((k for _, k in part), initial=0)) for part in batches]
+    return [merge_ranges(((i, firsts[i][j], firsts[i][j + 1]) for i, j in sel), keep_empty=True)
+            for sel in plan_batch_files([[n for n, _ in part] for part in batches], shard_size)]
 
 
 EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"  # an Arrow stream's end marker
@@ -533,20 +550,17 @@ def write_arrow_part(parts: list[str], schema: pa.Schema, dest: str) -> list[lis
     return out
 
 
-def arrow_composable(schema: pa.Schema) -> bool:
-    def has_dict(t):
-        if pa.types.is_dictionary(t):
-            return True
-        return any(has_dict(t.field(i).type) for i in range(t.num_fields)) if t.num_fields else False
-    return not any(has_dict(f.type) for f in schema)
-
-
-def _float_inside(t: pa.DataType) -> bool:
-    if pa.types.is_floating(t):
+def _type_has(t: pa.DataType, pred) -> bool:
+    """Whether ``t`` or a type inside it (a dictionary's values, a nested type's fields) satisfies ``pred``."""
+    if pred(t):
         return True
     if pa.types.is_dictionary(t):
-        return _float_inside(t.value_type)
-    return any(_float_inside(t.field(i).type) for i in range(t.num_fields)) if t.num_fields else False
+        return _type_has(t.value_type, pred)
+    return any(_type_has(t.field(i).type, pred) for i in range(t.num_fields)) if t.num_fields else False
+
+
+def arrow_composable(schema: pa.Schema) -> bool:
+    return not any(_type_has(f.type, pa.types.is_dictionary) for f in schema)
 
 
 def _dictionary_id(metadata) -> tuple[int, bool]:
@@ -581,8 +595,8 @@ def write_arrow_dict_part(parts: list[str], arg: tuple, dest: str) -> dict:
     equal as the writer does; nested dictionaries; a delta): the export is then rewritten by the driver."""
     schema, prev = arg
     top = [i for i, f in enumerate(schema) if pa.types.is_dictionary(f.type)]
-    unsure = any(not arrow_composable(pa.schema([pa.field("v", f.type.value_type if pa.types.is_dictionary(f.type)
-                                                           else f.type)])) for f in schema)  # nested dictionaries
+    unsure = any(_type_has(f.type.value_type if pa.types.is_dictionary(f.type) else f.type, pa.types.is_dictionary)
+                 for f in schema)  # nested dictionaries
     tmp = tmp_path(dest)
     sink = pa.OSFile(tmp, "wb")
     w = ipc.new_stream(sink, schema)
@@ -630,7 +644,7 @@ def write_arrow_dict_part(parts: list[str], arg: tuple, dest: str) -> dict:
             for i in top:
                 x, y = last.column(i).dictionary, first.column(i).dictionary
                 same = len(x) == len(y) and x.equals(y)
-                if not same and len(x) == len(y) and _float_inside(x.type):
+                if not same and len(x) == len(y) and _type_has(x.type, pa.types.is_floating):
                     unsure = True  # equal but for NaNs? the writer would say equal
                 boundary.append(same)
     atomic_rename(tmp, dest)
@@ -641,23 +655,9 @@ def plan_arrow_files(batches: list[list[list[int]]], shard_size: int, schema_len
     """The data files of an HF export as byte ranges ``(part, start, end)`` of the parts
     :func:`write_arrow_part` wrote, between the schema message and the end marker each file gets: the cuts
     :func:`_write_pieces` makes."""
-    files: list[list[tuple]] = []
-    cur, acc = None, 0
-    for i, part in enumerate(batches):
-        pos = schema_len
-        for nbytes, end in part:
-            if cur is None:
-                cur, acc = [], 0
-                files.append(cur)
-            if cur and cur[-1][0] == i and cur[-1][2] == pos:
-                cur[-1] = (i, cur[-1][1], end)
-            else:
-                cur.append((i, pos, end))
-            pos = end
-            acc += nbytes
-            if shard_size > 0 and acc >= shard_size:
-                cur = None
-    return files or [[]]
+    starts = [[schema_len] + [end for _, end in part[:-1]] for part in batches]  # a batch starts where one ends
+    return [merge_ranges((i, starts[i][j], batches[i][j][1]) for i, j in sel)
+            for sel in plan_batch_files([[n for n, _ in part] for part in batches], shard_size)]
 
 
 def _unified_schema(parts: list[str]) -> pa.Schema:
