@@ -71,3 +71,25 @@ def test_gristmill_run_starts_one_server_early_and_uses_it(tmp_path):
     assert len(servers) == 1 and len(workers) == 2
     # started as a fork of the command (no second interpreter start): it had imported none of numpy & co yet
     assert [e["forked"] for e in events if e["event"] == "fork server started"] == [True]
+
+
+def test_modules_prefetched_while_the_workers_start(monkeypatch, tmp_path):
+    """``prefetch``: what this process imports after the first stage (a resolve's pandas) is imported on a
+    thread while the first stage waits for its workers; by the time their results are in, it is loaded."""
+    name = "gristmill_prefetch_probe"
+    (tmp_path / f"{name}.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop(name, None)
+    ex = LocalExecutor(2)
+    try:
+        ex.warm_up(2, functools.partial(warm_worker, ["gristmill.ops.text.gopher"]))
+        ex.prefetch([name, "no_such_module_anywhere"])  # one that fails is skipped quietly
+        ex.map(_probe, [0, 1])
+        import threading
+        for t in threading.enumerate():
+            if t.name == "gristmill-prefetch":
+                t.join(10)
+        assert name in sys.modules
+    finally:
+        ex.close()
+        sys.modules.pop(name, None)

@@ -175,6 +175,14 @@ def warm_worker(modules: list[str] | None, _=None) -> None:
             pass
 
 
+def _import_quietly(modules: list[str]) -> None:
+    for m in modules:
+        try:
+            importlib.import_module(m)
+        except Exception:  # noqa: BLE001 - an optimisation only: whoever needs it imports it and says what fails
+            pass
+
+
 def _run_in_worker(task: Task) -> dict:
     return run_one(task, report_progress)
 
@@ -190,6 +198,7 @@ class LocalExecutor(BackgroundRelease):
         self._modules: list[str] = []  # the op modules the workers import (the fork server preloads them)
         self._warming: threading.Thread | None = None
         self._ready: threading.Event | None = None
+        self._prefetch: list[str] = []  # modules this process imports while it waits for its workers
         self._let_go = threading.Event()
 
     @classmethod
@@ -240,8 +249,18 @@ class LocalExecutor(BackgroundRelease):
                                          name="gristmill-executor-workers", daemon=True)
         self._warming.start()
 
+    def prefetch(self, modules: list[str]) -> None:
+        """Modules this process will import after the first stage (a resolve's ``pa.array`` imports pandas):
+        imported on a thread while the first stage waits for its workers to be ready, when this core is idle,
+        rather than later on the run's critical path. Nothing is done when no wait comes."""
+        self._prefetch = list(modules)
+
     def _wait_warm(self) -> None:
         if self._ready is not None:  # one map at a time on a pool (each drains the progress queue)
+            if self._prefetch and not self._ready.is_set():
+                threading.Thread(target=_import_quietly, args=(self._prefetch,), name="gristmill-prefetch",
+                                 daemon=True).start()
+            self._prefetch = []
             self._ready.wait()
             self._ready = None
             mark("workers warm")

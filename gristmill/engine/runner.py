@@ -121,6 +121,10 @@ class StageEngine:
             return None
         executor = self.make_executor()
         executor.warm_up(n_tasks, functools.partial(warm_worker, sorted({type(o).__module__ for o in ops})))
+        if any(isinstance(o, (RemovalOp, Grouper)) for o in ops):
+            # this process resolves between stages, and its first pa.array there imports pandas (~0.25 s):
+            # imported while it waits for the workers instead
+            getattr(executor, "prefetch", lambda modules: None)(["pandas"])
         return executor
 
     def run_parts(self, ops: list[Op], parts: list[list[str]], input_fp: str,
