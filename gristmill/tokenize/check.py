@@ -1,10 +1,16 @@
 """The fast path's gate: tiktoken ids must equal the reference tokenizer's on the run's own documents.
 
-The sample is the first documents of up to 64 shards spread over the job list. The reference (`tokenizers`
-on the tokenizer.json) takes ~0.4 s to build and holds the GIL all that time, stalling the process's own
-tokenizing; when a core is spare (np below the core count) it is built and run in a helper process
-(:class:`ReferenceProcess`) instead, which costs the run nothing. Should that process not start (a
-daemonic parent, a script without a ``__main__`` guard) or die, the reference is built here after all.
+The sample is the first documents of up to 64 shards spread over the job list. Its cost is the reference
+(`tokenizers` on the tokenizer.json: ~0.36 s of CPU to build, holding the GIL) and the reference's encoding of
+the sample (~0.2 s for 400 KB); where it runs depends on what is idle:
+
+- this process tokenizes (np=1) and a core is spare: the reference is built and run in a helper process
+  (:class:`ReferenceProcess`), which costs the run nothing. Should that process not start (a daemonic
+  parent, a script without a ``__main__`` guard) or die, the reference is built here after all;
+- local workers tokenize and every core has one (np >= cores): a task queued after every shard
+  (:class:`CheckTask`), so this process stays idle and the check fills the time a worker would wait for
+  the other's last shard (it also finds the fast encoder built there by its shards);
+- otherwise (a spare core, Ray): a thread of this process (:class:`BackgroundCheck`), which only waits.
 """
 from __future__ import annotations
 
@@ -12,12 +18,13 @@ import copy
 import os
 import queue
 import threading
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
 from .backends import Backend, TokenizerError, TokenizerSpec, verify
-from .shards import head_within, stop_helper
+from .shards import head_within, process_spec, stop_helper
 
 
 def check_sample(jobs: list, max_shards: int = 64) -> list:
@@ -131,6 +138,50 @@ class BackgroundCheck:
             raise self._out
         backend, info = self._out
         return backend, {**info, "checked": "while tokenizing"}
+
+
+@dataclass
+class CheckTask:
+    """The check as an engine task (``run(progress)`` returns its record, like a shard's): the sample read
+    from ``jobs``' heads, its fast ids and the reference's, on a worker, whose fast encoder is built already
+    when it has tokenized a shard. The record is ``{"check": [backend, details]}``, :func:`choose_backend`'s
+    answer; an error (a tokenizer.json changed since the run started) fails the run as a shard's would."""
+
+    spec: TokenizerSpec
+    want: str
+    jobs: list  # the sample's shard jobs (check_sample)
+    verify_bytes: int
+    shard_verify_bytes: int
+    tok_dir: str
+    driver: int = field(default_factory=os.getpid)
+
+    name = "fast-path check"
+
+    @property
+    def stage_dir(self) -> str:
+        return self.tok_dir
+
+    def run(self, progress=None) -> dict:
+        if os.getpid() != self.driver:  # a worker: one core (the reference would use them all)
+            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        spec = process_spec(self.spec)
+        texts = shard_heads(self.jobs, self.verify_bytes, self.shard_verify_bytes)
+        fast = spec.fast()
+        backend, info = choose_backend(spec, self.want, texts, None,
+                                       fast.encode_batch(texts) if fast is not None and texts else None)
+        return {"check": [backend, {**info, "checked": "while tokenizing"}]}
+
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        spec = copy.copy(self.spec)
+        spec.__dict__.pop("_derived", None)  # as a shard task's: the worker reads the conversion cache
+        d["spec"] = spec
+        return d
+
+
+def is_check(record: dict) -> bool:
+    """Whether an executor record is a :class:`CheckTask`'s (not a shard's)."""
+    return "check" in record
 
 
 class ReferenceProcess(Backend):

@@ -333,15 +333,23 @@ def _run_with(cfg, jobs, names, executor: Executor, np_engine: tuple[int, str], 
     fast_used = any(r.backend == "tiktoken" for r in results.values())
     concurrent = (cfg.backend == "auto" and bool(check_jobs) and passed is None and (bool(todo) or fast_used)
                   and spec.has_fast())  # (the encoder itself is built on the check's thread)
-    # The check runs on a thread of this process, which only waits while workers (or Ray tasks) tokenize.
-    # When this process tokenizes itself (np=1), the reference goes to a helper process if a core is spare:
-    # it holds the GIL ~0.4 s while it loads, which would stall the tokenizing here.
+    # Where the check runs (check.py): when this process tokenizes itself (np=1), on a thread here with the
+    # reference in a helper process if a core is spare (it holds the GIL ~0.4 s while it loads, which would
+    # stall the tokenizing here); when local workers take every core, as a task queued after the shards, so
+    # it fills a worker's wait for the other's last shard instead of taking CPU from both; else on a thread
+    # here, which only waits while workers (or Ray tasks) tokenize.
     in_process = executor.in_process(len(todo))
     reference = fastcheck.ReferenceProcess(spec) if concurrent and in_process and fastcheck.usable_cores() > 1 \
         else None
+    check_task = fastcheck.CheckTask(spec, cfg.backend, check_jobs, cfg.verify_bytes, cfg.shard_verify_bytes, tok_dir) \
+        if concurrent and todo and not in_process and np_engine[1] == "local" \
+        and np_engine[0] >= fastcheck.usable_cores() else None
     settings = EncodeSettings(spec=spec, backend=cfg.backend, eos_id=eos_id, bos_id=bos_id, eos_text=sp.eos)
     new: dict[str, ShardResult] = {}
-    if concurrent:  # the sample is read on the check's thread too, while the workers start
+    check = None
+    if check_task is not None:
+        backend, backend_info = "tiktoken", {}
+    elif concurrent:  # the sample is read on the check's thread too, while the workers start
         check = fastcheck.BackgroundCheck(
             spec, cfg.backend, lambda: fastcheck.shard_heads(check_jobs, cfg.verify_bytes, cfg.shard_verify_bytes),
             reference)
@@ -359,10 +367,12 @@ def _run_with(cfg, jobs, names, executor: Executor, np_engine: tuple[int, str], 
     t1 = time.time()
     try:
         if todo:
-            new = _phase1(todo, settings, fps, backend, checked if backend == "tiktoken" else set(), cfg, executor,
-                          tok_dir, progress)
+            new, verdict = _phase1(todo, settings, fps, backend, checked if backend == "tiktoken" else set(), cfg,
+                                   executor, tok_dir, progress, check_task)
         mark("phase 1 done")
-        if concurrent:
+        if check_task is not None:
+            backend, backend_info = verdict
+        elif concurrent:
             backend, backend_info = check.result()
             mark("fast-path check done")
     finally:
@@ -373,7 +383,7 @@ def _run_with(cfg, jobs, names, executor: Executor, np_engine: tuple[int, str], 
             write_json(check_file, backend_info)
         else:  # the fast path disagreed with the reference: redo everything it tokenized
             redo = [j for j in jobs if (new.get(j.name) or results[j.name]).backend == "tiktoken"]
-            new.update(_phase1(redo, settings, fps, backend, set(), cfg, executor, tok_dir, progress))
+            new.update(_phase1(redo, settings, fps, backend, set(), cfg, executor, tok_dir, progress)[0])
     from ..engine.remote_parts import current
     remote = current()  # Ray with a URL work dir: phase 2's parts are written by the workers (tokenize.compose)
     if remote is None:
@@ -410,24 +420,30 @@ def _run_with(cfg, jobs, names, executor: Executor, np_engine: tuple[int, str], 
     return report
 
 
-def _phase1(todo, settings, fps, backend, checked, cfg, executor: Executor, tok_dir,
-            progress) -> dict[str, ShardResult]:
+def _phase1(todo, settings, fps, backend, checked, cfg, executor: Executor, tok_dir, progress,
+            check_task=None) -> tuple[dict[str, ShardResult], tuple | None]:
     """Tokenize ``todo`` with ``backend`` as tasks on the executor (in the order given: largest first);
-    shards outside ``checked`` re-check their first documents against the reference."""
+    shards outside ``checked`` re-check their first documents against the reference. ``check_task`` (the
+    fast path's check, check.CheckTask) is queued last. (results by shard name, the check's verdict or None)."""
     tasks = [TokenizeTask(j, replace(settings, fingerprint=fps[j.name], backend=backend,
                                      verify_bytes=0 if j.name in checked else cfg.shard_verify_bytes), tok_dir)
              for j in todo]
     results: dict[str, ShardResult] = {}
+    verdict = None
     bar = _TokenBar(progress)
     bar.start("tokenize", len(tasks))
     try:
-        for rec in executor.run(tasks, bar.add):
+        for rec in executor.run(tasks + ([check_task] if check_task is not None else []), bar.add):
+            if fastcheck.is_check(rec):
+                verdict = tuple(rec["check"])
+                mark("fast-path check done")
+                continue
             r = ShardResult(**rec)
             results[r.name] = r
             bar.shard_done()
     finally:
         bar.stop()
-    return results
+    return results, verdict
 
 
 def _shard_size(shard) -> int:

@@ -1,4 +1,5 @@
 """The fast path's check: the reference tokenizer process (and its fallbacks), the check sample."""
+import os
 import shutil
 
 import numpy as np
@@ -52,3 +53,46 @@ def test_check_sample_is_many_clipped_heads(tmp_path):
     sample = check.shard_heads(check.check_sample(jobs), 1 << 20, 32768)
     assert len(sample) >= 10 and all(len(t) <= 32768 // check.CLIP_PARTS and t.endswith(" ") for t in sample)
     assert check._clip("abc", 10) == "abc" and check._clip("x" * 50, 10) == "x" * 10
+
+
+def test_check_on_the_workers_catches_a_wrong_fast_path(tok_json, corpus, tmp_path, monkeypatch):
+    """When the workers take every core, the check is a task queued after the shards (this process only
+    waits): a right fast path passes it and gives the reference's bytes; a wrong one (here a tampered
+    conversion cache, which the workers read) is caught there and every shard is redone with the reference."""
+    import glob
+    import pickle
+
+    from gristmill.tokenize import backends
+    from gristmill.tokenize.run import run_tokenize
+    monkeypatch.setattr(check, "usable_cores", lambda: 2)  # np=2 takes every core, whatever this machine has
+
+    def no_thread(*a, **k):
+        raise AssertionError("the check should run on a worker")
+    monkeypatch.setattr(check, "BackgroundCheck", no_thread)
+    cfg = {"tokenizer": tok_json, "sources": corpus, "seq_len": 64, "format": "npy", "pack": "padded"}
+
+    def run(name, np_, **kw):
+        rep = run_tokenize({**cfg, "output": str(tmp_path / name), **kw}, np=np_, work_dir=str(tmp_path / f"w{name}"),
+                           progress=False)
+        return rep, open(tmp_path / name / "data.npy", "rb").read()
+
+    _, want = run("ref", 1, backend="hf")
+    rep, got = run("good", 2)
+    assert rep["backends_used"] == ["tiktoken"] and rep["shards"] >= 2 and got == want
+    assert rep["backend_info"]["verified_docs"] > 0 and rep["backend_info"]["checked"] == "while tokenizing"
+    assert len(glob.glob(str(tmp_path / "wgood" / "tokenize" / "tok" / "fastpath-check-*.json"))) == 1
+
+    spec = backends.load_tokenizer(tok_json)
+    ranks, pattern, specials, nfc = backends.tiktoken_from_hf(spec.data())
+    ranks[b"e"], ranks[b"t"] = ranks[b"t"], ranks[b"e"]
+    monkeypatch.setenv("GRISTMILL_CACHE", str(tmp_path / "cache"))  # the workers get it (a new fork server)
+    path = backends._cache_path(spec.fingerprint)
+    os.makedirs(os.path.dirname(path))
+    with open(path, "wb") as f:
+        pickle.dump(((ranks, pattern, specials, nfc), spec.specials), f)
+    wrong = backends.TiktokenBackend(ranks, pattern, specials, nfc)
+    assert backends.verify(spec.reference(), wrong, make_docs(20, 0)).mismatched_docs > 0  # it is wrong
+    rep, got = run("bad", 2)
+    assert rep["backend"] == "hf" and rep["backends_used"] == ["hf"] and got == want
+    assert rep["backend_info"]["mismatched_docs"] > 0 and "rejected" in rep["backend_info"]["reason"]
+    assert not glob.glob(str(tmp_path / "wbad" / "tokenize" / "tok" / "fastpath-check-*.json"))
