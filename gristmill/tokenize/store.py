@@ -8,6 +8,7 @@ the corpus.
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 
@@ -84,10 +85,18 @@ class TokenStore:
         """Copy pieces back to back into file ``fd`` from byte ``offset`` (4-byte tokens, unchanged) inside
         the kernel (copy_file_range: no user-space buffer to fill, which on a VM means fresh pages to
         fault in); returns the bytes written."""
-        pos = offset
-        for name, first, count in self.segments(src, vstart, length):
-            copy_range(self._fd(name), 4 * first, fd, pos, 4 * count)
-            pos += 4 * count
+        pos, since = offset, 0
+        flush = FlushBehind(fd)
+        try:
+            for name, first, count in self.segments(src, vstart, length):
+                copy_range(self._fd(name), 4 * first, fd, pos, 4 * count)
+                pos += 4 * count
+                since += 4 * count
+                if since >= FLUSH_EVERY:
+                    flush.kick()
+                    since = 0
+        finally:
+            flush.close()
         return pos - offset
 
     def close(self):
@@ -95,3 +104,44 @@ class TokenStore:
             os.close(fd)
         self._fds.clear()
 
+
+
+FLUSH_EVERY = 16 << 20  # bytes copied between two flushes behind the copy
+
+
+class FlushBehind:
+    """``fdatasync(fd)`` on a thread each time :meth:`kick` is called (calls while one runs merge into the
+    next), so the disk writes what has been copied while the rest is copied: the fsync before the output's
+    rename then finds little left (263 MB of tokens: copy and fsync 0.26-0.30 s one after the other, 0.18 s
+    overlapped). Durability still rests on that final fsync; a failing flush here only stops the flushing."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self._go = threading.Event()
+        self._stop = False
+        self._thread: threading.Thread | None = None
+
+    def kick(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="gristmill-flush-behind", daemon=True)
+            self._thread.start()
+        self._go.set()
+
+    def _run(self) -> None:
+        while True:
+            self._go.wait()
+            self._go.clear()
+            if self._stop:
+                return
+            try:
+                os.fdatasync(self.fd)
+            except OSError:
+                return
+
+    def close(self) -> None:
+        """Wait for the flush under way (no new one starts)."""
+        if self._thread is not None:
+            self._stop = True
+            self._go.set()
+            self._thread.join()
+            self._thread = None
