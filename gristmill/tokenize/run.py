@@ -365,10 +365,24 @@ def _run_with(cfg, jobs, names, executor: Executor, np_engine: tuple[int, str], 
     t_setup = time.time() - t0
     mark("tokenize setup done")
     t1 = time.time()
+    early: dict = {}
+
+    def write_early(shard_results: dict) -> None:
+        """Every shard is tokenized and the check still runs on a worker: phase 2 is written now, on the core
+        the shards left idle, its manifests (each output's commit) held back until the check has passed."""
+        t = time.time()
+        early["manifests"] = []
+        early["out"] = _phase2(cfg, spec, names, {**results, **shard_results}, tok_dir, pad_id, eos_id, bos_id,
+                               "tiktoken", progress, manifests=early["manifests"])
+        early["seconds"] = time.time() - t
+        mark("phase 2 written before the check ended")
+
     try:
         if todo:
+            from ..engine.remote_parts import current
             new, verdict = _phase1(todo, settings, fps, backend, checked if backend == "tiktoken" else set(), cfg,
-                                   executor, tok_dir, progress, check_task)
+                                   executor, tok_dir, progress, check_task,
+                                   write_early if current() is None else None)
         mark("phase 1 done")
         if check_task is not None:
             backend, backend_info = verdict
@@ -394,9 +408,16 @@ def _run_with(cfg, jobs, names, executor: Executor, np_engine: tuple[int, str], 
 
     # phase 2
     t2 = time.time()
-    out = _phase2(cfg, spec, names, results, tok_dir, pad_id, eos_id, bos_id, backend, progress,
-                  executor if remote is not None else None)
-    t_write = time.time() - t2
+    if early and backend == "tiktoken":  # written while the check ran, and the check passed: commit it
+        for path, manifest in early["manifests"]:
+            write_json(path, manifest)
+        out, t_write = early["out"], early["seconds"] + time.time() - t2
+    else:
+        if early:  # the check failed: what phase 2 wrote from the fast path's tokens goes
+            _discard(early["out"])
+        out = _phase2(cfg, spec, names, results, tok_dir, pad_id, eos_id, bos_id, backend, progress,
+                      executor if remote is not None else None)
+        t_write = time.time() - t2
     mark("phase 2 done")
 
     res_list = [results[j.name] for j in jobs]
@@ -421,10 +442,11 @@ def _run_with(cfg, jobs, names, executor: Executor, np_engine: tuple[int, str], 
 
 
 def _phase1(todo, settings, fps, backend, checked, cfg, executor: Executor, tok_dir, progress,
-            check_task=None) -> tuple[dict[str, ShardResult], tuple | None]:
+            check_task=None, early=None) -> tuple[dict[str, ShardResult], tuple | None]:
     """Tokenize ``todo`` with ``backend`` as tasks on the executor (in the order given: largest first);
     shards outside ``checked`` re-check their first documents against the reference. ``check_task`` (the
-    fast path's check, check.CheckTask) is queued last. (results by shard name, the check's verdict or None)."""
+    fast path's check, check.CheckTask) is queued last; should every shard be done while it still runs,
+    ``early(results)`` is called meanwhile. (results by shard name, the check's verdict or None)."""
     tasks = [TokenizeTask(j, replace(settings, fingerprint=fps[j.name], backend=backend,
                                      verify_bytes=0 if j.name in checked else cfg.shard_verify_bytes), tok_dir)
              for j in todo]
@@ -441,6 +463,9 @@ def _phase1(todo, settings, fps, backend, checked, cfg, executor: Executor, tok_
             r = ShardResult(**rec)
             results[r.name] = r
             bar.shard_done()
+            if early is not None and check_task is not None and verdict is None and len(results) == len(tasks):
+                bar.stop()
+                early(results)
     finally:
         bar.stop()
     return results, verdict
@@ -473,7 +498,7 @@ class _TokenBar(Progress):
 
 
 def _phase2(cfg: TokenizeConfig, spec: TokenizerSpec, names, results, tok_dir, pad_id, eos_id, bos_id,
-            backend, progress, executor=None) -> dict:
+            backend, progress, executor=None, manifests: list | None = None) -> dict:
     """Mix and pack once, then write every format of the section from that one plan (each format's
     directory holds exactly what a run of that format alone writes). With ``executor`` (Ray with a URL work
     dir: the shards' tokens are in the bucket) a format's big file is composed there from parts the workers
@@ -508,7 +533,7 @@ def _phase2(cfg: TokenizeConfig, spec: TokenizerSpec, names, results, tok_dir, p
                     and remote.url_of(out_dir):
                 composer = (compose, executor, remote)
             files, stats = _write_format(cfg, fmt, out_dir, spec, store, sources, names, results, b, plan, p_src,
-                                         p_vstart, pad_id, eos_id, bos_id, backend, composer)
+                                         p_vstart, pad_id, eos_id, bos_id, backend, composer, manifests)
             outputs.append({"format": fmt, "output": out_dir, "files": files})
     finally:
         store.close()
@@ -525,8 +550,9 @@ def _phase2(cfg: TokenizeConfig, spec: TokenizerSpec, names, results, tok_dir, p
 
 def _write_format(cfg: TokenizeConfig, fmt: str, out_dir: str, spec: TokenizerSpec, store: TokenStore, sources,
                   names, results, b, plan, p_src, p_vstart, pad_id, eos_id, bos_id, backend,
-                  composer=None) -> tuple[list, dict]:
-    """One format's files, packing sidecars, manifest and stats in ``out_dir``."""
+                  composer=None, manifests: list | None = None) -> tuple[list, dict]:
+    """One format's files, packing sidecars, manifest and stats in ``out_dir`` (the manifest, written last,
+    added to ``manifests`` as (path, content) instead when that list is given: the caller writes it)."""
     os.makedirs(out_dir, exist_ok=True)
     _remove_previous(out_dir)
     vocab = spec.vocab_size
@@ -576,9 +602,21 @@ def _write_format(cfg: TokenizeConfig, fmt: str, out_dir: str, spec: TokenizerSp
         "eos_id": eos_id, "bos_id": bos_id, "rows_per_chunk": cfg.rows_per_chunk,
         "tokenizer": spec.path, "sources": [s["name"] for s in sources],
     }
-    write_json(os.path.join(out_dir, MANIFEST), manifest)
     write_json(os.path.join(out_dir, STATS), stats)
+    if manifests is None:
+        write_json(os.path.join(out_dir, MANIFEST), manifest)
+    else:
+        manifests.append((os.path.join(out_dir, MANIFEST), manifest))
     return files + [MANIFEST, STATS], stats
+
+
+def _discard(out: dict) -> None:
+    """Delete the files a phase 2 wrote (``out``: its result) whose manifests were held back."""
+    for o in out["outputs"]:
+        for name in o["files"]:
+            p = os.path.join(o["output"], os.path.basename(name))
+            if os.path.exists(p):
+                os.remove(p)
 
 
 def _remove_previous(out_dir: str) -> None:

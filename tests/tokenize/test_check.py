@@ -1,4 +1,5 @@
 """The fast path's check: the reference tokenizer process (and its fallbacks), the check sample."""
+import json
 import os
 import shutil
 
@@ -69,6 +70,25 @@ def test_check_on_the_workers_catches_a_wrong_fast_path(tok_json, corpus, tmp_pa
     def no_thread(*a, **k):
         raise AssertionError("the check should run on a worker")
     monkeypatch.setattr(check, "BackgroundCheck", no_thread)
+    from gristmill.engine.executor import LocalExecutor
+    real_run = LocalExecutor.run
+
+    def check_last(self, tasks, on_progress):  # the check's record after every shard's: phase 2 is written
+        held = []  # before the verdict, its manifest held back until then (or discarded)
+        for rec in real_run(self, tasks, on_progress):
+            if check.is_check(rec):
+                held.append(rec)
+            else:
+                yield rec
+        yield from held
+    monkeypatch.setattr(LocalExecutor, "run", check_last)
+    timeline = tmp_path / "timeline.jsonl"
+    monkeypatch.setenv("GRISTMILL_TIMELINE", str(timeline))
+
+    def early_phase2() -> bool:
+        got = "phase 2 written before the check ended" in timeline.read_text()
+        timeline.unlink()
+        return got
     cfg = {"tokenizer": tok_json, "sources": corpus, "seq_len": 64, "format": "npy", "pack": "padded"}
 
     def run(name, np_, **kw):
@@ -77,7 +97,9 @@ def test_check_on_the_workers_catches_a_wrong_fast_path(tok_json, corpus, tmp_pa
         return rep, open(tmp_path / name / "data.npy", "rb").read()
 
     _, want = run("ref", 1, backend="hf")
+    assert not early_phase2()
     rep, got = run("good", 2)
+    assert early_phase2() and json.load(open(tmp_path / "good" / "gristmill-tokens.json"))["rows"] > 0
     assert rep["backends_used"] == ["tiktoken"] and rep["shards"] >= 2 and got == want
     assert rep["backend_info"]["verified_docs"] > 0 and rep["backend_info"]["checked"] == "while tokenizing"
     assert len(glob.glob(str(tmp_path / "wgood" / "tokenize" / "tok" / "fastpath-check-*.json"))) == 1
@@ -93,6 +115,7 @@ def test_check_on_the_workers_catches_a_wrong_fast_path(tok_json, corpus, tmp_pa
     wrong = backends.TiktokenBackend(ranks, pattern, specials, nfc)
     assert backends.verify(spec.reference(), wrong, make_docs(20, 0)).mismatched_docs > 0  # it is wrong
     rep, got = run("bad", 2)
+    assert early_phase2()  # written from the wrong ids, then discarded: the output is the reference's
     assert rep["backend"] == "hf" and rep["backends_used"] == ["hf"] and got == want
     assert rep["backend_info"]["mismatched_docs"] > 0 and "rejected" in rep["backend_info"]["reason"]
     assert not glob.glob(str(tmp_path / "wbad" / "tokenize" / "tok" / "fastpath-check-*.json"))
