@@ -269,8 +269,11 @@ def _where_time_goes(path: str, t0: float) -> dict:
     for e in shards:
         workers[e["pid"]] = e.get("cpu", 0.0)  # the last mark of each: its CPU at its last shard's end
     first = min((e["t"] for e in shards if e["event"] == "task start"), default=None)
+    last = max((e["t"] for e in shards if e["event"] == "task end"), default=None)  # a shard's or the check's
     rel = lambda k: round(at[k]["t"] - t0, 2) if k in at else None  # noqa: E731
     return {"first_shard": round(first - t0, 2) if first else None, "setup_done": rel("tokenize setup done"),
+            "last_task": round(last - t0, 2) if last else None,
+            "early_phase2": rel("phase 2 written before the check ended"),
             "phase1_done": rel("phase 1 done"), "phase2_done": rel("phase 2 done"),
             "main_setup_cpu": round(at.get("tokenize setup done", {}).get("cpu", 0.0), 2),
             "main_cpu": round(at.get("main returned", {}).get("cpu", 0.0), 2),
@@ -315,8 +318,11 @@ def bench_lang(lang: str, tok_json: str, inp: str, work: str, a) -> None:
         tls = [f[0].get("_timeline") or {} for f in full[npw]]
         if all(tls):
             m = lambda k: med([t[k] for t in tls if t.get(k) is not None] or [float("nan")])  # noqa: E731
+            early = sum(t.get("early_phase2") is not None for t in tls)
             print(f"        where the time goes (medians, s after launch): first shard starts {m('first_shard'):.2f}, "
-                  f"phase 1 ends {m('phase1_done'):.2f}, phase 2 ends {m('phase2_done'):.2f}; main process CPU "
+                  f"last task (a shard or the fast-path check) ends {m('last_task'):.2f}, phase 1 ends "
+                  f"{m('phase1_done'):.2f}, phase 2 ends {m('phase2_done'):.2f} (written while the check ran in "
+                  f"{early} of {len(tls)} runs); main process CPU "
                   f"{m('main_setup_cpu'):.2f} s to its first task, {m('main_cpu'):.2f} s in all; tokenizing processes' "
                   f"CPU {', '.join(f'{c:.2f}' for c in tls[0].get('worker_cpu', []))} s (first run)")
         print(f"        setup {rep['setup_seconds']:.2f}s (tokenizer load + fast-path check: "
