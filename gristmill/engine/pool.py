@@ -2,8 +2,6 @@
 
 Workers are forked from a fork server that has loaded the engine, the recipe's op modules and numba's CPU
 target once (``engine/preload.py``): each spawned worker paid ~1 s of CPU for that before its first row.
-The server is itself a fork of this process when it is started before this process imports numpy & co
-(``_fork_server``: the early start of ``gristmill run``), else a new interpreter, as multiprocessing starts it.
 The server is started with this process's environment (plus the thread variables below) and restarted when
 a later pool wants another environment or other op modules, so a worker sees what a spawned one would.
 It needs Linux's ``pidfd_open`` (a worker watches the main process: its parent is the server, which lives
@@ -194,71 +192,13 @@ def _forkserver(env: dict, modules: list[str]):
                 os.environ.update(want)
                 from .timeline import mark
                 mark("fork server requested")
-                if not _fork_server(server):
-                    server.ensure_running()
+                server.ensure_running()
             finally:
                 os.environ.clear()
                 os.environ.update(saved)
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             _server_key = key
     return mp.get_context("forkserver")
-
-
-# modules whose import starts threads of its own (OpenBLAS) or keeps state a fork does not carry: this
-# process is forked into the server only while none is imported (see _fork_server)
-_NOT_FORKABLE = ("numpy", "pyarrow", "polars", "numba", "torch", "tokenizers", "ray")
-FORKED_SERVER = False  # True in a fork server started by _fork_server (the timeline says which it was)
-
-
-def _fork_server(server) -> bool:
-    """Start the fork server as a fork of this process rather than a new interpreter, as ``ensure_running``
-    does it otherwise (same socket, same "alive" pipe, same ``forkserver.main``): the interpreter's start and
-    the imports this process already has (~0.15 s of the server's preload, on the critical path of a run's
-    first tasks: issue 25) are not paid again. Only while this process is one thread and has imported
-    nothing that starts threads or would be copied half-set-up; False (nothing done) otherwise."""
-    global FORKED_SERVER
-    if threading.active_count() != 1 or any(m in sys.modules for m in _NOT_FORKABLE):
-        return False
-    import socket
-    from multiprocessing import connection, forkserver, resource_tracker, util
-    with server._lock:
-        if server._forkserver_pid is not None:
-            return False
-        resource_tracker.ensure_running()
-        with socket.socket(socket.AF_UNIX) as listener:
-            address = connection.arbitrary_address("AF_UNIX")
-            listener.bind(address)
-            if not util.is_abstract_socket_namespace(address):
-                os.chmod(address, 0o600)
-            listener.listen()
-            alive_r, alive_w = os.pipe()
-            util._flush_std_streams()  # else text buffered here would be written again by the server's workers
-            try:
-                pid = os.fork()
-            except OSError:
-                os.close(alive_r)
-                os.close(alive_w)
-                return False
-            if pid == 0:  # the server: never returns into this process's code
-                code, FORKED_SERVER = 0, True
-                try:
-                    os.close(alive_w)  # the server ends when every client has closed this end: not itself
-                    tracker = resource_tracker._resource_tracker._fd
-                    if tracker is not None:  # a spawned server does not hold the tracker's pipe either
-                        os.close(tracker)
-                        resource_tracker._resource_tracker._fd = None
-                    forkserver.main(listener.fileno(), alive_r, server._preload_modules)
-                except SystemExit as e:
-                    code = e.code if isinstance(e.code, int) else 0
-                except BaseException:  # noqa: BLE001 - the clients see the server gone and report it
-                    code = 1
-                finally:
-                    os._exit(code)
-            os.close(alive_r)
-        server._forkserver_address = address
-        server._forkserver_alive_fd = alive_w
-        server._forkserver_pid = pid
-    return True
 
 
 def _quiet_after_abort(args) -> None:

@@ -15,12 +15,12 @@ from __future__ import annotations
 import atexit
 import os
 
-from . import pool
+from .pool import PRELOAD_VAR
 
 
 def _load() -> None:
     from .timeline import mark
-    mark("fork server started", forked=pool.FORKED_SERVER)
+    mark("fork server started")
     import numpy  # noqa: F401
     import pyarrow  # noqa: F401
     try:  # pyarrow imports pandas on a worker's first pa.array() (the JSONL reader's): ~0.8 s each, once here
@@ -30,7 +30,7 @@ def _load() -> None:
 
     from . import shard_task  # noqa: F401 - what every task runs
     from .executor import warm_worker
-    warm_worker([m for m in os.environ.get(pool.PRELOAD_VAR, "").split(",") if m])
+    warm_worker([m for m in os.environ.get(PRELOAD_VAR, "").split(",") if m])
     mark("fork server preloaded")
 
 
