@@ -442,7 +442,8 @@ def _start_tokenize_workers_early(args) -> None:
     try:
         if (args.np or 0) > 1 and (args.engine or "local") == "local":
             from .engine.pool import start_server
-            start_server(args.np, [])
+            from .tokenize import WORKER_MODULES
+            start_server(args.np, WORKER_MODULES)
     except Exception:  # noqa: BLE001 - an optimisation only
         pass
 

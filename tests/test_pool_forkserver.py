@@ -91,3 +91,28 @@ def test_modules_prefetched_while_the_workers_start(monkeypatch, tmp_path):
     finally:
         ex.close()
         sys.modules.pop(name, None)
+
+
+def _heavy(_):
+    return {m: m in sys.modules for m in ("pandas", "polars", "gristmill.engine.shard_task", "tiktoken")}
+
+
+def test_a_tokenize_pool_preloads_what_tokenizing_needs_only():
+    """The workers of `gristmill tokenize` read text and encode it: their fork server preloads the tokenize
+    modules and tiktoken, not the shard task's modules nor pandas (~0.5 s of its preload, on the way to the
+    first shard); a pool for ops still gets them."""
+    from gristmill.tokenize import WORKER_MODULES
+    ex = LocalExecutor(2)
+    try:
+        ex.warm_up(2, functools.partial(warm_worker, WORKER_MODULES))
+        got = ex.map(_heavy, [0, 1])
+    finally:
+        ex.close()
+    assert got == [{"pandas": False, "polars": False, "gristmill.engine.shard_task": False, "tiktoken": True}] * 2
+    ex = LocalExecutor(2)
+    try:
+        ex.warm_up(2, functools.partial(warm_worker, ["gristmill.ops.text.gopher"]))
+        got = ex.map(_heavy, [0, 1])
+    finally:
+        ex.close()
+    assert all(r["pandas"] and r["gristmill.engine.shard_task"] for r in got)

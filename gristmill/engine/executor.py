@@ -15,15 +15,17 @@ import os
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
 
 from ..core.resources import Resources, local_workers, stage_resources
 from ..ops import _lazy_jit
 from ..ops._numba_cache import announce_compiles
 from .paths import naming
 from .pool import WorkerPool, report_progress
-from .shard_task import Task, run_task
 from .timeline import mark
+
+if TYPE_CHECKING:  # (imported where a shard task runs: a tokenize worker runs none, and skips its imports)
+    from .shard_task import Task
 
 
 class Executor(Protocol):
@@ -103,7 +105,10 @@ def run_one(task: Task, progress=None) -> dict:
             "shard": shard if isinstance(shard, int) else getattr(shard, "index", getattr(task, "index", None))}
     mark("task start", **what)
     with naming(task.stage_dir) if task.stage_dir else contextlib.nullcontext():
-        out = own(progress) if own is not None else run_task(task, progress)
+        if own is None:
+            from .shard_task import run_task
+            own = functools.partial(run_task, task)
+        out = own(progress)
     mark("task end", **what)
     return out
 

@@ -18,19 +18,26 @@ import os
 from .pool import PRELOAD_VAR
 
 
+# a pool whose workers run tokenize shards only (tokenize/run.py names this module): they read text and
+# encode it, and never import the shard task's modules (polars, pydantic, the ops) nor pandas (~0.5 s of
+# the server's preload, on the critical path of the first shards)
+TOKENIZE_ONLY = "gristmill.tokenize.shards"
+
+
 def _load() -> None:
     from .timeline import mark
     mark("fork server started")
     import numpy  # noqa: F401
     import pyarrow  # noqa: F401
-    try:  # pyarrow imports pandas on a worker's first pa.array() (the JSONL reader's): ~0.8 s each, once here
-        import pandas  # noqa: F401
-    except ImportError:
-        pass
-
-    from . import shard_task  # noqa: F401 - what every task runs
+    modules = [m for m in os.environ.get(PRELOAD_VAR, "").split(",") if m]
+    if TOKENIZE_ONLY not in modules:
+        try:  # pyarrow imports pandas on a worker's first pa.array() (the JSONL reader's): ~0.8 s each, once here
+            import pandas  # noqa: F401
+        except ImportError:
+            pass
+        from . import shard_task  # noqa: F401 - what every task runs
     from .executor import warm_worker
-    warm_worker([m for m in os.environ.get(PRELOAD_VAR, "").split(",") if m])
+    warm_worker(modules)
     mark("fork server preloaded")
 
 

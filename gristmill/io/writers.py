@@ -19,20 +19,9 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from ..core import columns as C
-from ..core.defaults import TMP
+from ..core.atomic import atomic_rename, tmp_path  # noqa: F401 - (the writers' users import them from here too)
 from .base import Writer, register_writer, strip_compression
 from .streams import copy_range, iter_decompressed
-
-
-def tmp_path(path: str) -> str:
-    d, b = os.path.split(path)
-    return os.path.join(d, f"{TMP}{os.getpid()}-{b}")
-
-
-def atomic_rename(tmp: str, final: str) -> None:
-    with open(tmp, "rb+") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, final)
 
 
 def export_format(path: str) -> tuple[str, str]:

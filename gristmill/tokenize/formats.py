@@ -25,6 +25,8 @@ import struct
 
 import numpy as np
 
+from ..core.atomic import atomic_rename, tmp_path
+
 MEGATRON_HEADER = b"MMIDIDX\x00\x00"
 LITPKDS_MAGIC = b"LITPKDS"
 DTYPE_CODES = {np.dtype(np.uint8): 1, np.dtype(np.int8): 2, np.dtype(np.int16): 3, np.dtype(np.int32): 4,
@@ -257,17 +259,6 @@ class DatatroveWriter(Writer):
             f.write("\n".join([f"{self.meta.get('tokenizer', 'Unknown Tokenizer')}|{self.dtype.itemsize}",
                                str(self.pos), _human(self.pos)]))
         return self.finish()
-
-
-def tmp_path(path: str) -> str:
-    """``io.writers.tmp_path`` (imported here: the loader imports this module and needs none of io's imports)."""
-    from ..io import writers
-    return writers.tmp_path(path)
-
-
-def atomic_rename(tmp: str, final: str) -> None:
-    from ..io import writers
-    writers.atomic_rename(tmp, final)
 
 
 def _human(n: int) -> str:

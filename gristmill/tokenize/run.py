@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import glob
 import hashlib
+import functools
 import json
 import os
 import time
@@ -23,7 +24,7 @@ from ..engine.progress import Progress
 from ..engine.timeline import mark
 from ..io.base import ReadOptions
 from ..io.planner import expand, plan_dataset
-from . import check as fastcheck
+from . import WORKER_MODULES, check as fastcheck
 from .backends import TokenizerError, TokenizerSpec, load_tokenizer
 from .config import TokenizeConfig, parse_section, path_hint
 from .formats import make_writer, read_json, save_npy, write_json
@@ -38,7 +39,6 @@ from .shards import (
     input_identity,
     load_done,
     use_spec,
-    warm_worker,
 )
 from .store import TokenStore
 
@@ -222,7 +222,7 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
     if nproc > 1 and engine == "local" and len(jobs) > 1 and not all(
             os.path.exists(os.path.join(tok_root, "tok", f"{j.name}.done.json")) for j in jobs):
         from ..engine.pool import start_server  # the workers' fork server preloads while this process gets ready
-        start_server(min(nproc, len(jobs)), [])
+        start_server(min(nproc, len(jobs)), WORKER_MODULES)
     check_paths({"tokenize output": cfg.output, "tokenize work dir": tok_root,
                  **{f"tokenize output ({f})": d for f, d in cfg.format_list() if d != cfg.output}}, cfg.source_paths(),
                 [f for j in jobs for f in (j.shard.files or [j.shard.source])])
@@ -297,7 +297,8 @@ def _plan_jobs(cfg: TokenizeConfig) -> tuple[list[ShardJob], list[list[str]]]:
 def _run(cfg: TokenizeConfig, jobs: list[ShardJob], names: list[list[str]], executor: Executor,
          np_engine: tuple[int, str], tok_dir: str, progress: bool, t0: float) -> dict:
     if not all(os.path.exists(os.path.join(tok_dir, f"{j.name}.done.json")) for j in jobs):
-        executor.warm_up(len(jobs), warm_worker)  # some shard is to do: start the workers now
+        from ..engine.executor import warm_worker  # some shard is to do: start the workers now
+        executor.warm_up(len(jobs), functools.partial(warm_worker, WORKER_MODULES))
     sp = resolve_specials(cfg)
     spec = sp.spec
     mark("tokenizer loaded")

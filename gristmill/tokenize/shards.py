@@ -3,7 +3,7 @@
 Each shard becomes ``<name>.ids`` (raw little-endian uint32, documents back to back with EOS/BOS already
 added), ``<name>.lens.npy`` (tokens per document) and a ``<name>.done.json`` marker written last (after
 the data files are renamed into place), so a rerun skips finished shards and a killed run never leaves a
-half-written shard that looks done. Every file is written the engine's way (``io.writers.tmp_path``: a
+half-written shard that looks done. Every file is written the engine's way (``core.atomic.tmp_path``: a
 pid-named temp, fsync, rename). Shards are independent, which is what lets any number of workers produce
 byte-identical results.
 
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .. import fs as _fs
+from ..core.atomic import atomic_rename, tmp_path
 from .backends import Backend, TokenizerSpec, verify
 from .formats import read_json, write_json
 
@@ -109,8 +110,7 @@ def tokenize_shard(job: ShardJob, settings: EncodeSettings, tok_dir: str, progre
     """Tokenize ``job.shard`` into ``tok_dir/<name>.*``; returns the shard's counts (also in its marker).
     ``progress(tokens, chars)`` is told what each batch added."""
     from ..io.formats import read_texts
-    from ..io.writers import atomic_rename, tmp_path  # here: the module imports polars, which a worker
-    from ..core.accounting import Reject  # reading JSONL for tiktoken does not need (nor the main process)
+    from ..core.accounting import Reject
 
     t0 = time.time()
     run, ref = _backends(settings)
@@ -335,11 +335,6 @@ class TokenizeTask:
         return d
 
 
-def warm_worker(_=None) -> None:
-    """Run in each new worker before its first shard: the imports reading and tokenizing need."""
-    import tiktoken  # noqa: F401
-
-    from ..io import formats  # noqa: F401
 
 
 # -- helper processes ----------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from tokhelpers import make_docs, write_jsonl
 
 from gristmill.cli import main as cli_main
 from gristmill.engine.executor import LocalExecutor, make_executor
-from gristmill.io.writers import TMP
+from gristmill.core.defaults import TMP
 from gristmill.tokenize import run as tok_run
 from gristmill.tokenize.run import run_tokenize
 
