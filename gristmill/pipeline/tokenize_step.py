@@ -169,5 +169,5 @@ def run_section(section: dict, cfg, log) -> tuple[dict, str | None]:
     from ..analysis.report import add_tokens
     from ..tokenize.run import run_tokenize
     rep = run_tokenize(section, np=cfg.np, work_dir=cfg.work_dir, progress=cfg.progress, engine=cfg.engine,
-                       address=cfg.engine_address, log=log)
+                       address=cfg.engine_address, log=log, share_server=True)  # (the run's server is up)
     return rep, add_tokens(cfg.work_dir, rep["stats"])

@@ -39,6 +39,7 @@ from .shards import (
     input_identity,
     load_done,
     use_spec,
+    warm_worker as shards_warm_worker,
 )
 from .store import TokenStore
 
@@ -206,23 +207,24 @@ def _plan_sources(cfg: TokenizeConfig, size: int | None = None) -> list[list]:
 
 def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", progress: bool = True,
                  engine: str = "local", address: str | None = None,
-                 log: Callable[[str], None] | None = None) -> dict:
+                 log: Callable[[str], None] | None = None, share_server: bool = False) -> dict:
     """Run the tokenize section ``config``; phase 1 on ``engine`` (``local``: ``np`` worker processes;
     ``ray``: Ray tasks on the cluster at ``address``, None for a local Ray instance). Returns the run report
-    (also written, with the stats, next to the output)."""
+    (also written, with the stats, next to the output). ``share_server``: the local workers fork from the fork
+    server a `gristmill run` already has (preloaded for its ops) rather than from a tokenize-only one."""
     t0 = time.time()
     from ..engine.lock import WorkDirLock
     from ..engine.paths import remove_stale_tmp
     cfg = parse_section(config)
     if any(_fs.is_url(d) for d in (cfg.output, work_dir, *(d for _, d in cfg.format_list()))):
-        return _run_staged(cfg, np, work_dir, progress, engine, address, log)
+        return _run_staged(cfg, np, work_dir, progress, engine, address, log, share_server)
     nproc = max(1, int(np))
     jobs, names = _plan_jobs(cfg)
     tok_root = os.path.abspath(os.path.join(work_dir, "tokenize"))
     if nproc > 1 and engine == "local" and len(jobs) > 1 and not all(
             os.path.exists(os.path.join(tok_root, "tok", f"{j.name}.done.json")) for j in jobs):
         from ..engine.pool import start_server  # the workers' fork server preloads while this process gets ready
-        start_server(min(nproc, len(jobs)), WORKER_MODULES)
+        start_server(min(nproc, len(jobs)), [] if share_server else WORKER_MODULES)
     check_paths({"tokenize output": cfg.output, "tokenize work dir": tok_root,
                  **{f"tokenize output ({f})": d for f, d in cfg.format_list() if d != cfg.output}}, cfg.source_paths(),
                 [f for j in jobs for f in (j.shard.files or [j.shard.source])])
@@ -239,7 +241,7 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
         for d in {cfg.output, *(d for _, d in cfg.format_list())}:
             remove_stale_tmp(d, recursive=False)
         try:
-            report = _run(cfg, jobs, names, executor, (nproc, engine), tok_dir, progress, t0)
+            report = _run(cfg, jobs, names, executor, (nproc, engine), tok_dir, progress, t0, share_server)
         except BaseException:
             executor.close(abort=True)  # an interrupt or error stops the workers at once; done shards stay done
             raise
@@ -248,7 +250,7 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
 
 
 def _run_staged(cfg: TokenizeConfig, np: int, work_dir: str, progress: bool, engine: str, address: str | None,
-                log: Callable[[str], None] | None) -> dict:
+                log: Callable[[str], None] | None, share_server: bool = False) -> dict:
     """``run_tokenize`` with the output and/or work dir in object storage (``engine.remote``): the run
     writes to local staging; the work dir is committed as it goes (a killed run resumes from the bucket),
     the output directory at the end, its manifest last."""
@@ -270,12 +272,12 @@ def _run_staged(cfg: TokenizeConfig, np: int, work_dir: str, progress: bool, eng
     with remote:
         if remote.work is None:
             report = run_tokenize(local_cfg, np=np, work_dir=remote.local_work, progress=progress, engine=engine,
-                                  address=address, log=log)
+                                  address=address, log=log, share_server=share_server)
             return remote.finish(report)
         from ..engine import remote_parts
         with remote_parts.active(remote.work):  # the workers read and write the bucket (tokenize.compose)
             report = run_tokenize(local_cfg, np=np, work_dir=remote.local_work, progress=progress,
-                                  engine=engine, address=address, log=log)
+                                  engine=engine, address=address, log=log, share_server=share_server)
         return remote.finish(report)
 
 
@@ -295,10 +297,12 @@ def _plan_jobs(cfg: TokenizeConfig) -> tuple[list[ShardJob], list[list[str]]]:
 
 
 def _run(cfg: TokenizeConfig, jobs: list[ShardJob], names: list[list[str]], executor: Executor,
-         np_engine: tuple[int, str], tok_dir: str, progress: bool, t0: float) -> dict:
+         np_engine: tuple[int, str], tok_dir: str, progress: bool, t0: float, share_server: bool = False) -> dict:
     if not all(os.path.exists(os.path.join(tok_dir, f"{j.name}.done.json")) for j in jobs):
         from ..engine.executor import warm_worker  # some shard is to do: start the workers now
-        executor.warm_up(len(jobs), functools.partial(warm_worker, WORKER_MODULES))
+        # (the fork server's key is its preloaded modules: a shared one's are [], and the worker imports ours)
+        executor.warm_up(len(jobs), shards_warm_worker if share_server
+                         else functools.partial(warm_worker, WORKER_MODULES))
     sp = resolve_specials(cfg)
     spec = sp.spec
     mark("tokenizer loaded")
