@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pickle
 import random
+import json
 from pathlib import Path
 
 import numpy as np
@@ -147,3 +148,12 @@ def run_export(tmp: Path, src: Path, op, np_: int = 2) -> dict:
     for p in o.get("outputs", []):
         got[Path(p).name] = Path(p).read_bytes()
     return got
+
+
+def write_parts(d: Path, rows: list[dict], n: int) -> Path:
+    """``rows`` as ``n`` JSONL files in the new directory ``d`` (row i in file i mod n): ``n`` input shards."""
+    d.mkdir(parents=True)
+    for k in range(n):
+        with open(d / f"part-{k}.jsonl", "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows[k::n])
+    return d

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from deduputil import MemoryContext, random_doc, stage_batches
+from deduputil import MemoryContext, random_doc, stage_batches, write_parts
 
 from gristmill.dataset import Dataset
 from gristmill.engine.executor import LocalExecutor
@@ -56,11 +56,7 @@ def _artifacts(report: dict) -> dict:
 
 def test_np1_and_np2_give_identical_removals_and_clusters(tmp_path):
     rows = _corpus(random.Random(7))
-    src = tmp_path / "in"
-    src.mkdir()
-    for k in range(5):  # five shards
-        with open(src / f"part-{k}.jsonl", "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in rows[k::5])
+    src = write_parts(tmp_path / "in", rows, 5)
     got = {}
     for np_ in (1, 2):
         ds = Dataset.load(str(src)).process(_pipeline())

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from deduputil import random_doc
+from deduputil import random_doc, write_parts
 
 from gristmill.dataset import Dataset
 from gristmill.ops.dedup.exact import DocumentDeduplicator
@@ -74,12 +74,7 @@ def shards(tmp_path_factory):
     rows = [{"id": f"d{i}", "text": t + (para if i % 5 == 0 else "")} for i, t in enumerate(docs)]
     rows += [{"id": f"c{i}", "text": docs[i].upper()} for i in range(0, 40, 7)]
     rows += [{"id": f"n{i}", "text": docs[i] + " and one more sentence"} for i in range(3, 40, 9)]
-    d = tmp_path / "in"
-    d.mkdir()
-    for k in range(4):
-        with open(d / f"part-{k}.jsonl", "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in rows[k::4])
-    return d
+    return write_parts(tmp_path / "in", rows, 4)
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 random forests of every shape and range width, the same bytes end to end (export, removed rows, clusters
 file, signature file) when the budget forces it, and a resolve that completes under an address-space cap
 that the in-memory merge cannot run in."""
-import json
 import random
 import subprocess
 import sys
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from deduputil import random_doc
+from deduputil import random_doc, write_parts
 
 from gristmill.dataset import Dataset
 from gristmill.ops.dedup import _extcc as X
@@ -84,11 +83,7 @@ def _run(tmp: Path, src: Path, np_: int) -> dict:
 @pytest.mark.parametrize("np_", [1, 2])
 def test_forced_spill_gives_the_same_bytes(tmp_path, monkeypatch, np_):
     rows = _corpus()
-    src = tmp_path / "in"
-    src.mkdir()
-    for k in range(4):
-        with open(src / f"part-{k}.jsonl", "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in rows[k::4])
+    src = write_parts(tmp_path / "in", rows, 4)
     monkeypatch.delenv(X.BUDGET_ENV, raising=False)
     memory = _run(tmp_path / "memory", src, np_)
     calls = []

@@ -2,11 +2,10 @@
 row per key with every keep rule, MinHash ``verify``'s candidate components and stars) gives the same bytes
 when its budget (``GRISTMILL_RESOLVE_MEMORY``) forces the range-by-range merge on disk (``_extcc``):
 export, removed rows, clusters file and counts."""
-import json
 import random
 
 import pytest
-from deduputil import random_doc, run_export
+from deduputil import random_doc, run_export, write_parts
 
 from gristmill.ops.dedup import _extcc as X
 from gristmill.ops.dedup.exact import DocumentDeduplicator, FieldDeduplicator
@@ -44,11 +43,7 @@ OPS = {
 @pytest.mark.parametrize("name", list(OPS))
 def test_on_disk_merge_gives_the_in_memory_bytes(tmp_path, monkeypatch, name):
     rows = _corpus()
-    src = tmp_path / "in"
-    src.mkdir()
-    for k in range(3):
-        with open(src / f"part-{k}.jsonl", "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in rows[k::3])
+    src = write_parts(tmp_path / "in", rows, 3)
     monkeypatch.delenv(X.BUDGET_ENV, raising=False)
     memory = run_export(tmp_path / "memory", src, OPS[name]())
     calls = []

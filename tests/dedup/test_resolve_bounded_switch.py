@@ -3,13 +3,12 @@ the dedups sharing its emit (exact with a later kept row, SimHash) give the same
 n rows (a byte short of n + 1) resolves the n-row dataset in memory, one of n - 1 rows range by range. And the
 in-memory emit's pieces against their plain definitions: membership (``bincount(roots)[roots] > 1``) and the
 kept-id runs (a dict)."""
-import json
 import random
 
 import numpy as np
 import pyarrow as pa
 import pytest
-from deduputil import random_doc, run_export
+from deduputil import random_doc, run_export, write_parts
 
 from gristmill.ops.dedup import _extcc as X
 from gristmill.ops.dedup import _resolve as R
@@ -39,16 +38,10 @@ OPS = {
 }
 
 
-
-
 @pytest.mark.parametrize("name", list(OPS))
 def test_same_bytes_either_side_of_the_switch(tmp_path, monkeypatch, name):
     rows = _corpus()
-    src = tmp_path / "in"
-    src.mkdir()
-    for k in range(2):
-        with open(src / f"part-{k}.jsonl", "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in rows[k::2])
+    src = write_parts(tmp_path / "in", rows, 2)
     n = len(rows)
     calls = []
     for fn in ("components", "assign"):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from deduputil import random_doc
+from deduputil import random_doc, write_parts
 
 from gristmill.dataset import Dataset
 from gristmill.ops.dedup import _extcc as X
@@ -45,17 +45,11 @@ def _run(tmp: Path, src: Path) -> dict:
     return got
 
 
-def _write(d: Path, rows: list[dict]) -> Path:
-    d.mkdir(parents=True)
-    for k in range(3):
-        with open(d / f"part-{k}.jsonl", "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in rows[k::3])
-    return d
 
 
 def test_on_disk_smallest_uid_gives_the_in_memory_bytes(tmp_path, monkeypatch):
     rows = _corpus()
-    src = _write(tmp_path / "in", rows)
+    src = write_parts(tmp_path / "in", rows, 3)
     monkeypatch.delenv(X.BUDGET_ENV, raising=False)
     memory = _run(tmp_path / "memory", src)
     calls = []
@@ -104,8 +98,8 @@ def test_on_disk_with_a_reference_gives_the_in_memory_bytes(tmp_path, monkeypatc
     old, new = rows[:15], rows[15:]
     monkeypatch.delenv(X.BUDGET_ENV, raising=False)
     sig = tmp_path / "old" / "sig.parquet"
-    _run(tmp_path / "old", _write(tmp_path / "in-old", old))
-    src = _write(tmp_path / "in-new", new)
+    _run(tmp_path / "old", write_parts(tmp_path / "in-old", old, 3))
+    src = write_parts(tmp_path / "in-new", new, 3)
 
     def run(tmp: Path) -> dict:
         op = DocumentMinhashDeduplicatorWithUid(reference_signatures_path=str(sig),
@@ -135,7 +129,7 @@ def test_switch_to_ranges_where_the_budget_says(tmp_path, monkeypatch):
     BYTES_PER_ROW``: a budget of n rows (plus a byte short of one more) keeps the n-row dataset in memory,
     one of n - 1 rows spills, with the same bytes either side."""
     rows = _corpus()
-    src = _write(tmp_path / "in", rows)
+    src = write_parts(tmp_path / "in", rows, 3)
     n = len(rows)
     calls = []
     real = U.min_uid_on_disk
