@@ -154,16 +154,23 @@ def defer_blas_check() -> None:
 _blas_deferred: list = []
 
 
+def import_modules(modules: list[str], _=None) -> None:
+    """Import ``modules`` ahead of need (a warm-up, a prefetch); one that fails is left to whoever needs it,
+    which imports it and says what is wrong. (A ``partial`` of it is a warm-up that preloads nothing in the
+    fork server, unlike one of :func:`warm_worker`: ``LocalExecutor.warm_up``.)"""
+    for m in modules:
+        try:
+            importlib.import_module(m)
+        except Exception:  # noqa: BLE001 - an optimisation only
+            pass
+
+
 def warm_worker(modules: list[str] | None, _=None) -> None:
     """Get a worker ready for its tasks while the main process still checks the input
     (``LocalExecutor.warm_up``): import the ops' modules, and set up numba's CPU target when they use numba
     (its first kernel load in a process costs ~0.3 s of CPU: its registries; the BLAS check's import of
     scipy.linalg is skipped, see :func:`defer_blas_check`), so the first task starts on its rows."""
-    for m in modules or []:
-        try:
-            importlib.import_module(m)
-        except Exception:  # noqa: BLE001 - the task itself reports what is wrong with its op
-            pass
+    import_modules(modules or [])
     if _lazy_jit.pending():  # kernels the planning process never imports numba for: real here
         try:
             _lazy_jit.materialize()
@@ -177,14 +184,6 @@ def warm_worker(modules: list[str] | None, _=None) -> None:
             cpu_target.typing_context.refresh()
             cpu_target.target_context.refresh()
         except Exception:  # noqa: BLE001 - numba internals: an optimisation only
-            pass
-
-
-def _import_quietly(modules: list[str]) -> None:
-    for m in modules:
-        try:
-            importlib.import_module(m)
-        except Exception:  # noqa: BLE001 - an optimisation only: whoever needs it imports it and says what fails
             pass
 
 
@@ -263,7 +262,7 @@ class LocalExecutor(BackgroundRelease):
     def _wait_warm(self) -> None:
         if self._ready is not None:  # one map at a time on a pool (each drains the progress queue)
             if self._prefetch and not self._ready.is_set():
-                threading.Thread(target=_import_quietly, args=(self._prefetch,), name="gristmill-prefetch",
+                threading.Thread(target=import_modules, args=(self._prefetch,), name="gristmill-prefetch",
                                  daemon=True).start()
             self._prefetch = []
             self._ready.wait()

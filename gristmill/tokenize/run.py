@@ -39,7 +39,6 @@ from .shards import (
     input_identity,
     load_done,
     use_spec,
-    warm_worker as shards_warm_worker,
 )
 from .store import TokenStore
 
@@ -299,10 +298,9 @@ def _plan_jobs(cfg: TokenizeConfig) -> tuple[list[ShardJob], list[list[str]]]:
 def _run(cfg: TokenizeConfig, jobs: list[ShardJob], names: list[list[str]], executor: Executor,
          np_engine: tuple[int, str], tok_dir: str, progress: bool, t0: float, share_server: bool = False) -> dict:
     if not all(os.path.exists(os.path.join(tok_dir, f"{j.name}.done.json")) for j in jobs):
-        from ..engine.executor import warm_worker  # some shard is to do: start the workers now
-        # (the fork server's key is its preloaded modules: a shared one's are [], and the worker imports ours)
-        executor.warm_up(len(jobs), shards_warm_worker if share_server
-                         else functools.partial(warm_worker, WORKER_MODULES))
+        from ..engine.executor import import_modules, warm_worker  # some shard is to do: start the workers now
+        # (a server shared with the run's ops preloads for them: its workers import ours in their warm-up)
+        executor.warm_up(len(jobs), functools.partial(import_modules if share_server else warm_worker, WORKER_MODULES))
     sp = resolve_specials(cfg)
     spec = sp.spec
     mark("tokenizer loaded")

@@ -335,8 +335,6 @@ class TokenizeTask:
         return d
 
 
-
-
 # -- helper processes ----------------------------------------------------------------------------------
 
 def stop_helper(proc, in_q, timeout: float = 5.0) -> None:
@@ -349,13 +347,3 @@ def stop_helper(proc, in_q, timeout: float = 5.0) -> None:
     if proc.is_alive():
         proc.terminate()
         proc.join()
-
-
-def warm_worker(_=None) -> None:
-    """Run in each new worker of a fork server shared with `gristmill run`'s ops (which preloads for them, not
-    for tokenizing): the imports reading and tokenizing need."""
-    import importlib
-
-    from . import WORKER_MODULES
-    for m in WORKER_MODULES:
-        importlib.import_module(m)
