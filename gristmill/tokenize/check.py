@@ -14,7 +14,6 @@ the sample (~0.2 s for 400 KB); where it runs depends on what is idle:
 """
 from __future__ import annotations
 
-import copy
 import os
 import queue
 import threading
@@ -24,7 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from .backends import Backend, TokenizerError, TokenizerSpec, verify
-from .shards import head_within, process_spec, stop_helper
+from .shards import head_within, process_spec, shipped_spec, stop_helper
 
 
 def check_sample(jobs: list, max_shards: int = 64) -> list:
@@ -172,11 +171,7 @@ class CheckTask:
         return {"check": [backend, {**info, "checked": "while tokenizing"}]}
 
     def __getstate__(self):
-        d = dict(self.__dict__)
-        spec = copy.copy(self.spec)
-        spec.__dict__.pop("_derived", None)  # as a shard task's: the worker reads the conversion cache
-        d["spec"] = spec
-        return d
+        return {**self.__dict__, "spec": shipped_spec(self.spec)}  # as a shard task's
 
 
 def is_check(record: dict) -> bool:
@@ -204,9 +199,9 @@ class ReferenceProcess(Backend):
         except (OSError, AssertionError):  # AssertionError: "daemonic processes are not allowed to have children"
             return  # (a RuntimeError, a spawned child importing an unguarded __main__, must stop that child)
         self._proc = proc
-        light = copy.copy(spec)
-        light.__dict__.pop("_derived", None)  # the converted ranks: the reference does not need them
-        self._in.put(light)  # pickled without the JSON text too: the process re-reads the file (fingerprint-checked)
+        # without the converted ranks (the reference does not need them) nor the JSON text (not pickled: the
+        # process re-reads the file, fingerprint-checked)
+        self._in.put(shipped_spec(spec))
 
     def encode_batch(self, texts: Sequence[str], bos=None, eos=None):
         if self._proc is not None:

@@ -286,6 +286,14 @@ def process_spec(spec: TokenizerSpec) -> TokenizerSpec:
     return have
 
 
+def shipped_spec(spec: TokenizerSpec) -> TokenizerSpec:
+    """``spec`` as a task sends it to a worker: without its derived conversion (the worker reads the conversion
+    cache instead of unpickling the ranks)."""
+    spec = copy.copy(spec)
+    spec.__dict__.pop("_derived", None)
+    return spec
+
+
 def use_spec(spec: TokenizerSpec) -> None:
     """Make ``spec`` this process's copy (the driver: tasks it runs itself use the backends it has built)."""
     _SPECS.clear()
@@ -329,9 +337,7 @@ class TokenizeTask:
 
     def __getstate__(self):
         d = dict(self.__dict__)
-        spec = copy.copy(self.settings.spec)
-        spec.__dict__.pop("_derived", None)
-        d["settings"] = replace(self.settings, spec=spec)
+        d["settings"] = replace(self.settings, spec=shipped_spec(self.settings.spec))
         return d
 
 

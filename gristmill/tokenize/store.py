@@ -105,7 +105,6 @@ class TokenStore:
         self._fds.clear()
 
 
-
 FLUSH_EVERY = 16 << 20  # bytes copied between two flushes behind the copy
 
 
