@@ -1,7 +1,7 @@
 """Scaling across workers (issue 25): the filter recipe and MinHash dedup at np 1 and np 2, side by side.
 
 usage: python bench/scaling.py [CORPUS_JSONL] [--shards 4] [--repeat 3] [--np 1 2] [--only filters|minhash] [--warmup]
-                                [--against DIR]
+                                [--against DIR] [--by-hand]
 
 The corpus (default /tmp/corpus/corpus.jsonl, else ../shared/data/cc-2019-30-sample.jsonl.gz) is cut into
 ``--shards`` files of equal size (whole lines) in a temp dir, as in the issue's profile. Each recipe runs
@@ -13,7 +13,12 @@ the op's time summed over all shards/workers). Prints, per recipe: the median of
 wall speedup np 1 → np N, and the per-op table np 1 vs np N (an op whose summed time grows with np pays a
 per-worker cost). Checks that every run's export is byte-identical. ``--against DIR`` runs another checkout
 (e.g. a ``git worktree`` of the revision before a change) in the same rounds, interleaved run by run, and
-prints its figures below this checkout's: an A/B on one machine under the same load.
+prints its figures below this checkout's: an A/B on one machine under the same load. ``--by-hand`` adds, in the
+same rounds, the raw limit of process parallelism for each np N > 1: the input files dealt into N groups and N
+`gristmill run --np 1` processes started at once, one per group (what splitting the input by hand and running
+one process per core gives: no coordination at all, each process paying its own start-up). Its speed-up is
+np 1's time over the slowest of the N; an engine whose np N matches it loses nothing to coordinating workers,
+and the distance from N× is the machine's (all-core clocks, shared caches) and Python's per-process set-up.
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import yaml
@@ -107,6 +113,35 @@ def run(data: str, process: list, np_: int, tmp: str, name: str, env: dict | Non
             "rows": (rep["rows_read"], rep["rows_out"]), "sha": h.hexdigest()}
 
 
+def by_hand(data: str, process: list, n: int, tmp: str, name: str, repo: str = REPO) -> dict:
+    """The input files dealt into ``n`` groups, one `gristmill run --np 1` per group, all started at once: the
+    slowest one's wall and engine time (the job is done when it is), CPU summed, the export of each group."""
+    files = sorted(os.listdir(data))
+    dirs = []
+    for k in range(n):
+        d = os.path.join(tmp, f"{name}-in-{k}")
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        for f in files[k::n]:
+            os.symlink(os.path.join(data, f), os.path.join(d, f))
+        dirs.append(d)
+    results: list[dict | None] = [None] * n
+
+    def one(k: int) -> None:
+        results[k] = run(dirs[k], process, 1, tmp, f"{name}-{k}", repo=repo)
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
+    if any(r is None for r in results):
+        raise SystemExit(f"{name}: a by-hand run failed (see above)")
+    return {k: max(r[k] for r in results) for k in ("wall", "engine")} | {"cpu": sum(r["cpu"] for r in results)}
+
+
 def med(runs: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
@@ -122,6 +157,8 @@ def main() -> None:
                     help="one untimed run per recipe at the largest np first (kernels compiled, caches filled)")
     ap.add_argument("--against", metavar="DIR",
                     help="another checkout (its root) run in the same rounds, interleaved with this one")
+    ap.add_argument("--by-hand", action="store_true",
+                    help="also the raw limit: per np N > 1, N np 1 processes at once on the input dealt N ways")
     args = ap.parse_args()
     corpus = args.corpus or default_corpus()
     trees = [("this", REPO)] + ([("against", os.path.abspath(args.against))] if args.against else [])
@@ -134,6 +171,7 @@ def main() -> None:
               + (f"; against {args.against}" if args.against else ""), flush=True)
         for name in args.only or list(RECIPES):
             runs: dict[tuple[str, int], list[dict]] = {(t, n): [] for t, _ in trees for n in args.np}
+            hand: dict[int, list[dict]] = {n: [] for n in args.np if n > 1 and args.by_hand}
             if args.warmup:
                 for t, repo in trees:
                     r = run(os.path.join(tmp, "data"), RECIPES[name], max(args.np), tmp, f"{name}-warmup", repo=repo)
@@ -146,6 +184,11 @@ def main() -> None:
                     print(f"  {name} round {i + 1}{' (' + t + ')' if args.against else ''} np {n}: wall "
                           f"{r['wall']:.2f} s, engine {r['engine']:.2f} s, before {r['before']:.2f} s, "
                           f"after {r['after']:.2f} s, CPU {r['cpu']:.2f} s, resolve {r['resolve']:.2f} s", flush=True)
+                for n in hand:
+                    h = by_hand(os.path.join(tmp, "data"), RECIPES[name], n, tmp, f"{name}-hand{n}-{i}")
+                    hand[n].append(h)
+                    print(f"  {name} round {i + 1} by hand, {n} np 1 processes at once: wall {h['wall']:.2f} s, "
+                          f"engine {h['engine']:.2f} s (the slowest), CPU {h['cpu']:.2f} s", flush=True)
             shas = {r["sha"] for rs in runs.values() for r in rs}
             base = runs[("this", args.np[0])]
             print(f"\n{name}: rows {base[0]['rows'][0]:,} → {base[0]['rows'][1]:,}; exports byte-identical across "
@@ -165,6 +208,12 @@ def main() -> None:
                           f"{med(base, 'wall') / med(rs, 'wall'):12.2f}x {med(base, 'engine') / med(rs, 'engine'):13.2f}x "
                           f"{med(base, 'wall') / med(rs, 'wall') / (n / args.np[0]):14.2f} / "
                           f"{med(base, 'engine') / med(rs, 'engine') / (n / args.np[0]):.2f}")
+                for n, hs in hand.items() if t == "this" else ():
+                    w, e = statistics.median(h["wall"] for h in hs), statistics.median(h["engine"] for h in hs)
+                    print(f"  by hand, {n} np 1 processes on the input dealt {n} ways (the raw limit): wall {w:.2f} s, "
+                          f"engine {e:.2f} s -> speed-up wall {med(base, 'wall') / w:.2f}x, engine "
+                          f"{med(base, 'engine') / e:.2f}x; np {n} reaches {med(base, 'wall') / med(runs[(t, n)], 'wall') / (med(base, 'wall') / w):.2f} "
+                          f"/ {med(base, 'engine') / med(runs[(t, n)], 'engine') / (med(base, 'engine') / e):.2f} of it (wall / engine)")
                 print(f"  summed op time (median s): {'op':32} " + " ".join(f"{'np ' + str(n):>7}" for n in args.np)
                       + f" {'ratio':>6}")
                 for op in base[0]["ops"]:
