@@ -54,8 +54,8 @@ def _start_workers_early(args) -> None:
         if isinstance(raw.get("sources"), list):
             # one server for every source, the shared chain and tokenize: no op modules preloaded (the
             # workers import them, engine.multisource.warm_ops)
-            from .engine.pool import start_server
-            start_server(np_, [])
+            from .engine.pool import shard_worker, start_server
+            start_server(np_, shard_worker())
             return
         if not raw.get("dataset_path") or not isinstance(raw.get("process"), list):
             return
@@ -64,8 +64,8 @@ def _start_workers_early(args) -> None:
         modules = {OPS.get(n) for n in names if isinstance(n, str)}
         if not names or None in modules:
             return
-        from .engine.pool import start_server
-        start_server(np_, sorted(modules))
+        from .engine.pool import shard_worker, start_server
+        start_server(np_, shard_worker(modules))
     except Exception:  # noqa: BLE001 - an optimisation only: planning reports what is wrong with the recipe
         pass
 

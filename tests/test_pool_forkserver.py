@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from gristmill.engine.executor import LocalExecutor, warm_worker
+from gristmill.engine.pool import shard_worker
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="fork server needs Linux's pidfd_open")
 
@@ -111,7 +112,13 @@ def test_a_tokenize_pool_preloads_what_tokenizing_needs_only():
     assert got == [{"pandas": False, "polars": False, "gristmill.engine.shard_task": False, "tiktoken": True}] * 2
     ex = LocalExecutor(2)
     try:
-        ex.warm_up(2, functools.partial(warm_worker, ["gristmill.ops.text.gopher"]))
+        ex.warm_up(2, functools.partial(warm_worker, shard_worker(["gristmill.ops.text.gopher"])))
+        got = ex.map(_heavy, [0, 1])
+    finally:
+        ex.close()
+    assert all(r["pandas"] and r["gristmill.engine.shard_task"] and not r["tiktoken"] for r in got)
+    ex = LocalExecutor(2)  # no warm-up naming them: a pool of shard tasks (dedup's resolve maps on it too)
+    try:
         got = ex.map(_heavy, [0, 1])
     finally:
         ex.close()

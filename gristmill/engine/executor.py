@@ -51,6 +51,10 @@ class Executor(Protocol):
     def release(self) -> None:
         """Let the workers go on a thread (their exit overlaps what the caller does next); ``close`` waits."""
 
+    def prefetch(self, modules: list[str]) -> None:
+        """Modules this process will need after the first stage, imported while it waits for its workers
+        (where it does wait for them). A no-op where nothing waits."""
+
 
 class BackgroundRelease:
     """``release``/``close`` for an executor whose ``_shutdown(abort)`` may be called twice."""
@@ -156,8 +160,8 @@ _blas_deferred: list = []
 
 def import_modules(modules: list[str], _=None) -> None:
     """Import ``modules`` ahead of need (a warm-up, a prefetch); one that fails is left to whoever needs it,
-    which imports it and says what is wrong. (A ``partial`` of it is a warm-up that preloads nothing in the
-    fork server, unlike one of :func:`warm_worker`: ``LocalExecutor.warm_up``.)"""
+    which imports it and says what is wrong. (A ``partial`` of it is a warm-up whose modules the fork server
+    does not preload, unlike one of :func:`warm_worker`: ``LocalExecutor.warm_up``.)"""
     for m in modules:
         try:
             importlib.import_module(m)
@@ -199,7 +203,8 @@ class LocalExecutor(BackgroundRelease):
         self.workers = np
         self.log = log
         self._pool: WorkerPool | None = None
-        self._modules: list[str] = []  # the op modules the workers import (the fork server preloads them)
+        self._modules: list[str] | None = None  # what the workers import first (the fork server preloads it):
+        # a shard task's modules (pool.shard_worker) unless a warm-up names them
         self._warming: threading.Thread | None = None
         self._ready: threading.Event | None = None
         self._prefetch: list[str] = []  # modules this process imports while it waits for its workers

@@ -46,9 +46,19 @@ _QUEUE = None
 
 
 _SIGNALS = {signal.SIGINT, signal.SIGTERM}
-# the op modules the fork server preloads (engine/preload.py reads it there; importing that module here
-# would do its loading in this process)
+# the modules the fork server preloads (engine/preload.py reads it there; importing that module here would do
+# its loading in this process)
 PRELOAD_VAR = "GRISTMILL_PRELOAD_OPS"
+# what every worker that runs shard tasks imports, whatever its ops: the task itself, and pandas (pyarrow
+# imports it on a process's first pa.array, which every task reading JSONL makes: ~0.3 s of CPU). A pool of
+# shard tasks names these with its ops' modules; a pool that runs other tasks names only what they need
+# (tokenize.WORKER_MODULES: no pandas, no polars).
+SHARD_WORKER = ("pandas", "gristmill.engine.shard_task")
+
+
+def shard_worker(op_modules=()) -> list[str]:
+    """The modules a fork server preloads for workers running shard tasks of ops from ``op_modules``."""
+    return sorted({*SHARD_WORKER, *op_modules})
 
 # the thread-pool sizes of the libraries an op may use (Arrow's CPU pool follows OMP_NUM_THREADS)
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
@@ -142,8 +152,8 @@ def _let_go(server) -> None:
 
 
 def start_server(np: int, modules: list[str]) -> bool:
-    """Start the fork server that a pool of ``np`` workers running ``modules`` will use, now, without waiting
-    for it to be ready (it preloads while the caller goes on); True if one is running for them."""
+    """Start the fork server that a pool of ``np`` workers preloading ``modules`` will use, now, without
+    waiting for it to be ready (it preloads while the caller goes on); True if one is running for them."""
     return _forkserver(thread_env(np), sorted(modules)) is not None
 
 
@@ -214,12 +224,13 @@ threading.excepthook = _quiet_after_abort
 
 
 class WorkerPool:
-    """``np`` worker processes; ``map_unordered`` yields results as tasks finish. ``modules``: the op modules
-    the workers will import (preloaded by the fork server)."""
+    """``np`` worker processes; ``map_unordered`` yields results as tasks finish. ``modules``: what the
+    workers import before their first task (preloaded by the fork server; by default a shard task's own,
+    :func:`shard_worker`)."""
 
     def __init__(self, np: int, modules: list[str] | None = None):
         env = thread_env(np)
-        ctx = _forkserver(env, sorted(modules or []))
+        ctx = _forkserver(env, sorted(shard_worker() if modules is None else modules))
         forked = ctx is not None
         ctx = ctx or mp.get_context("spawn")
         self.queue = ctx.Queue()

@@ -2,13 +2,13 @@
 
 A spawned worker paid ~1 s of CPU before its first row (issue 25, cause 1): the engine's modules (pyarrow,
 numpy…) ~0.45 s, the recipe's op modules ~0.2 s, numba's CPU target ~0.35 s. The fork server pays it once
-and every worker is a fork of it (copy-on-write), started in a few milliseconds. The op modules come in
-``GRISTMILL_PRELOAD_OPS`` (comma-separated module names; the server is started with it set). pandas too: pyarrow
-imports it on the first ``pa.array`` of a process, which every task reading JSONL makes (~0.8 s of CPU per
-worker, issue 25; it starts no thread). Nothing here may
-start a thread pool (a fork copies no threads: a pool the parent had started would hang in the child), so no
-polars, no Arrow compute, no tokenizer; and nothing may fail the server: a module that does not import is
-left to the task, which reports it.
+and every worker is a fork of it (copy-on-write), started in a few milliseconds. What it loads is what its
+pool names, in ``GRISTMILL_PRELOAD_OPS`` (comma-separated module names; the server is started with it set):
+a pool of shard tasks names the task's modules and pandas (``pool.shard_worker``) with its ops' modules, a
+tokenize pool only what its shards use (``tokenize.WORKER_MODULES``); numpy and pyarrow always. Nothing here
+may start a thread pool (a fork copies no threads: a pool the parent had started would hang in the child),
+so no polars query, no Arrow compute, no tokenizer; and nothing may fail the server: a module that does not
+import is left to the task, which reports it.
 """
 from __future__ import annotations
 
@@ -18,26 +18,13 @@ import os
 from .pool import PRELOAD_VAR
 
 
-# a pool whose workers run tokenize shards only (tokenize/run.py names this module): they read text and
-# encode it, and never import the shard task's modules (polars, pydantic, the ops) nor pandas (~0.5 s of
-# the server's preload, on the critical path of the first shards)
-TOKENIZE_ONLY = "gristmill.tokenize.shards"
-
-
 def _load() -> None:
     from .timeline import mark
     mark("fork server started")
     import numpy  # noqa: F401
     import pyarrow  # noqa: F401
-    modules = [m for m in os.environ.get(PRELOAD_VAR, "").split(",") if m]
-    if TOKENIZE_ONLY not in modules:
-        try:  # pyarrow imports pandas on a worker's first pa.array() (the JSONL reader's): ~0.8 s each, once here
-            import pandas  # noqa: F401
-        except ImportError:
-            pass
-        from . import shard_task  # noqa: F401 - what every task runs
     from .executor import warm_worker
-    warm_worker(modules)
+    warm_worker([m for m in os.environ.get(PRELOAD_VAR, "").split(",") if m])
     mark("fork server preloaded")
 
 

@@ -43,6 +43,7 @@ from .media_op import check_mode, export_media_mode, export_media_op, read_refs
 from .paths import (RunRefused, check_outputs, check_writable, free_space_warning, naming, remove_own_tmp,
                     remove_stale_tmp)
 from .plan import Stage, build_stages, check_inputs, fingerprint
+from .pool import shard_worker
 from .progress import Progress
 from .report import _listing, write_report
 from .resolve_context import StageResolveContext
@@ -120,11 +121,11 @@ class StageEngine:
         if self.cfg.engine != "local" or os.path.exists(os.path.join(self.work, "manifest.json")):
             return None
         executor = self.make_executor()
-        executor.warm_up(n_tasks, functools.partial(warm_worker, sorted({type(o).__module__ for o in ops})))
+        executor.warm_up(n_tasks, functools.partial(warm_worker, shard_worker({type(o).__module__ for o in ops})))
         if any(isinstance(o, (RemovalOp, Grouper)) for o in ops):
             # this process resolves between stages, and its first pa.array there imports pandas (~0.25 s):
             # imported while it waits for the workers instead
-            getattr(executor, "prefetch", lambda modules: None)(["pandas"])
+            executor.prefetch(["pandas"])
         return executor
 
     def run_parts(self, ops: list[Op], parts: list[list[str]], input_fp: str,

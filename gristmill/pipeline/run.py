@@ -134,8 +134,8 @@ def _tokenize_workers(plan: Plan) -> Callable[[], None] | None:
         return None
 
     def start() -> None:
-        from ..engine.pool import start_server
-        start_server(cfg.np, [])
+        from ..engine.pool import shard_worker, start_server
+        start_server(cfg.np, shard_worker())
     return start
 
 

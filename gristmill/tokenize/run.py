@@ -222,8 +222,8 @@ def run_tokenize(config: dict, np: int = 1, work_dir: str = ".gristmill-work", p
     tok_root = os.path.abspath(os.path.join(work_dir, "tokenize"))
     if nproc > 1 and engine == "local" and len(jobs) > 1 and not all(
             os.path.exists(os.path.join(tok_root, "tok", f"{j.name}.done.json")) for j in jobs):
-        from ..engine.pool import start_server  # the workers' fork server preloads while this process gets ready
-        start_server(min(nproc, len(jobs)), [] if share_server else WORKER_MODULES)
+        from ..engine.pool import shard_worker, start_server  # the workers' fork server preloads meanwhile
+        start_server(min(nproc, len(jobs)), shard_worker() if share_server else WORKER_MODULES)
     check_paths({"tokenize output": cfg.output, "tokenize work dir": tok_root,
                  **{f"tokenize output ({f})": d for f, d in cfg.format_list() if d != cfg.output}}, cfg.source_paths(),
                 [f for j in jobs for f in (j.shard.files or [j.shard.source])])
