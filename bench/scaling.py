@@ -210,10 +210,11 @@ def main() -> None:
                           f"{med(base, 'engine') / med(rs, 'engine') / (n / args.np[0]):.2f}")
                 for n, hs in hand.items() if t == "this" else ():
                     w, e = statistics.median(h["wall"] for h in hs), statistics.median(h["engine"] for h in hs)
+                    ours = runs[(t, n)]  # np n's time over the by-hand time: the share of the raw limit reached
                     print(f"  by hand, {n} np 1 processes on the input dealt {n} ways (the raw limit): wall {w:.2f} s, "
                           f"engine {e:.2f} s -> speed-up wall {med(base, 'wall') / w:.2f}x, engine "
-                          f"{med(base, 'engine') / e:.2f}x; np {n} reaches {med(base, 'wall') / med(runs[(t, n)], 'wall') / (med(base, 'wall') / w):.2f} "
-                          f"/ {med(base, 'engine') / med(runs[(t, n)], 'engine') / (med(base, 'engine') / e):.2f} of it (wall / engine)")
+                          f"{med(base, 'engine') / e:.2f}x; np {n} reaches {w / med(ours, 'wall'):.2f} / "
+                          f"{e / med(ours, 'engine'):.2f} of it (wall / engine)")
                 print(f"  summed op time (median s): {'op':32} " + " ".join(f"{'np ' + str(n):>7}" for n in args.np)
                       + f" {'ratio':>6}")
                 for op in base[0]["ops"]:

@@ -189,8 +189,8 @@ def warm_ops(modules: list[str], _=None) -> None:
     """A worker's warm-up (``executor.warm_worker``) with ``modules`` imported in the worker itself, not
     preloaded by the fork server: the server stays keyed as the tokenize step's pool asks for (a shard
     task's modules, no op modules: ``pool.shard_worker()``), so that step reuses it instead of starting
-    another (~0.7 s of CPU and 1-2 s on busy cores, after the export). (A ``partial`` of ``warm_worker`` itself would be read by ``LocalExecutor.warm_up`` as
-    the modules to preload.)"""
+    another (~0.7 s of CPU and 1-2 s on busy cores, after the export). (A ``partial`` of ``warm_worker``
+    itself would be read by ``LocalExecutor.warm_up`` as the modules to preload.)"""
     from .executor import warm_worker
     warm_worker(modules)
 

@@ -60,6 +60,7 @@ def shard_worker(op_modules=()) -> list[str]:
     """The modules a fork server preloads for workers running shard tasks of ops from ``op_modules``."""
     return sorted({*SHARD_WORKER, *op_modules})
 
+
 # the thread-pool sizes of the libraries an op may use (Arrow's CPU pool follows OMP_NUM_THREADS)
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
                "NUMEXPR_NUM_THREADS", "NUMBA_NUM_THREADS", "POLARS_MAX_THREADS", "RAYON_NUM_THREADS")
