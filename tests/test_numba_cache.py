@@ -306,3 +306,23 @@ def test_warm_up_compiles_in_parallel_once_then_loads(tmp_path, monkeypatch):
     out = io.StringIO()
     res = warmup.warm_up([_tiny_job_a, _tiny_job_b], processes=2, out=out)
     assert res["compiled"] == 0 and out.getvalue().count("nothing to compile (cached)") == 2
+
+
+def test_warm_up_caches_bytecode_where_imports_may_not_write_it(tmp_path, monkeypatch):
+    """`gristmill warm-up` writes the package's bytecode even under PYTHONDONTWRITEBYTECODE (an editable
+    install in a container would otherwise compile every module from source in every process), and leaves
+    bytecode that is up to date alone."""
+    import importlib.util
+    from gristmill.pipeline import warmup
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "mod.py").write_text("X = 1\n")
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    assert warmup.compile_bytecode(str(pkg), processes=1) == 2
+    pyc = importlib.util.cache_from_source(str(pkg / "mod.py"))
+    stamp = os.stat(pyc).st_mtime_ns
+    assert warmup.compile_bytecode(str(pkg), processes=1) == 2 and os.stat(pyc).st_mtime_ns == stamp
+    (pkg / "mod.py").write_text("X = 2  # changed\n")
+    os.utime(pkg / "mod.py", ns=(stamp + 10**9, stamp + 10**9))
+    assert warmup.compile_bytecode(str(pkg), processes=1) == 2 and os.stat(pyc).st_mtime_ns != stamp

@@ -9,6 +9,11 @@ processes. What they compile lands in numba's cache (``ops._numba_cache``: in ``
 sources or under NUMBA_CACHE_DIR, keyed by the sources' digest), and a later run loads it. Workers that need
 the same kernel compile it once (``_numba_cache.lock_compiles``). A second warm-up loads everything and
 compiles nothing. Given a recipe, only its kernel ops are warmed, with the recipe's params.
+
+It also caches the Python bytecode of gristmill's own modules (:func:`compile_bytecode`): an install from a
+wheel has it already, but an editable install in an environment with ``PYTHONDONTWRITEBYTECODE=1`` (common in
+containers) never writes it, and every process then compiles the modules it imports from source (~0.15 s of
+a one-op run's 0.85 s, and as much again in a fork server's preload).
 """
 from __future__ import annotations
 
@@ -190,6 +195,20 @@ def warm_up(jobs: list, processes: int | None = None, out=None) -> dict:
             "errors": [r for r in results if r["error"]], "pids": len({r["pid"] for r in results})}
 
 
+def compile_bytecode(package_dir: str | None = None, processes: int | None = None) -> int | None:
+    """Write the bytecode of every module under ``package_dir`` (gristmill's by default) next to its source,
+    as Python's import would if allowed to (``PYTHONDONTWRITEBYTECODE`` only stops imports writing it; they
+    still read it). Up-to-date files are left alone. The number of modules, or None where the package is
+    read-only (an install whose bytecode its installer wrote, or not: nothing to do here)."""
+    import compileall
+    root = package_dir or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if not os.access(root, os.W_OK):
+        return None
+    ok = compileall.compile_dir(root, quiet=2, workers=processes or 0)
+    n = sum(1 for _, _, files in os.walk(root) for f in files if f.endswith(".py"))
+    return n if ok else None
+
+
 def _sayer(out):
     def say(msg: str) -> None:
         try:
@@ -209,6 +228,9 @@ def cmd_warm_up(args) -> int:
         jobs = recipe_jobs(args.recipe)
     else:
         jobs = [(name, {}) for name in kernel_ops()]
+    n = compile_bytecode(processes=args.jobs)
+    if n:
+        print(f"gristmill warm-up: bytecode of gristmill's {n} modules cached", file=sys.stderr)
     if not jobs:
         print("gristmill warm-up: no op of this recipe uses a numba kernel: nothing to compile", file=sys.stderr)
         return 0

@@ -7,11 +7,9 @@ from functools import lru_cache
 
 import numba as nb
 import numpy as np
-from numba import types
-from numba.typed import Dict
 
 from . import charclass as cc
-from ._spanhash import HMUL, py_hash
+from ._spanhash import HMUL, hash_map, py_hash
 
 
 @nb.njit(cache=True)
@@ -96,12 +94,11 @@ def lower_hash(cps, a, b, low):
     return np.int64(h)
 
 
-def word_set(words) -> Dict:
-    """A numba set (dict to 1) of lower-cased word hashes."""
-    d = Dict.empty(key_type=types.int64, value_type=types.int64)
-    for w in words:
-        d[py_hash(w.lower())] = 1
-    return d
+def word_set(words) -> np.ndarray:
+    """A set of lower-cased word hashes for the kernels: a ``_spanhash.hash_map`` table (``hm_find(table, h)
+    >= 0`` for a member). Not a numba typed Dict: filling one from Python compiles numba's own dict helpers
+    in every process that does (~0.35 s of CPU each time; numba caches none of them)."""
+    return hash_map({py_hash(w.lower()): 1 for w in words})
 
 
 def sp_word_spans(text, sp, strip: bool = True):

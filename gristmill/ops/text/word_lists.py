@@ -49,7 +49,7 @@ def _in_set_ratio(cps, ws, we, off, low, wset, aug_sizes):
         total = w1 - w0
         hit = 0
         for k in range(w0, w1):
-            if W.lower_hash(cps, ws[k], we[k], low) in wset:
+            if W.hm_find(wset, W.lower_hash(cps, ws[k], we[k], low)) >= 0:
                 hit += 1
         for g in aug_sizes:  # word augmentation: joined groups of g consecutive words
             for k in range(w0, w1 - g + 1):
@@ -58,7 +58,7 @@ def _in_set_ratio(cps, ws, we, off, low, wset, aug_sizes):
                     for i in range(ws[j], we[j]):
                         h = h * B + np.uint64(low[cps[i]] + 1)
                 total += 1
-                if np.int64(h) in wset:
+                if W.hm_find(wset, np.int64(h)) >= 0:
                     hit += 1
         out[d] = min(1.0, hit / total) if total else 0.0
     return out
