@@ -3,13 +3,15 @@ seconds of importing the op, of its first small batch (tables, kernel loads, per
 same batch again (the real work). Every worker pays the first two once, so an op whose summed op time
 grows with np pays them np times.
 
-usage: python bench/worker_setup.py [CORPUS_JSONL] [--rows 64] [--repeat 3] [--against DIR]
+usage: python bench/worker_setup.py [CORPUS_JSONL] [--rows 64] [--repeat 3] [--against DIR] [--kernel-ops]
 
 CPU time (not wall) is measured, so other load on the machine does not skew it much. ``--against DIR``
 runs the same measurement with another checkout's package first on sys.path (e.g. an older commit:
 ``git worktree add /tmp/old COMMIT``, or ``git archive COMMIT gristmill | tar -x -C /tmp/old``) and prints
 both side by side. Both use the caches as they are (warm: a fresh install's first run is
-bench/cold_start.py's business).
+bench/cold_start.py's business). ``--kernel-ops``: every op `gristmill warm-up` warms (default params),
+instead of the filter recipe's and MinHash: a hunt for an op whose set-up is out of line (one that compiled
+numba's typed-dict helpers in every process paid ~0.35 s there).
 """
 from __future__ import annotations
 
@@ -70,6 +72,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--against", help="another checkout's directory (holding gristmill/) to compare with")
+    ap.add_argument("--kernel-ops", action="store_true", help="every op with numba kernels, default params")
     args = ap.parse_args()
     corpus = args.corpus or next((p for p in ("/tmp/corpus/corpus.jsonl",
                                               os.path.join(REPO, "examples", "data", "cc-sample.jsonl.gz"))
@@ -79,15 +82,22 @@ def main() -> None:
           f"(import: interpreter + op module; setup: first batch minus a repeat of it)")
     head = " ".join(f"{s + ' ' + k:>16}" for s in sides for k in ("import", "setup", "work"))
     print(f"{'op':32} {head}")
-    for name, params in OPS:
+    if args.kernel_ops:
+        from gristmill.pipeline.warmup import kernel_ops
+    for name, params in [(n, {}) for n in kernel_ops()] if args.kernel_ops else OPS:
         cells = []
         for side, path in sides.items():
-            runs = [probe(name, params, corpus, args.rows, path) for _ in range(args.repeat)]
+            try:
+                runs = [probe(name, params, corpus, args.rows, path) for _ in range(args.repeat)]
+            except SystemExit as e:  # an op that needs params or a model: named, the others go on
+                print(f"{name:32} skipped: {str(e).strip().splitlines()[-1][:100]}", flush=True)
+                break
             imp = statistics.median(r["import"] for r in runs)
             setup = statistics.median(r["first"] - r["again"] for r in runs)
             work = statistics.median(r["again"] for r in runs)
             cells += [imp, setup, work]
-        print(f"{name:32} " + " ".join(f"{v:16.3f}" for v in cells), flush=True)
+        else:
+            print(f"{name:32} " + " ".join(f"{v:16.3f}" for v in cells), flush=True)
 
 
 if __name__ == "__main__":
