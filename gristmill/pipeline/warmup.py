@@ -24,6 +24,7 @@ import os
 import resource
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -172,7 +173,10 @@ def warm_up(jobs: list, processes: int | None = None, out=None) -> dict:
         f"install or upgrade; runs then load them from the cache)…")
     t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     results = []
-    ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    # a fork of a process running other threads (a server's, a library's pool) may inherit a lock one of
+    # them held, and hang: fork only a process that runs this thread alone (the CLI's)
+    fork = sys.platform.startswith("linux") and threading.active_count() == 1
+    ctx = multiprocessing.get_context("fork" if fork else "spawn")
     with ProcessPoolExecutor(n, mp_context=ctx, initializer=_setup) as pool:
         futures = [pool.submit(_job, j) for j in jobs]
         for k, fut in enumerate(as_completed(futures), 1):
