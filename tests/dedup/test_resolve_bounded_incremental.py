@@ -2,29 +2,17 @@
 (``GRISTMILL_RESOLVE_MEMORY``) merges range by range on disk (``_reference.merge_bounded``: reference rows
 first, the new rows from the start of a range) and gives the in-memory bytes: export, removed rows (earlier
 run's and this run's duplicates), clusters file, counts and the saved signature file."""
-import json
 import random
-from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from deduputil import random_doc, run_export
+from deduputil import random_doc, run_export, write_parts
 
 from gristmill.dataset import Dataset
 from gristmill.ops.dedup import _extcc as X
 from gristmill.ops.dedup import _reference as REF
 from gristmill.ops.dedup.minhash import EARLIER_REASON, DocumentMinhashDeduplicator
-
-
-def _write(d: Path, rows: list[dict], shards: int) -> Path:
-    d.mkdir(parents=True)
-    for k in range(shards):
-        with open(d / f"part-{k}.jsonl", "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in rows[k::shards])
-    return d
-
-
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +26,7 @@ def data(tmp_path_factory):
     refs += [{"id": f"rc{i}", "text": refs[i]["text"] + " again"} for i in range(0, 120, 17)]
     rng.shuffle(refs)
     sig = root / "ref.parquet"
-    Dataset.load(str(_write(root / "old", refs, 2))).process(
+    Dataset.load(str(write_parts(root / "old", refs, 2))).process(
         [DocumentMinhashDeduplicator(save_signatures_path=str(sig))]).export(
         str(root / "old-out.jsonl"), np=1, work_dir=str(root / "old-w"))
     new = [{"id": f"n{i}", "text": refs[i]["text"] + " and more"} for i in range(0, 120, 5)]
@@ -47,7 +35,7 @@ def data(tmp_path_factory):
     new += fresh + [{"id": f"fc{i}", "text": fresh[i]["text"] + " x"} for i in range(0, 30, 3)]
     new += [{"id": f"e{i}", "text": ""} for i in range(3)]
     rng.shuffle(new)
-    return root, sig, _write(root / "new", new, 3)
+    return root, sig, write_parts(root / "new", new, 3)
 
 
 def test_on_disk_incremental_merge_gives_the_in_memory_bytes(data, tmp_path, monkeypatch):
@@ -80,7 +68,7 @@ def test_reference_ids_read_by_row_group(tmp_path, monkeypatch):
     for k, rows in enumerate((50, 23)):
         docs = [{"id": f"{k}-{i}", "text": random_doc(rng, 20)} for i in range(rows)]
         p = tmp_path / f"s{k}.parquet"
-        Dataset.load(str(_write(tmp_path / f"d{k}", docs, 1))).process(
+        Dataset.load(str(write_parts(tmp_path / f"d{k}", docs, 1))).process(
             [DocumentMinhashDeduplicator(save_signatures_path=str(p))]).export(
             str(tmp_path / f"o{k}.jsonl"), np=1, work_dir=str(tmp_path / f"w{k}"))
         paths.append(str(p))
