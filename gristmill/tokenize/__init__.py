@@ -4,7 +4,7 @@ Entry point: :func:`gristmill.tokenize.run.run_tokenize` with a ``tokenize:`` re
 (:class:`gristmill.tokenize.config.TokenizeConfig`). See docs/tokenize.md.
 """
 
-# what a tokenize worker imports before its first shard (reading and tokenizing), preloaded by its fork server,
-# which, seeing the shard module named, skips the shard task's modules and pandas (engine/preload.py); here so
-# that `gristmill tokenize` starts that server before it imports anything else
+# what a tokenize worker imports before its first shard (reading and tokenizing): all its fork server preloads
+# (engine/preload.py imports exactly what a pool names; no shard task, no pandas); here so that
+# `gristmill tokenize` starts that server before it imports anything else
 WORKER_MODULES = ["gristmill.io.formats", "gristmill.tokenize.shards", "tiktoken"]

@@ -8,9 +8,9 @@ byte-identical for any number of workers and either engine.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import glob
 import hashlib
-import functools
 import json
 import os
 import time
