@@ -53,7 +53,7 @@ def _start_workers_early(args) -> None:
             return
         if isinstance(raw.get("sources"), list):
             # one server for every source, the shared chain and tokenize: no op modules preloaded (the
-            # workers import them, engine.multisource.warm_ops)
+            # workers import them, engine.multisource._shared_executor)
             from .engine.pool import shard_worker, start_server
             start_server(np_, shard_worker())
             return

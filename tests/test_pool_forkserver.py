@@ -10,6 +10,7 @@ import pytest
 from gristmill.engine.executor import LocalExecutor, warm_worker
 from gristmill.engine.pool import shard_worker
 
+GOPHER = ["gristmill.ops.text.gopher"]
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="fork server needs Linux's pidfd_open")
 
 
@@ -25,7 +26,7 @@ def _map(monkeypatch, flag, start=None):
         monkeypatch.setenv("GRISTMILL_WORKER_START", start)
     ex = LocalExecutor(2)
     try:
-        ex.warm_up(2, functools.partial(warm_worker, ["gristmill.ops.text.gopher"]))
+        ex.warm_up(2, functools.partial(warm_worker, GOPHER), preload=GOPHER)
         return ex.map(_probe, [0, 1])
     finally:
         ex.close()
@@ -81,7 +82,7 @@ def test_modules_prefetched_while_the_workers_start(monkeypatch, tmp_path):
     sys.modules.pop(name, None)
     ex = LocalExecutor(2)
     try:
-        ex.warm_up(2, functools.partial(warm_worker, ["gristmill.ops.text.gopher"]))
+        ex.warm_up(2, functools.partial(warm_worker, GOPHER), preload=GOPHER)
         ex.prefetch([name, "no_such_module_anywhere"])  # one that fails is skipped quietly
         ex.map(_probe, [0, 1])
         import threading
@@ -105,14 +106,15 @@ def test_a_tokenize_pool_preloads_what_tokenizing_needs_only():
     from gristmill.tokenize import WORKER_MODULES
     ex = LocalExecutor(2)
     try:
-        ex.warm_up(2, functools.partial(warm_worker, WORKER_MODULES))
+        ex.warm_up(2, functools.partial(warm_worker, WORKER_MODULES), preload=WORKER_MODULES)
         got = ex.map(_heavy, [0, 1])
     finally:
         ex.close()
     assert got == [{"pandas": False, "polars": False, "gristmill.engine.shard_task": False, "tiktoken": True}] * 2
     ex = LocalExecutor(2)
     try:
-        ex.warm_up(2, functools.partial(warm_worker, shard_worker(["gristmill.ops.text.gopher"])))
+        modules = shard_worker(GOPHER)
+        ex.warm_up(2, functools.partial(warm_worker, modules), preload=modules)
         got = ex.map(_heavy, [0, 1])
     finally:
         ex.close()

@@ -41,9 +41,11 @@ class Executor(Protocol):
         """Release the workers; ``abort`` stops running tasks at once (interrupts, errors). Waits for a
         :meth:`release` under way."""
 
-    def warm_up(self, n_tasks: int, fn: Callable) -> None:
+    def warm_up(self, n_tasks: int, fn: Callable, preload: list[str] | None = None) -> None:
         """Start the workers ``n_tasks`` tasks will use now, in the background (``fn(None)`` on each), while
-        this process gets ready; the next ``run``/``map`` waits for them. A no-op where nothing starts."""
+        this process gets ready; the next ``run``/``map`` waits for them. ``preload``: the modules loaded
+        once before the workers start, where they are forks of a server (default: a shard task's own,
+        ``pool.shard_worker()``). A no-op where nothing starts."""
 
     def in_process(self, n_tasks: int) -> bool:
         """Whether ``n_tasks`` tasks would run in this process (no worker to start)."""
@@ -160,8 +162,7 @@ _blas_deferred: list = []
 
 def import_modules(modules: list[str], _=None) -> None:
     """Import ``modules`` ahead of need (a warm-up, a prefetch); one that fails is left to whoever needs it,
-    which imports it and says what is wrong. (A ``partial`` of it is a warm-up whose modules the fork server
-    does not preload, unlike one of :func:`warm_worker`: ``LocalExecutor.warm_up``.)"""
+    which imports it and says what is wrong."""
     for m in modules:
         try:
             importlib.import_module(m)
@@ -229,7 +230,7 @@ class LocalExecutor(BackgroundRelease):
     def in_process(self, n_tasks: int) -> bool:
         return self.workers <= 1 or n_tasks <= 1
 
-    def warm_up(self, n_tasks: int, fn: Callable) -> None:
+    def warm_up(self, n_tasks: int, fn: Callable, preload: list[str] | None = None) -> None:
         """Worker processes start (interpreter, imports: ~0.4 s of CPU each) while this process gets ready
         (tokenize loads its tokenizer): a ``map`` of ``fn`` on a thread, which the next ``run``/``map``
         waits for. The thread then lives until :meth:`close`: the workers it spawned die with it
@@ -237,8 +238,8 @@ class LocalExecutor(BackgroundRelease):
         if self.in_process(n_tasks) or self._pool is not None or self._warming is not None:
             return
         n = min(self.workers, n_tasks)
-        if isinstance(fn, functools.partial) and fn.func is warm_worker and fn.args:
-            self._modules = list(fn.args[0] or [])
+        if preload is not None:
+            self._modules = list(preload)
         ready, self._let_go = threading.Event(), threading.Event()
         let_go = self._let_go
 

@@ -185,23 +185,15 @@ def worker_modules(sources, shared_ops) -> list[str]:
     return sorted(mods | {__name__})
 
 
-def warm_ops(modules: list[str], _=None) -> None:
-    """A worker's warm-up (``executor.warm_worker``) with ``modules`` imported in the worker itself, not
-    preloaded by the fork server: the server stays keyed as the tokenize step's pool asks for (a shard
-    task's modules, no op modules: ``pool.shard_worker()``), so that step reuses it instead of starting
-    another (~0.7 s of CPU and 1-2 s on busy cores, after the export). (A ``partial`` of ``warm_worker``
-    itself would be read by ``LocalExecutor.warm_up`` as the modules to preload.)"""
-    from .executor import warm_worker
-    warm_worker(modules)
-
-
 def _shared_executor(cfg: RunConfig, sources: list[SourceRun], chains: list[list], ops: list, log):
     """One executor for every source and the shared chain (local engine, np > 1): one fork server and one
     set of workers for the whole run, instead of one per source and one more for the shared chain (each
     preloading its own op modules: ~0.6-1.6 s each on 2 busy cores). Its workers start now, unless every
-    part of the run is already done (a resumed run may need none); they import the ops' modules while this
-    process checks the inputs (``warm_ops``). The server is the one ``gristmill run`` started before planning
-    (``cli._start_workers_early``: no op modules), and the tokenize step's after it."""
+    part of the run is already done (a resumed run may need none); they import the ops' modules themselves
+    while this process checks the inputs, and the server preloads none of them: it stays keyed as the
+    tokenize step's pool asks for (``pool.shard_worker()``), so that step reuses it instead of starting
+    another (~0.7 s of CPU and 1-2 s on busy cores, after the export). The server is the one ``gristmill run``
+    started before planning (``cli._start_workers_early``), and the tokenize step's after it."""
     if cfg.engine != "local" or cfg.np < 2:
         return None
     from .executor import make_executor
@@ -211,7 +203,8 @@ def _shared_executor(cfg: RunConfig, sources: list[SourceRun], chains: list[list
         and os.path.exists(os.path.join(work, "tail", "manifest.json"))
     if not done:
         import functools
-        executor.warm_up(cfg.np, functools.partial(warm_ops, worker_modules(chains, ops)))
+        from .executor import warm_worker
+        executor.warm_up(cfg.np, functools.partial(warm_worker, worker_modules(chains, ops)))
     return executor
 
 

@@ -121,7 +121,8 @@ class StageEngine:
         if self.cfg.engine != "local" or os.path.exists(os.path.join(self.work, "manifest.json")):
             return None
         executor = self.make_executor()
-        executor.warm_up(n_tasks, functools.partial(warm_worker, shard_worker({type(o).__module__ for o in ops})))
+        modules = shard_worker({type(o).__module__ for o in ops})
+        executor.warm_up(n_tasks, functools.partial(warm_worker, modules), preload=modules)
         if any(isinstance(o, (RemovalOp, Grouper)) for o in ops):
             # this process resolves between stages, and its first pa.array there imports pandas (~0.25 s):
             # imported while it waits for the workers instead

@@ -300,7 +300,8 @@ def _run(cfg: TokenizeConfig, jobs: list[ShardJob], names: list[list[str]], exec
     if not all(os.path.exists(os.path.join(tok_dir, f"{j.name}.done.json")) for j in jobs):
         from ..engine.executor import import_modules, warm_worker  # some shard is to do: start the workers now
         # (a server shared with the run's ops preloads for them: its workers import ours in their warm-up)
-        executor.warm_up(len(jobs), functools.partial(import_modules if share_server else warm_worker, WORKER_MODULES))
+        executor.warm_up(len(jobs), functools.partial(import_modules if share_server else warm_worker, WORKER_MODULES),
+                         preload=None if share_server else WORKER_MODULES)
     sp = resolve_specials(cfg)
     spec = sp.spec
     mark("tokenizer loaded")

@@ -172,7 +172,7 @@ class RayExecutor(BackgroundRelease):
             raise BrokenProcessPool(f"a Ray worker died ({type(e).__name__}) {MAX_RETRIES + 1} times "
                                     "running the same task") from None
 
-    def warm_up(self, n_tasks: int, fn: Callable) -> None:
+    def warm_up(self, n_tasks: int, fn: Callable, preload: list[str] | None = None) -> None:
         """Nothing to start: the cluster's workers are Ray's."""
 
     def prefetch(self, modules: list[str]) -> None:
