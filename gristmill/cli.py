@@ -555,9 +555,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    from .core import lazy_pandas
     from .engine.interrupt import Interrupted, signals_raise
     from .engine.timeline import mark
     mark("cli main")
+    lazy_pandas.defer()  # pyarrow's pa.array imports pandas, which gristmill's own work never needs
     try:
         with signals_raise():  # from the start: an interrupt during imports is one line too
             args = build_parser().parse_args(argv)

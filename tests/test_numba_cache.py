@@ -197,7 +197,8 @@ _LOCATED = r"""
 import os, sys
 sys.path.insert(0, sys.argv[1])
 from gristmill.ops import _numba_cache as nc
-nc.after_import("numba.core.caching", lambda: nc.install_locator([os.path.join(sys.argv[1], "pkgx")]))
+from gristmill.core.import_hooks import after_import
+after_import("numba.core.caching", lambda: nc.install_locator([os.path.join(sys.argv[1], "pkgx")]))
 import numba.core.event as event
 compiled = []
 class L(event.Listener):

@@ -53,10 +53,6 @@ class Executor(Protocol):
     def release(self) -> None:
         """Let the workers go on a thread (their exit overlaps what the caller does next); ``close`` waits."""
 
-    def prefetch(self, modules: list[str]) -> None:
-        """Modules this process will need after the first stage, imported while it waits for its workers
-        (where it does wait for them). A no-op where nothing waits."""
-
 
 class BackgroundRelease:
     """``release``/``close`` for an executor whose ``_shutdown(abort)`` may be called twice."""
@@ -129,7 +125,7 @@ def defer_blas_check() -> None:
     if "numba" not in sys.modules or "numba.np.linalg" in sys.modules or _blas_deferred:
         return
     _blas_deferred.append(True)
-    from ..ops._numba_cache import after_import
+    from ..core.import_hooks import after_import
 
     def quick_check(linalg, real):
         def ensure_blas():
@@ -161,7 +157,7 @@ _blas_deferred: list = []
 
 
 def import_modules(modules: list[str], _=None) -> None:
-    """Import ``modules`` ahead of need (a warm-up, a prefetch); one that fails is left to whoever needs it,
+    """Import ``modules`` ahead of need (a warm-up); one that fails is left to whoever needs it,
     which imports it and says what is wrong."""
     for m in modules:
         try:
@@ -208,7 +204,6 @@ class LocalExecutor(BackgroundRelease):
         # a shard task's modules (pool.shard_worker) unless a warm-up names them
         self._warming: threading.Thread | None = None
         self._ready: threading.Event | None = None
-        self._prefetch: list[str] = []  # modules this process imports while it waits for its workers
         self._let_go = threading.Event()
 
     @classmethod
@@ -259,18 +254,8 @@ class LocalExecutor(BackgroundRelease):
                                          name="gristmill-executor-workers", daemon=True)
         self._warming.start()
 
-    def prefetch(self, modules: list[str]) -> None:
-        """Modules this process will import after the first stage (a resolve's ``pa.array`` imports pandas):
-        imported on a thread while the first stage waits for its workers to be ready, when this core is idle,
-        rather than later on the run's critical path. Nothing is done when no wait comes."""
-        self._prefetch = list(modules)
-
     def _wait_warm(self) -> None:
         if self._ready is not None:  # one map at a time on a pool (each drains the progress queue)
-            if self._prefetch and not self._ready.is_set():
-                threading.Thread(target=import_modules, args=(self._prefetch,), name="gristmill-prefetch",
-                                 daemon=True).start()
-            self._prefetch = []
             self._ready.wait()
             self._ready = None
             mark("workers warm")

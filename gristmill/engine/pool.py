@@ -40,7 +40,7 @@ from concurrent.futures import FIRST_COMPLETED, InvalidStateError, ProcessPoolEx
 from typing import Callable, Iterable, Iterator
 
 from .. import fs
-from ..core import trust
+from ..core import lazy_pandas, trust
 
 _QUEUE = None
 
@@ -49,11 +49,10 @@ _SIGNALS = {signal.SIGINT, signal.SIGTERM}
 # the modules the fork server preloads (engine/preload.py reads it there; importing that module here would do
 # its loading in this process)
 PRELOAD_VAR = "GRISTMILL_PRELOAD_OPS"
-# what every worker that runs shard tasks imports, whatever its ops: the task itself, and pandas (pyarrow
-# imports it on a process's first pa.array, which every task reading JSONL makes: ~0.3 s of CPU). A pool of
-# shard tasks names these with its ops' modules; a pool that runs other tasks names only what they need
-# (tokenize.WORKER_MODULES: no pandas, no polars).
-SHARD_WORKER = ("pandas", "gristmill.engine.shard_task")
+# what every worker that runs shard tasks imports, whatever its ops: the task itself (no pandas: the server
+# defers pyarrow's import of it, core/lazy_pandas.py). A pool of shard tasks names these with its ops'
+# modules; a pool that runs other tasks names only what they need (tokenize.WORKER_MODULES: no polars).
+SHARD_WORKER = ("gristmill.engine.shard_task",)
 
 
 def shard_worker(op_modules=()) -> list[str]:
@@ -109,6 +108,7 @@ def _init_worker(queue, parent: int, policy: str | None = None, env: dict | None
     global _QUEUE
     for k, v in (env or {}).items():  # first: before a task imports numpy, numba, pyarrow
         os.environ.setdefault(k, v)
+    lazy_pandas.defer()  # a spawned worker's pyarrow without pandas too (a fork's server did it)
     fs.set_storage_options(json.loads(storage) if storage else None)  # the run's own storage options
     if forked:
         _watch_parent(parent)

@@ -123,10 +123,6 @@ class StageEngine:
         executor = self.make_executor()
         modules = shard_worker({type(o).__module__ for o in ops})
         executor.warm_up(n_tasks, functools.partial(warm_worker, modules), preload=modules)
-        if any(isinstance(o, (RemovalOp, Grouper)) for o in ops):
-            # this process resolves between stages, and its first pa.array there imports pandas (~0.25 s):
-            # imported while it waits for the workers instead
-            executor.prefetch(["pandas"])
         return executor
 
     def run_parts(self, ops: list[Op], parts: list[list[str]], input_fp: str,

@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import glob
 import hashlib
-import importlib.abc
-import importlib.util
 import json
 import os
 import re
 import sys
 import threading
 import time
+
+from ..core.import_hooks import after_import
 
 STAMP = "gristmill-numba-sources.json"
 _IMPORTS = re.compile(r"^\s*from\s+\.(\w*)\s+import\s+(\([^)]*\)|[^\n#]*)", re.M)
@@ -211,40 +211,6 @@ def install_locator(roots: list[str] | None = None) -> bool:
     classes.insert(0, cls)
     _installed.append(cls)
     return True
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs ``fn()`` right after module ``name`` is first executed (numba's caching module, before any kernel
-    module decorates a kernel), without importing it earlier."""
-
-    def __init__(self, name: str, fn):
-        self.name, self.fn = name, fn
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != self.name:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        exec_module, fn = spec.loader.exec_module, self.fn
-
-        def run(module):
-            exec_module(module)
-            try:
-                fn()
-            except Exception:  # noqa: BLE001 - an optimisation: numba's own caching stays
-                pass
-        spec.loader.exec_module = run
-        return spec
-
-
-def after_import(name: str, fn) -> None:
-    """``fn()`` now if module ``name`` is imported, else right after its first import."""
-    if name in sys.modules:
-        fn()
-    elif not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport(name, fn))
 
 
 # -- saying so when kernels compile -------------------------------------------------------------------

@@ -5,6 +5,6 @@ Entry point: :func:`gristmill.tokenize.run.run_tokenize` with a ``tokenize:`` re
 """
 
 # what a tokenize worker imports before its first shard (reading and tokenizing): all its fork server preloads
-# (engine/preload.py imports exactly what a pool names; no shard task, no pandas); here so that
+# (engine/preload.py imports exactly what a pool names; no shard task); here so that
 # `gristmill tokenize` starts that server before it imports anything else
 WORKER_MODULES = ["gristmill.io.formats", "gristmill.tokenize.shards", "tiktoken"]

@@ -175,9 +175,6 @@ class RayExecutor(BackgroundRelease):
     def warm_up(self, n_tasks: int, fn: Callable, preload: list[str] | None = None) -> None:
         """Nothing to start: the cluster's workers are Ray's."""
 
-    def prefetch(self, modules: list[str]) -> None:
-        """Nothing waits for workers here."""
-
     def in_process(self, n_tasks: int) -> bool:
         return False
 
