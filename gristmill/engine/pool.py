@@ -108,11 +108,11 @@ def _init_worker(queue, parent: int, policy: str | None = None, env: dict | None
     global _QUEUE
     for k, v in (env or {}).items():  # first: before a task imports numpy, numba, pyarrow
         os.environ.setdefault(k, v)
-    lazy_pandas.defer()  # a spawned worker's pyarrow without pandas too (a fork's server did it)
     fs.set_storage_options(json.loads(storage) if storage else None)  # the run's own storage options
-    if forked:
+    if forked:  # its server deferred pyarrow's pandas import already (engine/preload.py)
         _watch_parent(parent)
     else:
+        lazy_pandas.defer()
         _die_with_parent(parent)
     if policy is not None:  # the parent's trust policy (trust.current() reads the variable)
         os.environ[trust.ENV] = policy
