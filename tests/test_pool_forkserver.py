@@ -103,3 +103,57 @@ def test_a_tokenize_pool_preloads_what_tokenizing_needs_only():
     finally:
         ex.close()
     assert all(not r["pandas"] and r["gristmill.engine.shard_task"] for r in got)
+
+
+_PROBE = '''
+import os, sys, time
+def probe(_):
+    return {"ppid": os.getppid(), "threads": os.environ.get("OMP_NUM_THREADS"), "cpu": time.process_time(),
+            "pandas": "pandas" in sys.modules, "shard_task": "gristmill.engine.shard_task" in sys.modules}
+'''
+
+_SCRIPT = '''
+import json, os, sys
+if sys.argv[1] == "numpy first":
+    import numpy
+from multiprocessing import forkserver
+from gristmill.engine import pool
+assert pool.start_server(2, pool.shard_worker())
+server = forkserver._forkserver._forkserver_pid
+def cmdline(pid):
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read()
+from gristmill.engine.executor import LocalExecutor
+import probe
+ex = LocalExecutor(2)
+try:
+    got = ex.map(probe.probe, [0, 1])
+finally:
+    ex.close()
+print(json.dumps({"server": server, "new_interpreter": cmdline(server) != cmdline("self"),
+                  "main_threads": os.environ.get("OMP_NUM_THREADS"), "workers": got}))
+'''
+
+
+@pytest.mark.parametrize("first", ["nothing", "numpy first"])
+def test_the_early_server_is_a_fork_of_the_run_unless_a_threaded_library_is_loaded(tmp_path, first):
+    """`cli._start_workers_early` runs before the run imports numpy: the server is then a fork of the run's
+    process (no second interpreter to start: ~0.07 s on the np 2 run's path to its first task) that the
+    workers are forked from, with the pool's thread settings and preload, like a server started anew. Once
+    a library that starts threads or reads its thread settings at load is imported (numpy here), the server
+    is a new interpreter as before."""
+    import json
+    import subprocess
+    (tmp_path / "probe.py").write_text(_PROBE)
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), *filter(None, [env.get("PYTHONPATH")])])
+    res = subprocess.run([sys.executable, "-c", _SCRIPT, first], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["new_interpreter"] is (first == "numpy first")
+    assert out["main_threads"] is None  # the pool's thread settings are the server's, not this process's
+    share = str(max(1, (os.cpu_count() or 1) // 2))
+    assert out["workers"] == [{**w, "ppid": out["server"], "threads": share, "pandas": False, "shard_task": True}
+                              for w in out["workers"]]
+    assert all(w["cpu"] < 0.2 for w in out["workers"])  # forks of a preloaded server
