@@ -83,7 +83,15 @@ def readers() -> dict[str, Reader]:
     return _READERS
 
 
+_loaded = False
+
+
 def _load_readers():
+    """Import every reader module, once a process (listing the package took ~1 ms, and every shard task
+    asked three times)."""
+    global _loaded
+    if _loaded:
+        return
     import importlib
     import pkgutil
     from .. import io as pkg
@@ -91,6 +99,7 @@ def _load_readers():
     for name in names:
         if not name.startswith("_") and name not in ("base", "formats", "writers", "planner"):
             importlib.import_module(f"{pkg.__name__}.{name}")
+    _loaded = True
 
 
 def read_shard(shard: Shard, opts: ReadOptions) -> Iterator[pa.RecordBatch | Reject]:
