@@ -16,6 +16,7 @@ import threading
 
 _lock = threading.RLock()
 _pending: list["LazyKernel"] = []
+_objects: list["LazyObject"] = []
 
 
 class LazyKernel:
@@ -62,35 +63,73 @@ def _lazy(fn, options: dict) -> LazyKernel:
     return k
 
 
+class LazyObject:
+    """Another numba object a kernel module defines at import (an ``@intrinsic``): ``factory()`` makes it,
+    when :func:`materialize` runs, and it replaces this placeholder in every loaded module as kernels do."""
+
+    __slots__ = ("factory", "value")
+
+    def __init__(self, factory):
+        self.factory, self.value = factory, None
+
+    def real(self):
+        if self.value is None:
+            materialize()
+        return self.value
+
+    def __call__(self, *args, **kwargs):
+        return self.real()(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.real(), name)
+
+    def __repr__(self) -> str:
+        return f"<lazy numba object from {self.factory.__module__}.{self.factory.__qualname__}>"
+
+
+def lazy(factory):
+    """``factory()`` (which imports numba) now if numba is imported, else a :class:`LazyObject` for it."""
+    if "numba" in sys.modules:
+        return factory()
+    obj = LazyObject(factory)
+    with _lock:
+        _objects.append(obj)
+    return obj
+
+
 def pending() -> bool:
-    """Whether some kernel of this process is still lazy."""
-    return bool(_pending)
+    """Whether some kernel (or other numba object) of this process is still lazy."""
+    return bool(_pending or _objects)
 
 
 def materialize() -> None:
     """Import numba and make every lazy kernel of this process real, replacing it in every loaded module
     (idempotent; what a worker about to run kernels does in advance: ``engine.executor.warm_worker``)."""
-    if not _pending:
+    if not _pending and not _objects:
         return
     with _lock:
-        if not _pending:
+        if not _pending and not _objects:
             return
         import numba
         from numba.extending import typeof_impl
-        kernels = list(_pending)
+        kernels, objects = list(_pending), list(_objects)
+        for o in objects:  # before the kernels: they may call these
+            o.value = o.factory()
         for k in kernels:
             k.dispatcher = numba.njit(**k.options)(k.py_func)
         # a lazy kernel left somewhere the scan does not reach (a container, a closure) still types as its
         # dispatcher inside a kernel
-        typeof_impl.register(LazyKernel)(lambda val, c: typeof_impl(val.real(), c))
+        for cls in (LazyKernel, LazyObject):
+            typeof_impl.register(cls)(lambda val, c: typeof_impl(val.real(), c))
         for mod in list(sys.modules.values()):
             d = getattr(mod, "__dict__", None)
             if not d or not str(getattr(mod, "__name__", "")).startswith(_OWNERS):
                 continue
             for name, v in list(d.items()):
-                if type(v) is LazyKernel:
+                if type(v) in (LazyKernel, LazyObject):
                     d[name] = v.real()
         del _pending[:len(kernels)]
+        del _objects[:len(objects)]
 
 
 # the packages whose modules may hold lazy kernels (their own or imported by name): all of gristmill's

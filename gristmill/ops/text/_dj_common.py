@@ -3,7 +3,7 @@ kernels over the column), and Data-Juicer's words (``_WordFilter``: whitespace-s
 SentencePiece model's pieces)."""
 from __future__ import annotations
 
-import numba as nb
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 import numpy as np
 from pydantic import Field
 
@@ -16,7 +16,7 @@ def _decode(op, batch):
     return cc.decode(op.text(batch))
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _count_flag(cps, cpo, tab, flag):
     n = len(cpo) - 1
     out = np.zeros(n, np.int64)

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import numba as nb
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 import numpy as np
 
 from . import charclass as cc
 from ._spanhash import HMUL, hash_map, py_hash
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _dj_words(cps, cpo, tab, strip):
     """Data-Juicer's words: split on space, newline and tab; with ``strip``, remove SPECIAL_CHARACTERS
     from both ends of each word and drop words that become empty."""
@@ -86,7 +86,7 @@ def lower_table() -> np.ndarray:
     return t
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def lower_hash(cps, a, b, low):
     h = np.uint64(0xCBF29CE484222325)
     for i in range(a, b):

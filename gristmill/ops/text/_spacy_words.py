@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import numba as nb
 import numpy as np
 
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 from . import charclass as cc
 from ._spacy_rules import UNITS, special_cases
 from ._spanhash import HMUL, hash_map, hm_find, py_hash, span_hash
@@ -44,12 +44,12 @@ FIRST_SALT = 0x5A5A_1F1F_3C3C_7E7E
 
 # -- the tokenizer kernel ----------------------------------------------------------------------------
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _is(tab, c, flag):
     return (tab[c] & flag) != 0
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _prefix_len(cps, a, b, tab):
     c = cps[a]
     if c == 46 and a + 1 < b and cps[a + 1] == 46:  # ellipsis "..+"
@@ -79,7 +79,7 @@ def units_table():
     return hash_map({py_hash(u): len(u) for u in UNITS})
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _suffix_len(cps, a, b, tab, units):
     """Length of the suffix spaCy's English suffix rules would split off [a, b), or 0."""
     last = cps[b - 1]
@@ -122,12 +122,12 @@ def _suffix_len(cps, a, b, tab, units):
     return 0
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _host_char(c):
     return (48 <= c <= 57) or (97 <= c <= 122) or (65 <= c <= 90) or 0xA1 <= c <= 0xFFFF
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _host_rest(cps, h, b, tab):
     """The part of spaCy's URL pattern after the optional scheme and user: (label.)+tld[:port][[/?#]rest]$,
     labels of host characters (inner "-" / "_" allowed, at most 64 long), the tld 2-63 of spaCy's
@@ -162,7 +162,7 @@ def _host_rest(cps, h, b, tab):
     return k == b or cps[k] == 47 or cps[k] == 63 or cps[k] == 35
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _is_url(cps, a, b, tab):
     """spaCy's URL match on a chunk: ^[scheme://][user@](label.)+tld[:port][/?#rest]$ (without its IP-address
     branch), trying every way the optional scheme and user@ parts can be taken, as the regex would."""
@@ -193,14 +193,14 @@ def _is_url(cps, a, b, tab):
     return False
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _emit(out_s, out_e, n, s, e):
     out_s[n] = s
     out_e[n] = e
     return n + 1
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _emit_special(out_s, out_e, n, a, b, v):
     cnt = v & 0xFF
     prev = a
@@ -211,7 +211,7 @@ def _emit_special(out_s, out_e, n, a, b, v):
     return _emit(out_s, out_e, n, prev, b)
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _infix_end(cps, i, a, b, tab):
     """If an infix starts at i (a < i), the end of it; else -1."""
     c = cps[i]
@@ -252,7 +252,7 @@ def _infix_end(cps, i, a, b, tab):
     return -1
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _attach(cps, a, b, tab, specials, out_s, out_e, n):
     """Emit the core [a, b) of a chunk: special case, URL, or split at infixes."""
     if a >= b:
@@ -279,7 +279,7 @@ def _attach(cps, a, b, tab, specials, out_s, out_e, n):
     return n
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _split_chunk(cps, a, b, tab, specials, units, out_s, out_e, n, suf_s, suf_e):
     """spaCy's affix loop on one whitespace-free chunk [a, b)."""
     ns = 0
@@ -323,7 +323,7 @@ def _split_chunk(cps, a, b, tab, specials, units, out_s, out_e, n, suf_s, suf_e)
     return n
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _tokens_hash(cps, ts, te, i, ln):
     """span_hash of the texts of tokens i..i+ln-1 joined without their gaps."""
     h = np.uint64(0xCBF29CE484222325)
@@ -333,7 +333,7 @@ def _tokens_hash(cps, ts, te, i, ln):
     return np.int64(h)
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _merge_specials(cps, specials, out_s, out_e, n):
     """spaCy's special-case matcher over a text's tokens: a special case that the affix rules split into
     k tokens is re-joined where exactly those tokens follow each other (e.g. "id." -> "i", "d" + "." ->
@@ -390,7 +390,7 @@ def _merge_specials(cps, specials, out_s, out_e, n):
     return w
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def tokenize_span(cps, a, b, tab, specials, units, out_s, out_e, suf_s, suf_e):
     """Tokens of cps[a:b] (whitespace dropped, as datatrove strips them); returns the token count.
     ``out_s``/``out_e`` must hold at least b - a entries."""
@@ -413,7 +413,7 @@ def tokenize_span(cps, a, b, tab, specials, units, out_s, out_e, suf_s, suf_e):
     return n
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _tokenize_all(cps, cpo, tab, specials, units, src, old_cpo, old_ts, old_te, old_toff):
     """Tokens of every row. Where ``src`` (empty, or one entry per row) names a row of an earlier
     tokenization with the same text (``old_*``), that row's tokens are copied and shifted instead."""

@@ -1,7 +1,7 @@
 """Hashes of code-point spans and the int64 lookup tables the compiled word kernels use."""
 from __future__ import annotations
 
-import numba as nb
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 import numpy as np
 
 M64 = (1 << 64) - 1
@@ -16,7 +16,7 @@ def py_hash(s: str) -> int:
     return h - (1 << 64) if h >= (1 << 63) else h
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def span_hash(cps, a, b):
     h = np.uint64(0xCBF29CE484222325)
     for i in range(a, b):
@@ -41,7 +41,7 @@ def hash_map(items: dict) -> np.ndarray:
     return m
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _hm_slot(m, h):
     mask = m.shape[1] - 1
     i = np.int64((np.uint64(h) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)) & mask
@@ -50,7 +50,7 @@ def _hm_slot(m, h):
     return i
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def hm_find(m, h):
     """The column of key ``h`` in table ``m`` (its value is ``m[1, i]``), or -1."""
     i = _hm_slot(m, h)

@@ -11,7 +11,7 @@ Kelvin sign differ).
 """
 from __future__ import annotations
 
-import numba as nb
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 import numpy as np
 import pyarrow as pa
 from pydantic import Field
@@ -37,12 +37,12 @@ _EDIT = _cp("[edit]")
 _CITNEEDED = _cp("[citation needed]")
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _lower(c):
     return c + 32 if 65 <= c <= 90 else c
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _contains_ci(buf, n, pat):
     m = len(pat)
     for i in range(n - m + 1):
@@ -56,7 +56,7 @@ def _contains_ci(buf, n, pat):
     return False
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _starts_with(cps, i, b, pat):
     if b - i < len(pat):
         return False
@@ -66,7 +66,7 @@ def _starts_with(cps, i, b, pat):
     return True
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _c4_kernel(cps, cpo, tab, specials, units, opts, scratch, p0, p1, p2, p3, p4, p5):
     """opts: remove_citations, filter_no_terminal_punct, min_num_sentences, min_words_per_line,
     max_word_length, filter_lorem_ipsum, filter_javascript, filter_curly_bracket, filter_policy.
@@ -225,7 +225,7 @@ _LOREM_K = _LOREM
 _JS_K = _JS
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _is_decimal(c):
     # Unicode decimal digits outside ASCII (re's \d): approximate with the common blocks' zero points
     for z in (0x660, 0x6F0, 0x7C0, 0x966, 0x9E6, 0xA66, 0xAE6, 0xB66, 0xBE6, 0xC66, 0xCE6, 0xD66, 0xDE6, 0xE50,
@@ -235,7 +235,7 @@ def _is_decimal(c):
     return False
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _sentences(buf, ts, te, nt, tab):
     """spaCy's sentencizer over tokens: a sentence starts at the first token that is neither punctuation
     nor a terminal mark after a terminal mark."""
@@ -271,7 +271,7 @@ class _C4Params(Params):
     filter_policy: bool = Field(True, description="Drop lines with cookie / terms-of-use phrases.")
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _longest_line(cps, cpo, tab):
     longest = 0
     for d in range(len(cpo) - 1):
@@ -357,7 +357,7 @@ class C4QualityFilter(Filter):
 
 # -- paragraph filter ------------------------------------------------------------------------------
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _paragraph_kernel(cps, cpo, top):
     n = len(cpo) - 1
     n_lines = np.zeros(n, np.int64)

@@ -2,10 +2,10 @@
 Keep rule: ``min <= stat <= max`` (Data-Juicer's get_keep_boolean), declared on the ``Filter`` base."""
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 from pydantic import Field
 
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 from ...core import columns as C
 from ...registry import register
 from ..base import Filter, Params
@@ -13,7 +13,7 @@ from . import words as W
 from ._dj_common import _decode
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _char_rep(cps, cpo, n_):
     n = len(cpo) - 1
     out = np.zeros(n, np.float64)

@@ -12,11 +12,11 @@ import sys
 import unicodedata
 from functools import lru_cache
 
-import numba as nb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 from ...cache import cached_arrays
 
 # flag bits
@@ -208,7 +208,7 @@ def buffers(arr: pa.Array):
     return offs, data
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _decode(offs, data):
     n = len(offs) - 1
     out = np.empty(offs[n] - offs[0], np.int32)
@@ -296,7 +296,7 @@ def _decode_small(offs, data):
     return cps, starts[offs - offs[0]]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _encode(cps, spans_start, spans_end, row_off):
     """UTF-8 encode, for each output row r, the concatenation of code point spans row_off[r]..row_off[r+1]."""
     total = 0

@@ -1,10 +1,10 @@
 """FineWeb quality filter (Penedo et al. 2024), with datatrove's names, definitions and defaults."""
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 from pydantic import Field
 
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 from ...core import columns as C
 from ...registry import register
 from ..base import Params
@@ -13,7 +13,7 @@ from . import words as W
 from .rules import RuleFilter, decoded_words, ratio
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _fineweb_kernel(cps, cpo, toff, tab, short_len, stop_flag):
     n = len(cpo) - 1
     lines = np.zeros(n, np.int64)

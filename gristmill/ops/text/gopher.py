@@ -8,10 +8,10 @@ rule, as in datatrove), so equal strings always collide and distinct strings col
 """
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 from pydantic import Field
 
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 from ...core import columns as C
 from ...registry import register
 from ..base import Params
@@ -26,7 +26,7 @@ GOPHER_STOP_WORDS = ["the", "be", "to", "of", "and", "that", "have", "with"]
 
 # -- quality -------------------------------------------------------------------------------------
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _quality_kernel(cps, cpo, ts, te, toff, tab, stop_hashes):
     n = len(cpo) - 1
     n_words = np.zeros(n, np.int64)
@@ -199,7 +199,7 @@ def _table(n_keys: int) -> np.ndarray:
     return np.zeros((_slots(n_keys), 4), np.int64)
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _slots(n_keys):
     cap = 64
     while cap < 2 * n_keys:
@@ -207,7 +207,7 @@ def _slots(n_keys):
     return cap
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _slot(tbl, mask, gen, h):
     """The slot holding key ``h`` in generation ``gen``, or the free slot where it would go."""
     m = np.uint64(h) * np.uint64(0x9E3779B97F4A7C15)
@@ -217,7 +217,7 @@ def _slot(tbl, mask, gen, h):
     return i
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _powers(n):
     pw = np.ones(n, np.uint64)
     for k in range(1, n):
@@ -225,7 +225,7 @@ def _powers(n):
     return pw
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _dup_segments(cps, seg_s, seg_e, tbl, mask, gen):
     """datatrove find_duplicates: (number of repeated elements, their total length)."""
     n_dup = 0
@@ -242,7 +242,7 @@ def _dup_segments(cps, seg_s, seg_e, tbl, mask, gen):
     return n_dup, n_chars
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _split_newline_runs(cps, a, b, min_run, ss, ee):
     """Pieces of [a, b) between runs of at least ``min_run`` newlines (re.split(r"\n{min_run,}")), written
     to ``ss``/``ee``; returns their number."""
@@ -267,7 +267,7 @@ def _split_newline_runs(cps, a, b, min_run, ss, ee):
     return m + 1
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _poly(cps, a, b):
     h = np.uint64(0)
     for i in range(a, b):
@@ -286,7 +286,7 @@ def _scratch(cps, cpo, toff, top_ns):
             np.empty((2, most + 1), np.uint64), np.empty(most + 1, np.int64))
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _repetition_kernel(cps, cpo, ts, te, toff, tab, top_ns, dup_ns, tbl, pw, seg, pre, plen):
     """Per row: length, then the paragraph / line / top n-gram / duplicated n-gram fractions. ``tbl`` ..
     ``plen`` are ``_scratch``'s: the caller owns them, so the hot loops can use views without reference

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-import numba as nb
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 import numpy as np
 from pydantic import Field
 
@@ -16,7 +16,7 @@ from . import charclass as cc
 from ._dj_common import _decode, _ratio
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _line_stats(cps, cpo, tab):
     """(number of lines as str.splitlines, longest line length)."""
     n = len(cpo) - 1

@@ -10,14 +10,21 @@ holds them during the call), never an array the kernel allocates and then drops 
 """
 from __future__ import annotations
 
-from numba.core import cgutils
-from numba.extending import intrinsic
+from .._lazy_jit import lazy
 
 
-@intrinsic
-def unmanaged(typingctx, arr):
-    def codegen(context, builder, sig, args):
-        a = context.make_array(sig.args[0])(context, builder, value=args[0])
-        a.meminfo = cgutils.get_null_value(a.meminfo.type)
-        return a._getvalue()
-    return arr(arr), codegen
+def _unmanaged():
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def unmanaged(typingctx, arr):
+        def codegen(context, builder, sig, args):
+            a = context.make_array(sig.args[0])(context, builder, value=args[0])
+            a.meminfo = cgutils.get_null_value(a.meminfo.type)
+            return a._getvalue()
+        return arr(arr), codegen
+    return unmanaged
+
+
+unmanaged = lazy(_unmanaged)  # made with the kernels, when numba is imported (ops/_lazy_jit.py)

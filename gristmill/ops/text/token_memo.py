@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 
-import numba as nb
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 import numpy as np
 import pyarrow as pa
 
@@ -27,7 +27,7 @@ from . import words as W
 _local = threading.local()
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _row_keys(offs, data):
     """Per row, a 64-bit key of its byte length and first and last 16 bytes (equal texts, equal keys)."""
     n = len(offs) - 1
@@ -43,7 +43,7 @@ def _row_keys(offs, data):
     return out
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _match_rows(offs, data, keys, old_offs, old_data, old_keys_sorted, old_order):
     """Per row, the index of an earlier row with byte-identical text, or -1."""
     n = len(offs) - 1

@@ -7,7 +7,7 @@ passes (output size, then output) so that it writes into one exactly sized buffe
 """
 from __future__ import annotations
 
-import numba as nb
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -43,7 +43,7 @@ class CharMap:
         return res
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _char(data, i):
     """(code point, byte length) of the UTF-8 character at data[i]."""
     b = np.int32(data[i])
@@ -57,7 +57,7 @@ def _char(data, i):
             | (np.int32(data[i + 3]) & 0x3F)), 4
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _translate_pass(offs, data, idx, starts, rep, crlf, out, out_offs, write):
     """One pass over all rows: with ``write``, fill ``out``/``out_offs``; returns the output byte count."""
     n = len(offs) - 1
@@ -99,7 +99,7 @@ def _translate_pass(offs, data, idx, starts, rep, crlf, out, out_offs, write):
     return k
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _translate(offs, data, idx, starts, rep, crlf):
     offs, data, idx, starts, rep = unmanaged(offs), unmanaged(data), unmanaged(idx), unmanaged(starts), unmanaged(rep)
     n = len(offs) - 1
@@ -110,7 +110,7 @@ def _translate(offs, data, idx, starts, rep, crlf):
     return out, out_offs
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def max_class(cps, cpo, cls):
     """Per row, the largest ``cls[cp]`` over its code points (0 for an empty row)."""
     n = len(cpo) - 1

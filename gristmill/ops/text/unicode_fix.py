@@ -28,7 +28,7 @@ import sys
 import unicodedata
 from functools import lru_cache
 
-import numba as nb
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -183,7 +183,7 @@ def _join_windows(cps: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[str,
     return buf.tobytes().decode("utf-32-le"), starts
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _windows(cps, cpo, rows, trig, width):
     """(starts, ends, row) of the merged windows [p - width, p + width] around each trigger character
     p of the given rows, clipped to the row."""
@@ -249,7 +249,7 @@ def _fast(text: pa.Array, normalization: str) -> tuple[pa.Array, np.ndarray]:
     return fixed, slow
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _segments(offs, data, max_len):
     """ftfy.fix_text's segments of each row (pieces ending after each "\n"), as byte offsets into
     ``data``, with per row the offset of its first segment, per segment whether a "<" occurs in its row up

@@ -9,10 +9,10 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-import numba as nb
 import numpy as np
 from pydantic import Field
 
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 from ...core import columns as C
 from ...core import trust
 from ...registry import register
@@ -39,7 +39,7 @@ def load_words(kind: str, words_dir: str | None = None) -> dict[str, list[str]]:
     return out
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _in_set_ratio(cps, ws, we, off, low, wset, aug_sizes):
     n = len(off) - 1
     out = np.zeros(n, np.float64)

@@ -2,17 +2,17 @@
 Keep rule: ``min <= stat <= max`` (Data-Juicer's get_keep_boolean), declared on the ``Filter`` base."""
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 from pydantic import Field
 
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 from ...core import columns as C
 from ...registry import register
 from . import words as W
 from ._dj_common import _WordFilter, _WordParams
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _mix(x):
     """splitmix64's finaliser. An n-gram's hash combines its words' hashes; combined as they are, the
     polynomial string hashes are linear, so ("m", "en") and ("c", "on") collide (only m + e = c + o
@@ -22,7 +22,7 @@ def _mix(x):
     return x ^ (x >> np.uint64(31))
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _word_rep(cps, ws, we, off, low, n_):
     n = len(off) - 1
     out = np.zeros(n, np.float64)
