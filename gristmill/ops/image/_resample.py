@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 
 _TILE = 32  # rows per tile of the full-resolution horizontal pass (two int32 vectors on AVX-512)
 _HALF = 1 << 21  # Pillow's rounding term, 1 << (PRECISION_BITS - 1)
