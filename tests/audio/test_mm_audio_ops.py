@@ -57,9 +57,11 @@ def test_nmf_snr_matches_data_juicer():
     pytest.importorskip("sklearn")
     kept, removed, _ = run("audio_nmf_snr_filter", ROWS, min_snr=10)
     snr = {r["id"]: r["__stats__"]["audio_nmf_snr"] for r in kept + removed}
-    assert snr["sine"] == pytest.approx([DJ_SNR[SINE]], rel=1e-6)
-    assert snr["noise"] == pytest.approx([DJ_SNR[NOISE]], rel=1e-6)
-    assert snr["both"] == pytest.approx([DJ_SNR[SINE], DJ_SNR[MIX]], rel=1e-6)
+    # float32 STFT and NMF sums round differently on other CPUs (vector width): the same code and packages gave
+    # 33.254116 where these were recorded and 33.253521 on an AMD EPYC without AVX-512, so the match is to 1e-4
+    assert snr["sine"] == pytest.approx([DJ_SNR[SINE]], rel=1e-4)
+    assert snr["noise"] == pytest.approx([DJ_SNR[NOISE]], rel=1e-4)
+    assert snr["both"] == pytest.approx([DJ_SNR[SINE], DJ_SNR[MIX]], rel=1e-4)
     assert [r["id"] for r in removed] == ["noise"]  # white noise: no dominant component
 
 

@@ -114,6 +114,7 @@ def _severe(entries, ignore=()):
 
 def test_ui_end_to_end(served, tmp_path):
     import httpx
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import WebDriverWait
@@ -123,7 +124,8 @@ def test_ui_end_to_end(served, tmp_path):
     d = start_driver(1400, 1100)
     d.set_page_load_timeout(60)
     shot = Shots(d, tmp_path)
-    wait = WebDriverWait(d, 30, poll_frequency=0.1)
+    # a condition that reads elements the page re-renders meanwhile (the chain after a YAML paste) tries again
+    wait = WebDriverWait(d, 30, poll_frequency=0.1, ignored_exceptions=[StaleElementReferenceException])
 
     def css(sel, within=None):
         return (within or d).find_element(By.CSS_SELECTOR, sel)
