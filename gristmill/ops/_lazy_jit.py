@@ -19,27 +19,33 @@ _pending: list["LazyKernel"] = []
 _objects: list["LazyObject"] = []
 
 
-class LazyKernel:
-    """A kernel whose ``numba.njit(**options)(py_func)`` is made on first use."""
+class _Placeholder:
+    """Stands for a numba object until :func:`materialize` makes it (``made``), then acts as that object."""
 
-    __slots__ = ("py_func", "options", "dispatcher", "__weakref__")
-
-    def __init__(self, py_func, options: dict):
-        self.py_func, self.options, self.dispatcher = py_func, options, None
+    __slots__ = ("made", "__weakref__")
 
     def real(self):
-        if self.dispatcher is None:
+        if self.made is None:
             materialize()
-        return self.dispatcher
+        return self.made
 
     def __call__(self, *args, **kwargs):
         return self.real()(*args, **kwargs)
 
-    def __getattr__(self, name):  # py_func, signatures, stats, …: the dispatcher's
+    def __getattr__(self, name):  # py_func, signatures, stats, …: the real object's
         return getattr(self.real(), name)
 
     def __reduce__(self):
         return self.real().__reduce__()
+
+
+class LazyKernel(_Placeholder):
+    """A kernel whose ``numba.njit(**options)(py_func)`` is made on first use."""
+
+    __slots__ = ("py_func", "options")
+
+    def __init__(self, py_func, options: dict):
+        self.py_func, self.options, self.made = py_func, options, None
 
     def __repr__(self) -> str:
         return f"<lazy kernel {self.py_func.__module__}.{self.py_func.__qualname__}>"
@@ -63,25 +69,14 @@ def _lazy(fn, options: dict) -> LazyKernel:
     return k
 
 
-class LazyObject:
+class LazyObject(_Placeholder):
     """Another numba object a kernel module defines at import (an ``@intrinsic``): ``factory()`` makes it,
     when :func:`materialize` runs, and it replaces this placeholder in every loaded module as kernels do."""
 
-    __slots__ = ("factory", "value")
+    __slots__ = ("factory",)
 
     def __init__(self, factory):
-        self.factory, self.value = factory, None
-
-    def real(self):
-        if self.value is None:
-            materialize()
-        return self.value
-
-    def __call__(self, *args, **kwargs):
-        return self.real()(*args, **kwargs)
-
-    def __getattr__(self, name):
-        return getattr(self.real(), name)
+        self.factory, self.made = factory, None
 
     def __repr__(self) -> str:
         return f"<lazy numba object from {self.factory.__module__}.{self.factory.__qualname__}>"
@@ -114,19 +109,18 @@ def materialize() -> None:
         from numba.extending import typeof_impl
         kernels, objects = list(_pending), list(_objects)
         for o in objects:  # before the kernels: they may call these
-            o.value = o.factory()
+            o.made = o.factory()
         for k in kernels:
-            k.dispatcher = numba.njit(**k.options)(k.py_func)
+            k.made = numba.njit(**k.options)(k.py_func)
         # a lazy kernel left somewhere the scan does not reach (a container, a closure) still types as its
         # dispatcher inside a kernel
-        for cls in (LazyKernel, LazyObject):
-            typeof_impl.register(cls)(lambda val, c: typeof_impl(val.real(), c))
+        typeof_impl.register(_Placeholder)(lambda val, c: typeof_impl(val.real(), c))
         for mod in list(sys.modules.values()):
             d = getattr(mod, "__dict__", None)
             if not d or not str(getattr(mod, "__name__", "")).startswith(_OWNERS):
                 continue
             for name, v in list(d.items()):
-                if type(v) in (LazyKernel, LazyObject):
+                if type(v) in (LazyKernel, LazyObject):  # type(): a module value may be an odd proxy
                     d[name] = v.real()
         del _pending[:len(kernels)]
         del _objects[:len(objects)]
