@@ -222,7 +222,7 @@ _THREADED = frozenset({"numpy", "pyarrow", "polars", "numba", "pandas", "tokeniz
 def _fork_server(server) -> bool:
     """Start ``server`` (multiprocessing's fork server) as a fork of this process rather than a new
     interpreter: what ``ForkServer.ensure_running`` does, less the interpreter's start and the
-    ``multiprocessing`` imports (~0.07 s, on the critical path of an np 2 run that waits for its server).
+    ``multiprocessing`` imports (0.13–0.16 s measured, on the path of an np 2 run that waits for its server).
     Only while this process is one thread and has imported none of ``_THREADED`` (the early start, before
     planning: ``cli._start_workers_early``), and only with the ``forkserver.main`` this was written for;
     False (nothing started) otherwise. The child is the server that ``ensure_running`` would have started:
