@@ -3,10 +3,10 @@ kernels over the column), and Data-Juicer's words (``_WordFilter``: whitespace-s
 SentencePiece model's pieces)."""
 from __future__ import annotations
 
-from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 import numpy as np
 from pydantic import Field
 
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 from ..base import Filter, Params
 from . import charclass as cc
 from . import words as W

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 import numpy as np
 
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 from . import charclass as cc
 from ._spanhash import HMUL, hash_map, py_hash
 

@@ -1,8 +1,9 @@
 """Hashes of code-point spans and the int64 lookup tables the compiled word kernels use."""
 from __future__ import annotations
 
-from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 import numpy as np
+
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 
 M64 = (1 << 64) - 1
 HMUL = 0x100000001B3  # FNV prime, used as the polynomial base

@@ -11,13 +11,13 @@ Kelvin sign differ).
 """
 from __future__ import annotations
 
-from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
 from ...core import columns as C
 from ...registry import register
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 from ..base import Filter, Mapper, Params
 from . import charclass as cc
 from . import words as W

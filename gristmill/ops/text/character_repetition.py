@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
-from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 from ...core import columns as C
 from ...registry import register
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 from ..base import Filter, Params
 from . import words as W
 from ._dj_common import _decode

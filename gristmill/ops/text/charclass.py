@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 from ...cache import cached_arrays
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 
 # flag bits
 SPACE = 1 << 0        # str.isspace

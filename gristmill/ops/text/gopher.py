@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
-from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 from ...core import columns as C
 from ...registry import register
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 from ..base import Params
 from . import charclass as cc
 from . import words as W

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import sys
 
-from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 import numpy as np
 from pydantic import Field
 
 from ...core import columns as C
 from ...registry import register
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 from ..base import Filter, Params
 from . import charclass as cc
 from ._dj_common import _decode, _ratio

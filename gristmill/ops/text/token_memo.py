@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import threading
 
-from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 import numpy as np
 import pyarrow as pa
 
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 from . import charclass as cc
 from . import words as W
 

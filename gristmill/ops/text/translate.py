@@ -7,11 +7,11 @@ passes (output size, then output) so that it writes into one exactly sized buffe
 """
 from __future__ import annotations
 
-from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 from . import charclass as cc
 from .nbutil import unmanaged
 

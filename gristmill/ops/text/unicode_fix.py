@@ -28,7 +28,6 @@ import sys
 import unicodedata
 from functools import lru_cache
 
-from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,6 +36,7 @@ from pydantic import Field
 from ...cache import cached_arrays
 from ...core import columns as C
 from ...registry import register
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 from ..base import Mapper, Params
 from . import charclass as cc
 from .re2_exact import K, sp, to_re2  # K, sp: Python's regex parser, whatever its version

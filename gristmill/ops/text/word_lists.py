@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 from pydantic import Field
 
-from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 from ...core import columns as C
 from ...core import trust
 from ...registry import register
+from .._lazy_jit import njit  # numba imported on a kernel's first use (issue 25)
 from . import words as W
 from ._dj_common import _WordFilter, _WordParams
 
