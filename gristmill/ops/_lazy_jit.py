@@ -15,14 +15,17 @@ import sys
 import threading
 
 _lock = threading.RLock()
-_pending: list["LazyKernel"] = []
-_objects: list["LazyObject"] = []
+_pending: list["_Placeholder"] = []
 
 
 class _Placeholder:
     """Stands for a numba object until :func:`materialize` makes it (``made``), then acts as that object."""
 
     __slots__ = ("made", "__weakref__")
+
+    def make(self):
+        """The real object (numba is imported)."""
+        raise NotImplementedError
 
     def real(self):
         if self.made is None:
@@ -47,6 +50,10 @@ class LazyKernel(_Placeholder):
     def __init__(self, py_func, options: dict):
         self.py_func, self.options, self.made = py_func, options, None
 
+    def make(self):
+        import numba
+        return numba.njit(**self.options)(self.py_func)
+
     def __repr__(self) -> str:
         return f"<lazy kernel {self.py_func.__module__}.{self.py_func.__qualname__}>"
 
@@ -54,19 +61,18 @@ class LazyKernel(_Placeholder):
 def njit(*args, **options):
     """``numba.njit``, as a decorator with or without options; lazy while numba is not imported."""
     if len(args) == 1 and callable(args[0]) and not options and "numba" not in sys.modules:  # @njit
-        return _lazy(args[0], {})
+        return _register(LazyKernel(args[0], {}))
     if args or "numba" in sys.modules:  # numba is there (or eager signatures): numba's own
         import numba
         materialize()  # kernels decorated earlier are real before this one can compile against them
         return numba.njit(*args, **options)
-    return lambda fn: _lazy(fn, options) if "numba" not in sys.modules else njit(**options)(fn)
+    return lambda fn: _register(LazyKernel(fn, options)) if "numba" not in sys.modules else njit(**options)(fn)
 
 
-def _lazy(fn, options: dict) -> LazyKernel:
-    k = LazyKernel(fn, options)
+def _register(p: "_Placeholder"):
     with _lock:
-        _pending.append(k)
-    return k
+        _pending.append(p)
+    return p
 
 
 class LazyObject(_Placeholder):
@@ -78,40 +84,35 @@ class LazyObject(_Placeholder):
     def __init__(self, factory):
         self.factory, self.made = factory, None
 
+    def make(self):
+        return self.factory()
+
     def __repr__(self) -> str:
         return f"<lazy numba object from {self.factory.__module__}.{self.factory.__qualname__}>"
 
 
 def lazy(factory):
     """``factory()`` (which imports numba) now if numba is imported, else a :class:`LazyObject` for it."""
-    if "numba" in sys.modules:
-        return factory()
-    obj = LazyObject(factory)
-    with _lock:
-        _objects.append(obj)
-    return obj
+    return factory() if "numba" in sys.modules else _register(LazyObject(factory))
 
 
 def pending() -> bool:
     """Whether some kernel (or other numba object) of this process is still lazy."""
-    return bool(_pending or _objects)
+    return bool(_pending)
 
 
 def materialize() -> None:
     """Import numba and make every lazy kernel of this process real, replacing it in every loaded module
     (idempotent; what a worker about to run kernels does in advance: ``engine.executor.warm_worker``)."""
-    if not _pending and not _objects:
+    if not _pending:
         return
     with _lock:
-        if not _pending and not _objects:
+        if not _pending:
             return
-        import numba
         from numba.extending import typeof_impl
-        kernels, objects = list(_pending), list(_objects)
-        for o in objects:  # before the kernels: they may call these
-            o.made = o.factory()
-        for k in kernels:
-            k.made = numba.njit(**k.options)(k.py_func)
+        made = list(_pending)
+        for p in made:  # a dispatcher compiles on its first call, after every one is in place
+            p.made = p.make()
         # a lazy kernel left somewhere the scan does not reach (a container, a closure) still types as its
         # dispatcher inside a kernel
         typeof_impl.register(_Placeholder)(lambda val, c: typeof_impl(val.real(), c))
@@ -122,8 +123,7 @@ def materialize() -> None:
             for name, v in list(d.items()):
                 if type(v) in (LazyKernel, LazyObject):  # type(): a module value may be an odd proxy
                     d[name] = v.real()
-        del _pending[:len(kernels)]
-        del _objects[:len(objects)]
+        del _pending[:len(made)]
 
 
 # the packages whose modules may hold lazy kernels (their own or imported by name): all of gristmill's
