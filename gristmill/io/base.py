@@ -7,6 +7,7 @@ what makes output byte-identical for any ``np``.
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from typing import ClassVar, Iterator
@@ -83,15 +84,10 @@ def readers() -> dict[str, Reader]:
     return _READERS
 
 
-_loaded = False
-
-
+@functools.cache
 def _load_readers():
     """Import every reader module, once a process (listing the package took ~1 ms, and every shard task
     asked three times)."""
-    global _loaded
-    if _loaded:
-        return
     import importlib
     import pkgutil
     from .. import io as pkg
@@ -99,7 +95,6 @@ def _load_readers():
     for name in names:
         if not name.startswith("_") and name not in ("base", "formats", "writers", "planner"):
             importlib.import_module(f"{pkg.__name__}.{name}")
-    _loaded = True
 
 
 def read_shard(shard: Shard, opts: ReadOptions) -> Iterator[pa.RecordBatch | Reject]:
