@@ -138,7 +138,7 @@ print(json.dumps({"server": server, "new_interpreter": cmdline(server) != cmdlin
 @pytest.mark.parametrize("first", ["nothing", "numpy first"])
 def test_the_early_server_is_a_fork_of_the_run_unless_a_threaded_library_is_loaded(tmp_path, first):
     """`cli._start_workers_early` runs before the run imports numpy: the server is then a fork of the run's
-    process (no second interpreter to start: ~0.07 s on the np 2 run's path to its first task) that the
+    process (no second interpreter to start: 0.13–0.16 s on the np 2 run's path to its first task) that the
     workers are forked from, with the pool's thread settings and preload, like a server started anew. Once
     a library that starts threads or reads its thread settings at load is imported (numpy here), the server
     is a new interpreter as before."""

@@ -86,7 +86,8 @@ def test_planning_a_filter_recipe_imports_no_numba_and_lazy_kernels_give_the_sam
     ``njit`` numba's own, at import)."""
     import random
     rng = random.Random(0)
-    vocab = [a + b for a in ("ri", "ca", "mon", "tel", "dar", "su", "vel", "or") for b in ("ver", "ble", "ton", "ka", "lis")]
+    vocab = [a + b for a in ("ri", "ca", "mon", "tel", "dar", "su", "vel", "or")
+             for b in ("ver", "ble", "ton", "ka", "lis")]
     stop = ["the", "and", "of", "to", "that", "with", "have", "be"]
     texts = ["\n".join(" ".join(" ".join(rng.choice(vocab if j % 2 else stop) for j in range(rng.randint(8, 14)))
                                  .capitalize() + "." for _ in range(4)) for _ in range(4)) for _ in range(30)]
