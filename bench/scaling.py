@@ -78,14 +78,15 @@ def _write(out: str, k: int, lines: list[bytes]) -> str:
     return p
 
 
-def run(data: str, process: list, np_: int, tmp: str, name: str, env: dict | None = None, repo: str = REPO) -> dict:
+def run(data: str, process: list, np_: int, tmp: str, name: str, env: dict | None = None, repo: str = REPO,
+        extra: dict | None = None) -> dict:
     work, out = os.path.join(tmp, f"work-{name}"), os.path.join(tmp, f"out-{name}", "out.jsonl")
     shutil.rmtree(work, ignore_errors=True)
     shutil.rmtree(os.path.dirname(out), ignore_errors=True)
     recipe = os.path.join(tmp, f"{name}.yaml")
     with open(recipe, "w") as f:
         yaml.safe_dump({"project_name": name, "dataset_path": data, "export_path": out, "work_dir": work, "np": np_,
-                        "process": process}, f)
+                        "process": process, **(extra or {})}, f)
     r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     res = subprocess.run([sys.executable, "-m", "gristmill.cli", "run", recipe, "--no-progress"],
                          capture_output=True, text=True, cwd=repo, env={**os.environ, **(env or {})})
@@ -113,7 +114,7 @@ def run(data: str, process: list, np_: int, tmp: str, name: str, env: dict | Non
             "rows": (rep["rows_read"], rep["rows_out"]), "sha": h.hexdigest()}
 
 
-def by_hand(data: str, process: list, n: int, tmp: str, name: str, repo: str = REPO) -> dict:
+def by_hand(data: str, process: list, n: int, tmp: str, name: str, repo: str = REPO, extra: dict | None = None) -> dict:
     """The input files dealt into ``n`` groups, one `gristmill run --np 1` per group, all started at once: the
     slowest one's wall and engine time (the job is done when it is), CPU summed, the export of each group."""
     files = sorted(os.listdir(data))
@@ -128,7 +129,7 @@ def by_hand(data: str, process: list, n: int, tmp: str, name: str, repo: str = R
     results: list[dict | None] = [None] * n
 
     def one(k: int) -> None:
-        results[k] = run(dirs[k], process, 1, tmp, f"{name}-{k}", repo=repo)
+        results[k] = run(dirs[k], process, 1, tmp, f"{name}-{k}", repo=repo, extra=extra)
 
     threads = [threading.Thread(target=one, args=(k,)) for k in range(n)]
     for t in threads:
@@ -159,43 +160,55 @@ def main() -> None:
                     help="another checkout (its root) run in the same rounds, interleaved with this one")
     ap.add_argument("--by-hand", action="store_true",
                     help="also the raw limit: per np N > 1, N np 1 processes at once on the input dealt N ways")
+    ap.add_argument("--shard-size-mb", metavar="MB", nargs="+",
+                    help="run each tree once per value of the recipe's shard_size_mb, in the same rounds "
+                         "('default': the key left out); the by-hand runs use the first")
     args = ap.parse_args()
     corpus = args.corpus or default_corpus()
     trees = [("this", REPO)] + ([("against", os.path.abspath(args.against))] if args.against else [])
+    sizes = [None if v == "default" else int(v) for v in args.shard_size_mb or ["default"]]
+    # each variant: (label, checkout, extra recipe keys)
+    variants = [(t + (f" shard {'default' if mb is None else f'{mb} MB'}" if args.shard_size_mb else ""), repo,
+                 {} if mb is None else {"shard_size_mb": mb}) for t, repo in trees for mb in sizes]
+    compared = len(variants) > 1
     tmp = tempfile.mkdtemp(prefix="gm-scaling-")
     try:
         files = cut(corpus, args.shards, os.path.join(tmp, "data"))
         size = sum(os.path.getsize(p) for p in files)
         print(f"corpus {corpus}: {size / 1e6:.1f} MB in {len(files)} files; np {args.np}; {args.repeat} rounds; "
               f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}"
-              + (f"; against {args.against}" if args.against else ""), flush=True)
+              + (f"; against {args.against}" if args.against else "")
+              + (f"; shard_size_mb {' '.join(args.shard_size_mb)}" if args.shard_size_mb else ""), flush=True)
         for name in args.only or list(RECIPES):
-            runs: dict[tuple[str, int], list[dict]] = {(t, n): [] for t, _ in trees for n in args.np}
+            runs: dict[tuple[str, int], list[dict]] = {(t, n): [] for t, _, _ in variants for n in args.np}
             hand: dict[int, list[dict]] = {n: [] for n in args.np if n > 1 and args.by_hand}
             if args.warmup:
-                for t, repo in trees:
-                    r = run(os.path.join(tmp, "data"), RECIPES[name], max(args.np), tmp, f"{name}-warmup", repo=repo)
+                for t, repo, extra in variants:
+                    r = run(os.path.join(tmp, "data"), RECIPES[name], max(args.np), tmp, f"{name}-warmup", repo=repo,
+                            extra=extra)
                     print(f"  {name} warm-up ({t}) np {max(args.np)}: wall {r['wall']:.2f} s (untimed)", flush=True)
             for i in range(args.repeat):
-                order = [(t, repo, n) for n in args.np for t, repo in trees]
-                for t, repo, n in order if i % 2 == 0 else order[::-1]:
-                    r = run(os.path.join(tmp, "data"), RECIPES[name], n, tmp, f"{name}-np{n}-{i}", repo=repo)
+                order = [(t, repo, extra, n) for n in args.np for t, repo, extra in variants]
+                for t, repo, extra, n in order if i % 2 == 0 else order[::-1]:
+                    r = run(os.path.join(tmp, "data"), RECIPES[name], n, tmp, f"{name}-np{n}-{i}", repo=repo,
+                            extra=extra)
                     runs[(t, n)].append(r)
-                    print(f"  {name} round {i + 1}{' (' + t + ')' if args.against else ''} np {n}: wall "
+                    print(f"  {name} round {i + 1}{' (' + t + ')' if compared else ''} np {n}: wall "
                           f"{r['wall']:.2f} s, engine {r['engine']:.2f} s, before {r['before']:.2f} s, "
                           f"after {r['after']:.2f} s, CPU {r['cpu']:.2f} s, resolve {r['resolve']:.2f} s", flush=True)
                 for n in hand:
-                    h = by_hand(os.path.join(tmp, "data"), RECIPES[name], n, tmp, f"{name}-hand{n}-{i}")
+                    h = by_hand(os.path.join(tmp, "data"), RECIPES[name], n, tmp, f"{name}-hand{n}-{i}",
+                                extra=variants[0][2])
                     hand[n].append(h)
                     print(f"  {name} round {i + 1} by hand, {n} np 1 processes at once: wall {h['wall']:.2f} s, "
                           f"engine {h['engine']:.2f} s (the slowest), CPU {h['cpu']:.2f} s", flush=True)
             shas = {r["sha"] for rs in runs.values() for r in rs}
-            base = runs[("this", args.np[0])]
+            base = runs[(variants[0][0], args.np[0])]
             print(f"\n{name}: rows {base[0]['rows'][0]:,} → {base[0]['rows'][1]:,}; exports byte-identical across "
                   f"all runs: {'yes' if len(shas) == 1 else 'NO'}")
-            for t, _ in trees:
+            for t, _, _ in variants:
                 base = runs[(t, args.np[0])]
-                if args.against:
+                if compared:
                     print(f"  {t}:")
                 print(f"  {'np':>3} {'wall s':>7} {'(min)':>6} {'engine s':>8} {'(min)':>6} {'before s':>8} "
                       f"{'after s':>7} {'CPU s':>7} {'resolve s':>9} {'speedup wall':>12} {'speedup engine':>14} "
@@ -208,7 +221,7 @@ def main() -> None:
                           f"{med(base, 'wall') / med(rs, 'wall'):12.2f}x {med(base, 'engine') / med(rs, 'engine'):13.2f}x "
                           f"{med(base, 'wall') / med(rs, 'wall') / (n / args.np[0]):14.2f} / "
                           f"{med(base, 'engine') / med(rs, 'engine') / (n / args.np[0]):.2f}")
-                for n, hs in hand.items() if t == "this" else ():
+                for n, hs in hand.items() if t == variants[0][0] else ():
                     w, e = statistics.median(h["wall"] for h in hs), statistics.median(h["engine"] for h in hs)
                     ours = runs[(t, n)]  # np n's time over the by-hand time: the share of the raw limit reached
                     print(f"  by hand, {n} np 1 processes on the input dealt {n} ways (the raw limit): wall {w:.2f} s, "
