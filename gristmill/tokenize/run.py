@@ -584,6 +584,11 @@ def _write_format(cfg: TokenizeConfig, fmt: str, out_dir: str, spec: TokenizerSp
         # rows are consecutive slices of the stream and ids < 2**31 read the same as int32: the kernel
         # copies the pieces straight from the token files into place
         writer.fill_rows(lambda fd, off: store.copy_to(p_src, p_vstart, plan.piece_len, fd, off), pad_id)
+    elif plan.mode == "padded" and hasattr(writer, "fill_chunks") and writer.dtype.itemsize == 4:
+        def copy_range(a: int, z: int, fd: int, off: int) -> int:  # (the same, a chunk file at a time)
+            src, vs, ln = _stream_range(a, z, piece_start, plan.piece_len, p_src, p_vstart)
+            return store.copy_to(src, vs, ln, fd, off)
+        writer.fill_chunks(copy_range, int(plan.piece_len.sum()))
     else:
         _write_rows(writer, store, plan, p_src, p_vstart, piece_start, pad_id)
     files = writer.close()
@@ -661,25 +666,29 @@ def _write_stream(writer, store: TokenStore, p_src, p_vstart, p_len):
         i = j
 
 
+def _stream_range(a: int, z: int, piece_start, piece_len, p_src, p_vstart):
+    """The pieces overlapping the stream's tokens ``a .. z``, clipped to them: (source, virtual start,
+    length) of each, for ``TokenStore.gather`` / ``copy_to``."""
+    p_end = piece_start + piece_len
+    i0 = int(np.searchsorted(p_end, a, side="right"))
+    i1 = int(np.searchsorted(piece_start, z, side="left"))
+    s = np.maximum(piece_start[i0:i1], a)
+    e = np.minimum(p_end[i0:i1], z)
+    return p_src[i0:i1], p_vstart[i0:i1] + (s - piece_start[i0:i1]), e - s
+
+
 def _write_rows(writer, store: TokenStore, plan, p_src, p_vstart, piece_start, pad_id):
     W = plan.width
     n_rows = len(plan.row_start)
     rows_per = max(1, CHUNK_TOKENS // W)
-    p_end = piece_start + plan.piece_len
     for r0 in range(0, n_rows, rows_per):
         r1 = min(n_rows, r0 + rows_per)
         a = int(plan.row_start[r0])
         z = int(plan.row_start[r1 - 1] + plan.row_len[r1 - 1])
-        # pieces overlapping the stream range [a, z), clipped to it
-        i0 = int(np.searchsorted(p_end, a, side="right"))
-        i1 = int(np.searchsorted(piece_start, z, side="left"))
-        s = np.maximum(piece_start[i0:i1], a)
-        e = np.minimum(p_end[i0:i1], z)
-        vs = p_vstart[i0:i1] + (s - piece_start[i0:i1])
         starts = plan.row_start[r0:r1] - a
         lens = plan.row_len[r0:r1]
         buf = np.empty(z - a, np.uint32)
-        store.gather(p_src[i0:i1], vs, e - s, buf)
+        store.gather(*_stream_range(a, z, piece_start, plan.piece_len, p_src, p_vstart), buf)
         rows = np.full((r1 - r0, W), pad_id, dtype=writer.dtype)
         if plan.mode == "padded":
             rows.reshape(-1)[: z - a] = buf

@@ -235,8 +235,8 @@ def test_failed_concurrent_check_redoes_the_fast_shards(tok_json, corpus, tmp_pa
     assert _digest(tmp_path / "b") == _digest(tmp_path / "r")
 
 
-@pytest.mark.parametrize("fmt,pack", [("npy", "padded"), ("megatron", "concat"), ("datatrove", "bfd"),
-                                      ("megatron", "none")])
+@pytest.mark.parametrize("fmt,pack", [("npy", "padded"), ("litgpt", "padded"), ("megatron", "concat"),
+                                      ("datatrove", "bfd"), ("megatron", "none")])
 def test_kernel_copy_equals_buffered_write(tmp_path, monkeypatch, fmt, pack):
     """With 4-byte tokens the output files are filled by copy_file_range straight from the token files;
     shuffled documents over several shards give the same bytes as the buffered gather-and-write path."""
@@ -244,18 +244,19 @@ def test_kernel_copy_equals_buffered_write(tmp_path, monkeypatch, fmt, pack):
     texts = [f"document {i}: " + "word " * (i % 23) + "你好" * (i % 5) for i in range(300)]
     write_jsonl(str(tmp_path / "a.jsonl"), texts)
     cfg = {"tokenizer": "qwen.tiktoken", "sources": str(tmp_path / "a.jsonl"), "seq_len": 16, "format": fmt,
-           "pack": pack, "shuffle": True, "seed": 3, "shard_bytes": 2048}
+           "pack": pack, "shuffle": True, "seed": 3, "shard_bytes": 2048, "rows_per_chunk": 7}
 
     def out(name):
         rep = run_tokenize({**cfg, "output": str(tmp_path / name)}, np=1, work_dir=str(tmp_path / "w"),
                            progress=False)
         assert rep["shards"] > 3
+        assert fmt != "litgpt" or len(rep["files"]) > 10  # chunk files, the last one part padding
         return {f: open(tmp_path / name / f, "rb").read() for f in sorted(os.listdir(tmp_path / name))
                 if f not in ("report.json",)}
 
     fast = out("fast")
-    for cls in (formats.NpyWriter, formats.MegatronWriter, formats.DatatroveWriter):
-        for attr in ("fill_rows", "fill_pieces"):
+    for cls in (formats.NpyWriter, formats.LitgptWriter, formats.MegatronWriter, formats.DatatroveWriter):
+        for attr in ("fill_rows", "fill_chunks", "fill_pieces"):
             if hasattr(cls, attr):
                 monkeypatch.delattr(cls, attr)
     assert out("slow") == fast
