@@ -69,6 +69,20 @@ class Writer:
         return self.finish()
 
 
+def _check_fits(total: int, n_rows: int, width: int) -> None:
+    if total > n_rows * width:
+        raise ValueError(f"token stream of {total} tokens does not fit {n_rows} rows of {width}")
+
+
+def _copy_padded(copy_range, a: int, z: int, size: int, fd: int, offset: int, pad_id: int, dtype) -> None:
+    """Stream tokens ``a .. z`` copied into ``fd`` at ``offset`` (``copy_range``), then ``pad_id`` up to
+    ``size`` tokens: 4-byte little-endian tokens."""
+    n = copy_range(a, z, fd, offset) if z > a else 0
+    if n != 4 * max(0, z - a):
+        raise ValueError(f"copied {n} bytes of tokens {a}..{z}")
+    os.pwrite(fd, np.full(size - n // 4, pad_id, np.dtype(dtype).newbyteorder("<")).tobytes(), offset + n)
+
+
 class NpyWriter(Writer):
     def __init__(self, *a, **k):
         super().__init__(*a, **k)
@@ -81,19 +95,16 @@ class NpyWriter(Writer):
         self.f.write(memoryview(np.ascontiguousarray(rows, dtype=self.dtype.newbyteorder("<"))).cast("B"))
         self.written += len(rows)
 
-    def fill_rows(self, copy_stream, pad_id: int) -> None:
-        """All rows at once when they are the token stream cut every ``width`` tokens: ``copy_stream(fd,
-        offset)`` writes the stream's little-endian 4-byte tokens there and returns the bytes written; the
-        rest of the last row is padded here."""
+    def fill_rows(self, copy_range, total: int) -> None:
+        """All rows at once when they are the token stream cut every ``width`` tokens (``total`` tokens in
+        all): ``copy_range(a, z, fd, offset)`` writes the stream's tokens ``a .. z`` (little-endian, 4 bytes
+        each) into ``fd`` at ``offset`` and returns the bytes written; the rest of the last row is padded."""
         assert self.written == 0 and self.dtype.itemsize == 4
+        _check_fits(total, self.n_rows, self.width)
         self.f.flush()
         fd, start = self.f.fileno(), self.f.tell()
-        n = copy_stream(fd, start)
-        total = self.n_rows * self.width * 4
-        if n > total or n % 4:
-            raise ValueError(f"token stream of {n} bytes does not fit {self.n_rows} rows of {self.width}")
-        os.pwrite(fd, np.full((total - n) // 4, pad_id, self.dtype.newbyteorder("<")).tobytes(), start + n)
-        self.f.seek(start + total)
+        _copy_padded(copy_range, 0, total, self.n_rows * self.width, fd, start, self.pad_id, self.dtype)
+        self.f.seek(start + self.n_rows * self.width * 4)
         self.written = self.n_rows
 
     def record(self, lengths) -> None:
@@ -129,25 +140,19 @@ class LitgptWriter(Writer):
         self.buf.fill(self.pad_id)
         self.fill = 0
 
-    def fill_chunks(self, copy_range, total: int) -> None:
+    def fill_rows(self, copy_range, total: int) -> None:
         """Every chunk at once when the rows are the token stream cut every ``width`` tokens (``total``
-        tokens in all): ``copy_range(a, z, fd, offset)`` writes the stream's tokens ``a .. z`` (little-endian,
-        4 bytes each) into ``fd`` at ``offset`` (in the kernel: no buffer filled and copied three times, which
-        took ~1.3 s of the main process for 134 MB of tokens); the rest of the last chunk is padded here."""
+        tokens in all), each chunk file filled by ``copy_range`` as :meth:`NpyWriter.fill_rows` fills its
+        file (no buffer filled and copied three times, which took ~1.3 s of the main process for 134 MB of
+        tokens); the rest of the last chunk is padded."""
         assert self.fill == 0 and self.counter == 0 and self.dtype.itemsize == 4
-        if total > self.n_rows * self.width:
-            raise ValueError(f"token stream of {total} tokens does not fit {self.n_rows} rows of {self.width}")
+        _check_fits(total, self.n_rows, self.width)
         for a in range(0, self.n_rows * self.width, self.chunk_size):
-            z = min(total, a + self.chunk_size)
             with open(self._tmp(f"{self.name}_{self.counter:010d}.bin"), "wb") as f:
                 self._header(f)
                 f.flush()
-                fd, start = f.fileno(), f.tell()
-                n = copy_range(a, z, fd, start) if z > a else 0
-                if n != 4 * max(0, z - a):
-                    raise ValueError(f"copied {n} bytes of tokens {a}..{z}")
-                os.pwrite(fd, np.full(self.chunk_size - n // 4, self.pad_id, self.dtype.newbyteorder("<")).tobytes(),
-                          start + n)
+                _copy_padded(copy_range, a, min(total, a + self.chunk_size), self.chunk_size, f.fileno(), f.tell(),
+                             self.pad_id, self.dtype)
             self.counter += 1
 
     def write_rows(self, rows):

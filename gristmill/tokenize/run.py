@@ -582,13 +582,10 @@ def _write_format(cfg: TokenizeConfig, fmt: str, out_dir: str, spec: TokenizerSp
         _write_stream(writer, store, p_src, p_vstart, plan.piece_len)
     elif plan.mode == "padded" and hasattr(writer, "fill_rows") and writer.dtype.itemsize == 4:
         # rows are consecutive slices of the stream and ids < 2**31 read the same as int32: the kernel
-        # copies the pieces straight from the token files into place
-        writer.fill_rows(lambda fd, off: store.copy_to(p_src, p_vstart, plan.piece_len, fd, off), pad_id)
-    elif plan.mode == "padded" and hasattr(writer, "fill_chunks") and writer.dtype.itemsize == 4:
-        def copy_range(a: int, z: int, fd: int, off: int) -> int:  # (the same, a chunk file at a time)
-            src, vs, ln = _stream_range(a, z, piece_start, plan.piece_len, p_src, p_vstart)
-            return store.copy_to(src, vs, ln, fd, off)
-        writer.fill_chunks(copy_range, int(plan.piece_len.sum()))
+        # copies the pieces straight from the token files into place (npy: one range; litgpt: one a chunk)
+        def copy_range(a: int, z: int, fd: int, off: int) -> int:
+            return store.copy_to(*_stream_range(a, z, piece_start, plan.piece_len, p_src, p_vstart), fd, off)
+        writer.fill_rows(copy_range, int(plan.piece_len.sum()))
     else:
         _write_rows(writer, store, plan, p_src, p_vstart, piece_start, pad_id)
     files = writer.close()

@@ -256,7 +256,7 @@ def test_kernel_copy_equals_buffered_write(tmp_path, monkeypatch, fmt, pack):
 
     fast = out("fast")
     for cls in (formats.NpyWriter, formats.LitgptWriter, formats.MegatronWriter, formats.DatatroveWriter):
-        for attr in ("fill_rows", "fill_chunks", "fill_pieces"):
+        for attr in ("fill_rows", "fill_pieces"):
             if hasattr(cls, attr):
                 monkeypatch.delattr(cls, attr)
     assert out("slow") == fast
